@@ -1,0 +1,93 @@
+"""Kernel mechanisms the model runs, written once and shared with the baselines.
+
+Each function is batched over leading axes and mirrors the Linux source named
+in its docstring (constants of the source as defaults).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = [
+    "PAGE_BYTES",
+    "THRESHOLD_MAX_MS",
+    "THRESHOLD_START_MS",
+    "THRESHOLD_UNIT_MS",
+    "adapt_promotion_threshold",
+    "default_min_free_kbytes",
+    "memcg_promotion_scan_fraction",
+    "zone_watermarks",
+]
+
+PAGE_BYTES = 4096
+GIB_KB = 1024.0 * 1024.0
+
+# kernel/sched/fair.c: numa_promotion_adjust_threshold()
+THRESHOLD_START_MS = 1000.0  # sysctl_numa_balancing_hot_threshold default
+THRESHOLD_UNIT_MS = 2 * 1000.0 / 16  # NUMA_MIGRATION_ADJUST_STEPS = 16, over 2x the default
+THRESHOLD_MAX_MS = 2 * THRESHOLD_START_MS
+
+
+def default_min_free_kbytes(lowmem_kb: ArrayLike) -> NDArray[np.float64]:
+    """``min_free_kbytes`` at boot (mm/page_alloc.c, ``calculate_min_free_kbytes``).
+
+    ``sqrt(lowmem_kbytes * 16)`` clamped to 128 KB .. 262144 KB (256 MiB).
+    """
+    return np.clip(np.sqrt(np.asarray(lowmem_kb, dtype=float) * 16.0), 128.0, 262144.0)
+
+
+def zone_watermarks(
+    managed_gib: ArrayLike,
+    machine_gib: ArrayLike | None = None,
+    scale_factor: float = 10.0,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """MIN, LOW, HIGH and PROMO watermarks of a node, in GiB (mm/page_alloc.c).
+
+    MIN is the node's share of ``min_free_kbytes`` (split by managed pages,
+    ``__setup_per_zone_wmarks``); ``d = max(MIN/4, managed*scale_factor/10000)``;
+    ``LOW = MIN + d``, ``HIGH = LOW + d``, ``PROMO = HIGH + d``
+    (``watermark_scale_factor`` default 10).
+    """
+    managed = np.asarray(managed_gib, dtype=float)
+    total = managed if machine_gib is None else np.asarray(machine_gib, dtype=float)
+    wmin = default_min_free_kbytes(total * GIB_KB) / GIB_KB * managed / np.maximum(total, 1e-12)
+    d = np.maximum(wmin / 4.0, managed * scale_factor / 10000.0)
+    return wmin, wmin + d, wmin + 2 * d, wmin + 3 * d
+
+
+def adapt_promotion_threshold(
+    threshold_ms: ArrayLike,
+    candidates_mb: ArrayLike,
+    rate_limit_mbps: ArrayLike,
+    period_s: float = 60.0,
+) -> NDArray[np.float64]:
+    """One period of the NUMA-balancing hot threshold adaptation.
+
+    kernel/sched/fair.c ``numa_promotion_adjust_threshold``: ``ref = RL * period``;
+    more than 110% of ``ref`` candidates in the period lowers the threshold by
+    one unit (125 ms, not below 125 ms); fewer than 90% raises it by one unit
+    (not above 2000 ms).
+    """
+    th = np.asarray(threshold_ms, dtype=float)
+    cand = np.asarray(candidates_mb, dtype=float)
+    ref = np.asarray(rate_limit_mbps, dtype=float) * period_s
+    down = cand > 1.1 * ref
+    up = cand < 0.9 * ref
+    th = np.where(down, np.maximum(th - THRESHOLD_UNIT_MS, THRESHOLD_UNIT_MS), th)
+    return np.where(up, np.minimum(th + THRESHOLD_UNIT_MS, THRESHOLD_MAX_MS), th)
+
+
+def memcg_promotion_scan_fraction(
+    low_pages: ArrayLike, usage_pages: ArrayLike, power: float = 4.0, floor: float = 1.0 / 16.0
+) -> NDArray[np.float64]:
+    """Share of its scan a cgroup above its DRAM protection keeps (tiering-fairness RFC, 2024).
+
+    ``(L / (U + 1)) ** 4`` floored at ``1/16`` when usage ``U`` exceeds the
+    protection ``L`` (both in pages), 1 otherwise: 10% over keeps 68% of the
+    scan, 100% over keeps 1/16.
+    """
+    low = np.asarray(low_pages, dtype=float)
+    use = np.asarray(usage_pages, dtype=float)
+    frac = np.maximum((low / (use + 1.0)) ** power, floor)
+    return np.where(use > low, frac, 1.0)

@@ -1,0 +1,966 @@
+"""The batched DRAM + CXL model: one implementation over a batch of ``B`` machines.
+
+Everything is an array with a leading batch axis. Frozen parameters
+(:class:`Params`: hardware, tenants, kernel configuration) are kept apart
+from the changing :class:`State` (page placement, counters, time, random
+keys); :func:`step` is ``(params, state, action) -> (state, outputs)`` with a
+fixed sequence of array operations and no loop over the batch.
+
+Shapes: ``B`` machines, ``T`` tenant slots, ``K`` hotness buckets (hot to
+cold), ``N`` memory nodes, ``P`` phases per tenant. One interval:
+
+1. tenants start, stop, change phase and grow; churned pages are freed;
+2. missing pages are allocated by the tenant's interleave weights, falling
+   back local-first (nearest node with free pages above its LOW watermark)
+   when a node is full; ``memory_high_gib`` caps a tenant's DRAM;
+3. DRAM above a tenant's ``memory_high_gib`` is demoted; kswapd demotes the
+   coldest unprotected DRAM pages (``memory_low_gib`` protects) to the nearest
+   CXL node until free memory is back at its target watermark;
+4. hot CXL pages are promoted to the tenant's local DRAM up to the promotion
+   rate limit and the free memory above the HIGH watermark; hotness
+   detection is sampled (a page is a candidate when its access rate makes a
+   hint fault within the hot threshold likely, with sampling noise);
+5. migrations add traffic on both nodes and CPU time to the tenant;
+6. the closed-loop fixed point (:mod:`envs.solver`) gives every tenant's
+   throughput and every node's loaded latency.
+
+See ``docs/model.md`` for the equations and their sources.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from envs.kernel import (
+    PAGE_BYTES,
+    THRESHOLD_START_MS,
+    adapt_promotion_threshold,
+    memcg_promotion_scan_fraction,
+    zone_watermarks,
+)
+from envs.scenario import HotColdHotness, Scenario, TenantSpec, ZipfHotness
+from envs.solver import NodeCurves, solve_fixed_point
+
+__all__ = [
+    "BUCKET_EDGES",
+    "LINE_BYTES",
+    "Action",
+    "KernelConfig",
+    "Outputs",
+    "Params",
+    "State",
+    "compile_params",
+    "init_state",
+    "step",
+]
+
+F64 = NDArray[np.float64]
+LINE_BYTES = 64
+GIB = float(1 << 30)
+GB_PER_GIB = GIB / 1e9
+PAGES_PER_GIB = GIB / PAGE_BYTES
+# Hotness buckets: edges in fraction of a tenant's pages, hottest first.
+# Log-spaced at the hot end so a Zipf head is resolved with few buckets.
+BUCKET_EDGES = np.array([0.0, 0.001, 0.005, 0.02, 0.06, 0.15, 0.3, 0.6, 1.0])
+K_BUCKETS = len(BUCKET_EDGES) - 1
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Kernel mechanisms that are not actions; a baseline sets them as its system does.
+
+    - ``demotion``: kswapd demotes cold DRAM pages to CXL (``/sys/kernel/mm/numa/demotion_enabled``).
+    - ``demote_watermark_frac``: TPP's proactive demotion watermark as a fraction of the
+      node (0 = kernel default: wake below LOW, demote up to HIGH, or PROMO while
+      promotion runs). TPP uses 0.02 (``demote_scale_factor`` 200/10000).
+    - ``promote_active_only``: TPP: a page must be seen twice (active LRU) before promotion.
+    - ``threshold_adapt``: NUMA-balancing hot-threshold adaptation every ``threshold_period_s``.
+    - ``promotion_throttle``: per-cgroup promotion throttle of the tiering-fairness RFC.
+    - ``kswapd_gibps``: most a node's kswapd demotes per second.
+    - ``migrate_cpu_us_per_page``: CPU time charged to a tenant per promoted 4 KiB page
+      (hint fault, copy, TLB shootdown).
+    - ``detection_noise``: log-normal sigma of the sampled hotness detection.
+    - ``scan_period_s``: time a page stays unmapped after a scan (plentiful-free case).
+    - ``scan_mb_per_period``: address space NUMA balancing scans per scan period and
+      tenant (``numa_balancing_scan_size_mb``, 256 MB); only scanned pages can fault.
+    """
+
+    demotion: bool = True
+    demote_watermark_frac: float = 0.0
+    promote_active_only: bool = False
+    threshold_adapt: bool = True
+    threshold_period_s: float = 60.0
+    promotion_throttle: bool = False
+    kswapd_gibps: float = 2.0
+    migrate_cpu_us_per_page: float = 10.0
+    detection_noise: float = 0.3
+    scan_period_s: float = 1.0
+    scan_mb_per_period: float = 256.0
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, float) and (not math.isfinite(v) or v < 0):
+                raise ValueError(f"KernelConfig.{f.name}: got {v}, expected a finite number >= 0")
+
+
+# --------------------------------------------------------------------------- data containers
+#
+# Inside the core every array keeps the batch axis LAST ((T, N, B) and so on):
+# numpy reduces over small leading axes of such arrays ~30x faster than over
+# small trailing axes of batch-first ones, and a step reduces over tenants,
+# buckets and nodes many times (``benchmarks/layout.py`` measures it). The
+# public surface (Action, Outputs, ``State.placement``) is batch-first.
+
+
+@dataclass
+class Params:
+    """Frozen parameters of a batch; arrays batch-last (shapes in comments)."""
+
+    node_names: list[str]
+    tenant_names: list[list[str]]  # per batch element (padded slots are "")
+    scenario_names: list[str]
+    interval_s: F64  # (B,)
+    episode_steps: NDArray[np.int64]  # (B,)
+    capacity_gib: F64  # (N, B)
+    is_cxl: NDArray[np.bool_]  # (N, B)
+    node_socket: NDArray[np.int64]  # (N, B)
+    wm_min: F64  # (N, B)
+    wm_low: F64
+    wm_high: F64
+    wm_promo: F64
+    curves: NodeCurves  # (N, B) each
+    fallback: NDArray[
+        np.int64
+    ]  # (T, N, B) node indices in fallback order for the tenant's first socket
+    local_dram: NDArray[np.int64]  # (T, P, B) local DRAM node per phase
+    demote_target: NDArray[np.int64]  # (N, B) -1 where none
+    present: NDArray[np.bool_]  # (T, B)
+    start_s: F64  # (T, B)
+    stop_s: F64  # (T, B) inf when it runs to the end
+    phase_at: F64  # (T, P, B) inf for unused phases
+    threads: F64  # (T, P, B)
+    socket: NDArray[np.int64]  # (T, P, B)
+    mlp: F64
+    compute_ns: F64
+    read_fraction: F64
+    working_set_gib: F64
+    grow_gib_per_s: F64
+    memory_low_gib: F64
+    memory_high_gib: F64  # inf for none
+    churn_per_s: F64
+    access_share: F64  # (T, P, K, B)
+    solo_gbps: F64  # (T, P, B) throughput alone with all pages in local DRAM
+    init_weights: F64  # (T, N, B)
+    demotion: NDArray[np.bool_]  # (B,) kernel configuration from here on
+    demote_wm_frac: F64
+    active_only: NDArray[np.bool_]
+    threshold_adapt: NDArray[np.bool_]
+    threshold_period_s: F64
+    promo_throttle: NDArray[np.bool_]
+    kswapd_gibps: F64
+    migrate_cpu_us: F64
+    detect_noise: F64
+    scan_period_s: F64
+    scan_gib_per_s: F64
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.interval_s.shape[0])
+
+    @property
+    def n_tenants(self) -> int:
+        return int(self.present.shape[0])
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.capacity_gib.shape[0])
+
+    @property
+    def n_phases(self) -> int:
+        return int(self.phase_at.shape[1])
+
+    def set_rows(self, idx: Sequence[int] | NDArray[np.int64], other: Params) -> None:
+        """Replace batch elements ``idx`` by the elements of ``other`` (same T, N, P)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        if other.node_names != self.node_names:
+            raise ValueError(f"node layout differs: {other.node_names} vs {self.node_names}")
+        for f in dataclasses.fields(self):
+            a = getattr(self, f.name)
+            b = getattr(other, f.name)
+            if isinstance(a, np.ndarray):
+                if a.shape[:-1] != b.shape[:-1]:
+                    raise ValueError(
+                        f"Params.{f.name}: shape {b.shape[:-1]} does not fit {a.shape[:-1]}"
+                    )
+                a[..., idx] = b
+            elif isinstance(a, NodeCurves):
+                for g in _CURVE_FIELDS:
+                    getattr(a, g)[..., idx] = getattr(b, g)
+            elif f.name in ("tenant_names", "scenario_names"):
+                for i, j in enumerate(idx):
+                    a[j] = b[i]
+
+    def subset(self, idx: Sequence[int] | NDArray[np.int64]) -> Params:
+        """The parameters of batch elements ``idx`` (a copy)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        kw: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            a = getattr(self, f.name)
+            if isinstance(a, np.ndarray):
+                kw[f.name] = a[..., idx]
+            elif isinstance(a, NodeCurves):
+                kw[f.name] = NodeCurves(**{g: getattr(a, g)[..., idx] for g in _CURVE_FIELDS})
+            elif f.name in ("tenant_names", "scenario_names"):
+                kw[f.name] = [a[i] for i in idx]
+            else:
+                kw[f.name] = a
+        return Params(**kw)
+
+
+@dataclass
+class State:
+    """Changing state of a batch (arrays batch-last)."""
+
+    t: NDArray[np.int64]  # (B,) steps done in this episode
+    place: F64  # (T, K, N, B) GiB of each tenant bucket on each node
+    weights: F64  # (T, N, B) interleave weights in force (fractions)
+    threshold_ms: F64  # (N, B) hot threshold per DRAM node
+    cand_mb: F64  # (N, B) candidates in the current adaptation period
+    throughput: F64  # (T, B) last interval's throughput (hotness detection, warm start)
+    key: NDArray[np.uint64]  # (B,) random key of the episode
+
+    def copy(self) -> State:
+        return State(**{f.name: getattr(self, f.name).copy() for f in dataclasses.fields(self)})
+
+    @property
+    def placement(self) -> F64:
+        """Page placement, batch-first: (B, T, K, N) GiB."""
+        return np.moveaxis(self.place, -1, 0)
+
+    def set_rows(self, idx: NDArray[np.int64], other: State) -> None:
+        for f in dataclasses.fields(self):
+            getattr(self, f.name)[..., idx] = getattr(other, f.name)
+
+
+@dataclass
+class Action:
+    """Per-tenant interleave weights (B, T, N) and promotion rate limit (B,) in MB/s.
+
+    Weights are non-negative; each tenant's are normalised to fractions (a node
+    with weight 0 is outside its interleave mask). All-zero weights mean
+    local-first (the tenant's local DRAM, then the fallback order). A promotion
+    rate of 0 disables promotion (NUMA balancing not in tiering mode).
+    """
+
+    weights: F64
+    promote_mbps: F64
+
+
+@dataclass
+class Outputs:
+    """What one interval reports (names of section 5 of the design brief), batch-first."""
+
+    node_bandwidth_gbps: F64  # (B, N) read + write incl. migrations
+    node_read_gbps: F64
+    node_write_gbps: F64
+    node_peak_gbps: F64  # (B, N) peak at this interval's read/write mix
+    node_utilization: F64  # (B, N) bottleneck utilisation 0..1
+    node_latency_ns: F64  # (B, N) loaded latency of a local access
+    node_capacity_used_gib: F64  # (B, N)
+    tenant_active: NDArray[np.bool_]  # (B, T)
+    tenant_throughput_gbps: F64  # (B, T)
+    tenant_demand_gbps: F64  # (B, T) throughput at idle latencies (bandwidth demand)
+    tenant_norm_perf: F64  # (B, T) throughput / alone-in-local-DRAM throughput
+    tenant_latency_ns: F64  # (B, T)
+    tenant_dram_access_share: F64  # (B, T)
+    tenant_dram_resident_gib: F64  # (B, T)
+    tenant_resident_gib: F64  # (B, T) all its pages
+    tenant_read_fraction: F64  # (B, T)
+    promotion_mbps: F64  # (B,)
+    demotion_mbps: F64  # (B,)
+    promotion_candidates_mbps: F64  # (B,)
+    total_throughput_gbps: F64  # (B,)
+    solver_residual: F64  # (B,)
+    solver_iterations: NDArray[np.int64]  # (B,)
+
+    def row(self, i: int) -> dict[str, Any]:
+        """The outputs of batch element ``i``."""
+        return {f.name: getattr(self, f.name)[i] for f in dataclasses.fields(self)}
+
+
+# --------------------------------------------------------------------------- compiling scenarios
+
+
+def bucket_access_shares(hotness: ZipfHotness | HotColdHotness, working_set_gib: float) -> F64:
+    """Share of a tenant's accesses that falls in each hotness bucket (sums to 1)."""
+    e = BUCKET_EDGES
+    if isinstance(hotness, HotColdHotness):
+        h, a = hotness.hot_fraction, hotness.hot_access_fraction
+        lo, hi = e[:-1], e[1:]
+        hot = np.clip(np.minimum(hi, h) - lo, 0, None) / h
+        cold = np.clip(hi - np.maximum(lo, h), 0, None) / (1 - h)
+        share = a * hot + (1 - a) * cold
+    else:
+        s = hotness.zipf_s
+        n = max(working_set_gib * PAGES_PER_GIB, 1.0)
+        x = e * n + 0.5  # continuous Zipf over page ranks, rank r covering (r-0.5, r+0.5)
+
+        def cdf(v: F64) -> F64:
+            if abs(s - 1.0) < 1e-9:
+                return np.log(v / 0.5)
+            return (v ** (1 - s) - 0.5 ** (1 - s)) / (1 - s)
+
+        c = cdf(x)
+        share = np.diff(c)
+    return share / share.sum()
+
+
+def _node_arrays(sc: Scenario) -> dict[str, np.ndarray]:
+    nodes = sc.hardware.nodes
+    total = sum(n.capacity_gib for n in nodes)
+    cap = np.array([n.capacity_gib for n in nodes])
+    wmin, wlow, whigh, wpromo = zone_watermarks(cap, total)
+    inf = np.inf
+
+    def turn(r: float, w: float, m: float) -> float:
+        return max(0.0, 4.0 * (1.0 / m - 0.5 / r - 0.5 / w))
+
+    return {
+        "capacity_gib": cap,
+        "is_cxl": np.array([n.kind == "cxl" for n in nodes]),
+        "node_socket": np.array([n.socket for n in nodes], dtype=np.int64),
+        "wm_min": wmin,
+        "wm_low": wlow,
+        "wm_high": whigh,
+        "wm_promo": wpromo,
+        "idle_ns": np.array([n.idle_latency_ns for n in nodes]),
+        "mem_read": np.array([n.read_gbps for n in nodes]),
+        "mem_write": np.array([n.write_gbps for n in nodes]),
+        "mem_turn": np.array([turn(n.read_gbps, n.write_gbps, n.mixed_gbps) for n in nodes]),
+        "link_read": np.array([n.link_read_gbps or inf for n in nodes]),
+        "link_write": np.array([n.link_write_gbps or inf for n in nodes]),
+        "slope_ns": np.array([n.queue_slope_ns for n in nodes]),
+        "knee_ns": np.array([n.knee_ns for n in nodes]),
+        "knee_exp": np.array([n.knee_exp for n in nodes]),
+        "remote_ns": np.array([n.remote_latency_ns for n in nodes]),
+        "rem_read": np.array([n.remote_read_gbps for n in nodes]),
+        "rem_write": np.array([n.remote_write_gbps for n in nodes]),
+        "rem_turn": np.array(
+            [turn(n.remote_read_gbps, n.remote_write_gbps, n.remote_mixed_gbps) for n in nodes]
+        ),
+        "rem_slope_ns": np.array([n.remote_queue_slope_ns for n in nodes]),
+        "rem_knee_ns": np.array([n.remote_knee_ns for n in nodes]),
+        "rem_knee_exp": np.array([n.remote_knee_exp for n in nodes]),
+    }
+
+
+_CURVE_FIELDS = [f.name for f in dataclasses.fields(NodeCurves)]
+
+
+def _node_order(sc: Scenario, socket: int) -> list[int]:
+    """Allocation fallback order for CPUs on ``socket``: local DRAM, local CXL, remote DRAM, remote CXL."""
+    nodes = sc.hardware.nodes
+
+    def dist(i: int) -> tuple[int, int]:
+        n = nodes[i]
+        return (2 * (n.socket != socket) + (n.kind == "cxl"), i)
+
+    return sorted(range(len(nodes)), key=dist)
+
+
+def _tenant_weights(t: TenantSpec, sc: Scenario) -> F64:
+    names = sc.hardware.node_names
+    w = np.zeros(len(names))
+    if t.weights is None:
+        pass  # local-first: all zero
+    elif isinstance(t.weights, dict):
+        for k, v in t.weights.items():
+            w[names.index(k)] = v
+    else:
+        w[:] = t.weights
+    return w
+
+
+def compile_params(
+    scenarios: Scenario | Sequence[Scenario],
+    batch_size: int | None = None,
+    n_tenants: int | None = None,
+    n_phases: int | None = None,
+    kernel: KernelConfig | Sequence[KernelConfig] = KernelConfig(),
+    jitter: float = 0.0,
+    seeds: ArrayLike | None = None,
+) -> Params:
+    """Arrays for a batch: ``scenarios`` is one scenario for every element or one per element.
+
+    All scenarios of a batch share one node layout (the same node names).
+    ``n_tenants``/``n_phases`` pad the tenant and phase axes (default: the
+    largest in the batch). ``jitter`` > 0 scales each tenant's ``mlp``,
+    ``compute_ns`` and working set by factors drawn in ``1 +- jitter`` from the
+    element's seed (the working set only downwards, so capacity checks hold).
+    """
+    if isinstance(scenarios, Scenario):
+        scenarios = [scenarios] * (batch_size or 1)
+    scs = list(scenarios)
+    if batch_size is not None and len(scs) != batch_size:
+        raise ValueError(f"got {len(scs)} scenarios for a batch of {batch_size}")
+    bsz = len(scs)
+    if bsz == 0:
+        raise ValueError("a batch needs at least one scenario")
+    if not 0.0 <= jitter < 1.0:
+        raise ValueError(f"jitter: got {jitter}, expected 0 <= jitter < 1")
+    node_names = scs[0].hardware.node_names
+    for sc in scs:
+        if sc.hardware.node_names != node_names:
+            raise ValueError(
+                f"scenario {sc.name!r} has nodes {sc.hardware.node_names}, expected the batch's {node_names}"
+            )
+    kernels = [kernel] * bsz if isinstance(kernel, KernelConfig) else list(kernel)
+    if len(kernels) != bsz:
+        raise ValueError(f"got {len(kernels)} kernel configurations for a batch of {bsz}")
+    tmax = max(len(sc.tenants) for sc in scs)
+    T = n_tenants or tmax
+    if tmax > T:
+        big = max(scs, key=lambda s: len(s.tenants))
+        raise ValueError(
+            f"scenario {big.name!r} has {len(big.tenants)} tenants, more than the {T} tenant slots"
+        )
+    pmax = max(1 + len(t.phases) for sc in scs for t in sc.tenants)
+    P = n_phases or pmax
+    if pmax > P:
+        raise ValueError(f"a tenant has {pmax - 1} phases, more than the {P - 1} allowed")
+    N = len(node_names)
+    K = K_BUCKETS
+    seeds_arr = (
+        np.zeros(bsz, dtype=np.uint64)
+        if seeds is None
+        else np.asarray(seeds, dtype=np.uint64).reshape(bsz)
+    )
+
+    per_node = [_node_arrays(sc) for sc in scs]
+    node = {k: np.stack([d[k] for d in per_node], axis=-1) for k in per_node[0]}  # (N, B)
+    curves = NodeCurves(**{k: node[k].astype(float) for k in _CURVE_FIELDS})
+
+    present = np.zeros((bsz, T), dtype=bool)
+    start = np.zeros((bsz, T))
+    stop = np.full((bsz, T), np.inf)
+    phase_at = np.full((bsz, T, P), np.inf)
+    keys = (
+        "threads",
+        "mlp",
+        "compute_ns",
+        "read_fraction",
+        "working_set_gib",
+        "grow_gib_per_s",
+        "memory_low_gib",
+        "churn_per_s",
+    )
+    tab = {k: np.zeros((bsz, T, P)) for k in keys}
+    tab["threads"][:] = 1.0
+    high = np.full((bsz, T, P), np.inf)
+    sock = np.zeros((bsz, T, P), dtype=np.int64)
+    share = np.zeros((bsz, T, P, K))
+    share[..., 0] = 1.0
+    init_w = np.zeros((bsz, T, N))
+    fallback = np.tile(np.arange(N), (bsz, T, 1))
+    local = np.zeros((bsz, T, P), dtype=np.int64)
+    demote_target = np.full((bsz, N), -1, dtype=np.int64)
+    names: list[list[str]] = []
+    for b, sc in enumerate(scs):
+        jit = 1.0 + jitter * (
+            2.0 * _uniform(seeds_arr[b], np.arange(3 * T, dtype=np.uint64), stream=7).reshape(T, 3)
+            - 1.0
+        )
+        names.append([t.name for t in sc.tenants] + [""] * (T - len(sc.tenants)))
+        for i, t in enumerate(sc.tenants):
+            present[b, i] = True
+            start[b, i] = t.start_s
+            stop[b, i] = np.inf if t.stop_s is None else t.stop_s
+            init_w[b, i] = _tenant_weights(t, sc)
+            states = t.states()
+            for ph in range(P):
+                st = states[min(ph, len(states) - 1)]  # unused phase rows repeat the last phase
+                if ph < len(states):
+                    phase_at[b, i, ph] = st["at_s"]
+                tab["threads"][b, i, ph] = st["threads"]
+                tab["mlp"][b, i, ph] = st["mlp"] * jit[i, 0]
+                tab["compute_ns"][b, i, ph] = st["compute_ns"] * jit[i, 1]
+                tab["read_fraction"][b, i, ph] = st["read_fraction"]
+                tab["working_set_gib"][b, i, ph] = st["working_set_gib"] * min(jit[i, 2], 1.0)
+                tab["grow_gib_per_s"][b, i, ph] = st["grow_gib_per_s"]
+                tab["memory_low_gib"][b, i, ph] = st["memory_low_gib"]
+                tab["churn_per_s"][b, i, ph] = st["churn_per_s"]
+                if st["memory_high_gib"] is not None:
+                    high[b, i, ph] = st["memory_high_gib"]
+                sock[b, i, ph] = st["socket"]
+                share[b, i, ph] = bucket_access_shares(st["hotness"], st["working_set_gib"])
+                order = _node_order(sc, st["socket"])
+                local[b, i, ph] = order[0]
+                if ph == 0:
+                    fallback[b, i] = order
+        hw_nodes = sc.hardware.nodes
+        for m, nd in enumerate(hw_nodes):
+            if nd.kind == "dram":
+                cxl = [j for j in _node_order(sc, nd.socket) if hw_nodes[j].kind == "cxl"]
+                if cxl:
+                    demote_target[b, m] = cxl[0]
+
+    def last(a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(np.moveaxis(a, 0, -1))
+
+    params = Params(
+        node_names=list(node_names),
+        tenant_names=names,
+        scenario_names=[sc.name for sc in scs],
+        interval_s=np.array([sc.interval_s for sc in scs], dtype=float),
+        episode_steps=np.array([sc.episode_steps for sc in scs], dtype=np.int64),
+        capacity_gib=node["capacity_gib"].astype(float),
+        is_cxl=node["is_cxl"],
+        node_socket=node["node_socket"],
+        wm_min=node["wm_min"],
+        wm_low=node["wm_low"],
+        wm_high=node["wm_high"],
+        wm_promo=node["wm_promo"],
+        curves=curves,
+        fallback=last(fallback),
+        local_dram=last(local),
+        demote_target=last(demote_target),
+        present=last(present),
+        start_s=last(start),
+        stop_s=last(stop),
+        phase_at=last(phase_at),
+        threads=last(tab["threads"]),
+        socket=last(sock),
+        mlp=last(tab["mlp"]),
+        compute_ns=last(tab["compute_ns"]),
+        read_fraction=last(tab["read_fraction"]),
+        working_set_gib=last(tab["working_set_gib"]),
+        grow_gib_per_s=last(tab["grow_gib_per_s"]),
+        memory_low_gib=last(tab["memory_low_gib"]),
+        memory_high_gib=last(high),
+        churn_per_s=last(tab["churn_per_s"]),
+        access_share=last(share),
+        solo_gbps=np.zeros((T, P, bsz)),
+        init_weights=last(init_w),
+        demotion=np.array([k.demotion for k in kernels]),
+        demote_wm_frac=np.array([k.demote_watermark_frac for k in kernels]),
+        active_only=np.array([k.promote_active_only for k in kernels]),
+        threshold_adapt=np.array([k.threshold_adapt for k in kernels]),
+        threshold_period_s=np.array([k.threshold_period_s for k in kernels]),
+        promo_throttle=np.array([k.promotion_throttle for k in kernels]),
+        kswapd_gibps=np.array([k.kswapd_gibps for k in kernels]),
+        migrate_cpu_us=np.array([k.migrate_cpu_us_per_page for k in kernels]),
+        detect_noise=np.array([k.detection_noise for k in kernels]),
+        scan_period_s=np.array([k.scan_period_s for k in kernels]),
+        scan_gib_per_s=np.array(
+            [k.scan_mb_per_period * 1e6 / GIB / max(k.scan_period_s, 1e-9) for k in kernels]
+        ),
+    )
+    params.solo_gbps = solo_throughput(params)
+    return params
+
+
+def solo_throughput(p: Params) -> F64:
+    """Throughput (T, P, B) of each tenant phase alone with all its pages in its local DRAM.
+
+    The denominator of normalised performance; solved by the same fixed point
+    as the step, one single-tenant problem per (tenant, phase, element).
+    """
+    T, P, bsz = p.threads.shape
+    N = p.n_nodes
+    flat = T * P * bsz
+    share = (np.arange(N)[:, None] == p.local_dram.reshape(1, flat)).astype(float)[
+        None
+    ]  # (1, N, flat)
+    curves = NodeCurves(**{f: np.tile(getattr(p.curves, f), (1, T * P)) for f in _CURVE_FIELDS})
+    present = np.broadcast_to(p.present[:, None, :], (T, P, bsz)).reshape(1, flat)
+    cap = np.where(present, (LINE_BYTES * p.threads * p.mlp).reshape(1, flat), 0.0)
+    sol = solve_fixed_point(
+        cap=cap,
+        compute=p.compute_ns.reshape(1, flat),
+        rfrac=p.read_fraction.reshape(1, flat),
+        share=share,
+        remote=np.zeros((1, N, flat)),
+        bg_rd=np.zeros((N, flat)),
+        bg_wr=np.zeros((N, flat)),
+        nc=curves,
+    )
+    return sol.throughput.reshape(T, P, bsz)
+
+
+# --------------------------------------------------------------------------- random numbers
+
+
+def _splitmix(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    with np.errstate(over="ignore"):
+        z = x + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def _uniform(key: ArrayLike, counter: ArrayLike, stream: int) -> F64:
+    """Counter-based uniforms in (0, 1): element-wise hash of (key, stream, counter).
+
+    Each batch element draws from its own key, so its numbers do not depend
+    on what else is in the batch.
+    """
+    k = np.asarray(key, dtype=np.uint64)
+    c = np.asarray(counter, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        h = _splitmix(_splitmix(k ^ np.uint64((stream * 0x632BE59BD9B4E019) % (1 << 64))) + c)
+    return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+
+
+def _normal(key: ArrayLike, counter: ArrayLike, stream: int) -> F64:
+    u1 = _uniform(key, counter, stream)
+    u2 = _uniform(key, counter, stream + 1)
+    return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
+
+
+# --------------------------------------------------------------------------- state
+
+
+def init_state(params: Params, seeds: ArrayLike) -> State:
+    """A fresh episode for every batch element (nothing allocated yet)."""
+    bsz, T, N = params.batch_size, params.n_tenants, params.n_nodes
+    key = _splitmix(np.asarray(seeds, dtype=np.uint64).reshape(bsz) + np.uint64(0x5DEECE66D))
+    phase0 = np.zeros((T, bsz), dtype=np.int64)
+    return State(
+        t=np.zeros(bsz, dtype=np.int64),
+        place=np.zeros((T, K_BUCKETS, N, bsz)),
+        weights=_normalise_weights(params, params.init_weights, phase0),
+        threshold_ms=np.full((N, bsz), THRESHOLD_START_MS),
+        cand_mb=np.zeros((N, bsz)),
+        throughput=np.zeros((T, bsz)),
+        key=key,
+    )
+
+
+def _gather(tab: np.ndarray, phase: NDArray[np.int64]) -> np.ndarray:
+    """Values of the current phase: tab (T, P, ..., B), phase (T, B) -> (T, ..., B)."""
+    out = tab[:, 0]
+    extra = (1,) * (tab.ndim - 3)
+    for ph in range(1, tab.shape[1]):
+        sel = (phase == ph).reshape(phase.shape[:1] + extra + phase.shape[1:])
+        out = np.where(sel, tab[:, ph], out)
+    return out
+
+
+def _onehot(idx: NDArray[np.int64], n: int) -> F64:
+    """idx (..., B) -> (..., n, B) with 1 at idx."""
+    return (np.arange(n).reshape((1,) * (idx.ndim - 1) + (n, 1)) == idx[..., None, :]).astype(float)
+
+
+def _normalise_weights(params: Params, w: F64, phase: NDArray[np.int64]) -> F64:
+    """Weights (T, N, B) as fractions per tenant; all-zero rows mean local-first."""
+    tot = w.sum(1)
+    onehot = _onehot(_gather(params.local_dram, phase), params.n_nodes)
+    return np.where(tot[:, None] > 0, w / np.where(tot > 0, tot, 1.0)[:, None], onehot)
+
+
+def validate_action(params: Params, action: Action) -> Action:
+    """Check shapes and values of a batch-first action; raise ValueError naming the problem."""
+    bsz, T, N = params.batch_size, params.n_tenants, params.n_nodes
+    w = np.asarray(action.weights, dtype=float)
+    r = np.asarray(action.promote_mbps, dtype=float)
+    if w.shape != (bsz, T, N):
+        raise ValueError(
+            f"action weights: got shape {w.shape}, expected (batch, tenants, nodes) = {(bsz, T, N)}"
+        )
+    if r.ndim == 0:
+        r = np.full(bsz, float(r))
+    if r.shape != (bsz,):
+        raise ValueError(f"action promote_mbps: got shape {r.shape}, expected ({bsz},)")
+    if not np.isfinite(w).all():
+        raise ValueError("action weights: contain NaN or inf, expected finite numbers >= 0")
+    if not np.isfinite(r).all():
+        raise ValueError("action promote_mbps: contains NaN or inf, expected finite numbers >= 0")
+    if (w < 0).any():
+        raise ValueError(f"action weights: got {w.min()}, expected numbers >= 0")
+    if (r < 0).any():
+        raise ValueError(f"action promote_mbps: got {r.min()}, expected numbers >= 0")
+    return Action(weights=w, promote_mbps=r)
+
+
+def _take_coldest(pages: F64, amount: F64) -> F64:
+    """Pages taken coldest bucket first: pages (T, K, B), amount (T, B) -> (T, K, B)."""
+    take = np.empty_like(pages)
+    left = amount
+    for k in range(pages.shape[1] - 1, -1, -1):  # over the few buckets, coldest first
+        take[:, k] = np.minimum(left, pages[:, k])
+        left = left - take[:, k]
+    return take
+
+
+# --------------------------------------------------------------------------- the step
+
+
+def step(params: Params, state: State, action: Action, check: bool = True) -> tuple[State, Outputs]:
+    """Advance every batch element by one interval; ``state`` is not modified.
+
+    ``action`` is batch-first (see :class:`Action`); ``check=False`` skips its
+    validation (callers that built it themselves).
+    """
+    if check:
+        action = validate_action(params, action)
+    p = params
+    T, N = p.n_tenants, p.n_nodes
+    dt = p.interval_s  # (B,)
+    now = state.t * dt  # time at the start of this interval
+    rate_mbps = action.promote_mbps  # (B,)
+    promo_on = rate_mbps > 0
+    is_dram = ~p.is_cxl  # (N, B)
+    place = state.place.copy()  # (T, K, N, B)
+
+    # ---- 1. tenants: phase, activity, working-set targets, frees and churn
+    phase = np.maximum((p.phase_at <= now).sum(1) - 1, 0)  # (T, B)
+    active = p.present & (p.start_s <= now) & (now < p.stop_s)
+    grow = _gather(p.grow_gib_per_s, phase)
+    ws = _gather(p.working_set_gib, phase) + grow * np.maximum(
+        now + dt - _gather(p.phase_at, phase), 0.0
+    )
+    ws = np.where(active, np.maximum(ws, 1e-6), 0.0)
+    bucket_size = ws[:, None] * np.diff(BUCKET_EDGES)[:, None]  # (T, K, B)
+    cur = place.sum(2)
+    keep = np.where(cur > bucket_size, bucket_size / np.maximum(cur, 1e-300), 1.0)
+    keep = keep * (1.0 - np.clip(_gather(p.churn_per_s, phase) * dt, 0.0, 1.0))[:, None]
+    place *= keep[:, :, None]
+
+    # ---- 2. allocation by interleave weights, local-first fallback
+    w_new = _normalise_weights(p, np.moveaxis(action.weights, 0, -1), phase)
+    w = np.where(active[:, None], w_new, state.weights)
+    high = _gather(p.memory_high_gib, phase)
+    low = _gather(p.memory_low_gib, phase)
+    deficit = np.maximum(bucket_size - place.sum(2), 0.0)  # (T, K, B)
+    need = deficit.sum(1)
+    got = _allocate(p, place, need, w, high)  # (T, N, B)
+    frac = deficit / np.maximum(need, 1e-300)[:, None]
+    for n in range(N):
+        place[:, :, n] += got[:, n][:, None] * frac
+
+    # ---- 3. demotion: memory.high excess, then kswapd back to its watermark
+    dem_from = np.zeros_like(p.capacity_gib)  # (N, B) GiB demoted from each node
+    dem_to = np.zeros_like(p.capacity_gib)
+    used = place.sum((0, 1))  # (N, B)
+    for m in range(N):
+        tgt = p.demote_target[m]
+        can = is_dram[m] & (tgt >= 0)
+        if not can.any():
+            continue
+        dst = _onehot(np.maximum(tgt, 0), N)  # (N, B)
+        tfree = ((p.capacity_gib - used - p.wm_low) * dst).sum(0)
+        on_m = place[:, :, m]  # (T, K, B)
+        size_m = on_m.sum(1)  # (T, B)
+        dram_use = (place.sum(1) * is_dram).sum(1)  # (T, B)
+        excess = np.maximum(dram_use - high, 0.0) * size_m / np.maximum(dram_use, 1e-300)
+        free_m = p.capacity_gib[m] - used[m]
+        tpp = p.demote_wm_frac > 0
+        tpp_mark = np.maximum(p.demote_wm_frac * p.capacity_gib[m], 2 * p.wm_high[m])
+        wake = np.where(tpp, tpp_mark, np.where(promo_on, p.wm_high[m], p.wm_low[m]))
+        target = np.where(tpp, tpp_mark, np.where(promo_on, p.wm_promo[m], p.wm_high[m]))
+        kswapd = np.where(p.demotion & (free_m < wake), np.maximum(target - free_m, 0.0), 0.0)
+        kswapd = np.minimum(kswapd, p.kswapd_gibps * dt)
+        # memcg proportional reclaim: scan = size - size * protection / (usage + 1 page)
+        prot = np.minimum(low, dram_use)
+        scan = np.where(
+            dram_use > low, size_m - size_m * prot / (dram_use + 1.0 / PAGES_PER_GIB), 0.0
+        )
+        scan = np.maximum(scan - excess, 0.0)
+        amount = excess + np.minimum(kswapd * scan / np.maximum(scan.sum(0), 1e-300), scan)
+        total = amount.sum(0)
+        fit = np.minimum(1.0, np.maximum(tfree, 0.0) / np.maximum(total, 1e-300))
+        amount = np.where(can, amount * fit, 0.0)
+        take = _take_coldest(on_m, amount)  # (T, K, B)
+        place[:, :, m] -= take
+        for n in range(N):
+            if dst[n].any():
+                place[:, :, n] += take * dst[n]
+        moved = take.sum((0, 1))
+        dem_from[m] += moved
+        dem_to += moved * dst
+        used = used + moved * (dst - (np.arange(N) == m)[:, None])
+
+    # ---- 4. promotion of hot CXL pages to the tenant's local DRAM
+    local = _gather(p.local_dram, phase)  # (T, B)
+    loc1h = _onehot(local, N)  # (T, N, B)
+    share_k = _gather(p.access_share, phase)  # (T, K, B)
+    lines_per_s = state.throughput * (1e9 / LINE_BYTES)
+    per_page = lines_per_s[:, None] * share_k / np.maximum(bucket_size * PAGES_PER_GIB, 1.0)
+    free = p.capacity_gib - used  # (N, B)
+    plentiful = free > p.wm_promo + np.maximum(1.0, p.capacity_gib / 16.0)
+    plenty_t = (loc1h * plentiful).sum(1) > 0  # (T, B)
+    th_t = (loc1h * state.threshold_ms).sum(1) / 1000.0
+    window = np.where(plenty_t, p.scan_period_s, th_t)
+    # float32 is plenty for a detection probability and 4x faster to exponentiate here
+    detect = -np.expm1(-(per_page * window[:, None]).astype(np.float32)).astype(float)
+    detect = np.where(p.active_only, detect * detect, detect)
+    # sampling noise of the scanner: log-normal per tenant and interval, mean 1
+    sigma = p.detect_noise
+    noise = np.exp(
+        sigma * _normal(state.key, _counter(state.t, T), 11) - 0.5 * sigma * sigma
+    )  # (T, B)
+    scanned = np.minimum(1.0, p.scan_gib_per_s * dt / np.maximum(ws, 1e-300))  # (T, B)
+    pick = np.clip(detect * noise[:, None], 0.0, 1.0) * scanned[:, None]  # (T, K, B)
+    pick = np.where((active & promo_on)[:, None], pick, 0.0)[:, :, None]
+    cxl_nodes = [n for n in range(N) if p.is_cxl[n].any()]
+    cand = {n: place[:, :, n] * (pick[:, :, 0] * p.is_cxl[n]) for n in cxl_nodes}  # (T, K, B) each
+    dram_use = (place.sum(1) * is_dram).sum(1)  # (T, B)
+    # per-tenant scale of its candidates: memcg throttle, memory.high room
+    tscale = np.ones_like(dram_use)
+    if p.promo_throttle.any():
+        pressure = (loc1h * (free < p.wm_promo)).sum(1) > 0
+        thr = memcg_promotion_scan_fraction(low * PAGES_PER_GIB, dram_use * PAGES_PER_GIB)
+        tscale = np.where(p.promo_throttle & pressure, thr, 1.0)
+    cand_t = sum((c.sum(1) for c in cand.values()), np.zeros_like(dram_use)) * tscale  # (T, B)
+    room = np.maximum(high - dram_use, 0.0)
+    tscale = tscale * np.minimum(1.0, room / np.maximum(cand_t, 1e-300))
+    cand_t = np.minimum(cand_t, room)
+    cand_node = (cand_t[:, None] * loc1h).sum(0)  # (N, B) candidates per target node
+    headroom = np.maximum(free - p.wm_high, 0.0)
+    rate_gib = rate_mbps * 1e6 / GIB * dt
+    budget = np.where(plentiful, headroom, np.minimum(rate_gib, headroom))
+    tscale = tscale * (loc1h * np.minimum(1.0, budget / np.maximum(cand_node, 1e-300))).sum(
+        1
+    )  # (T, B)
+    promo_tk = np.zeros_like(share_k)  # (T, K, B) GiB promoted per bucket
+    promo_from = np.zeros_like(p.capacity_gib)  # (N, B)
+    for n, c in cand.items():
+        moved = c * tscale[:, None]
+        place[:, :, n] -= moved
+        promo_tk += moved
+        promo_from[n] = moved.sum((0, 1))
+    promo_t = promo_tk.sum(1)  # (T, B)
+    for n in range(N):
+        if is_dram[n].any():
+            place[:, :, n] += promo_tk * loc1h[:, n][:, None]
+    promo_to = (promo_t[:, None] * loc1h).sum(0)
+    # NUMA-balancing hot-threshold adaptation, per target node, once a period
+    cand_mb = state.cand_mb + cand_node * (GIB / 1e6)
+    period = np.maximum(np.round(p.threshold_period_s / dt), 1).astype(np.int64)
+    period_end = (state.t + 1) % period == 0
+    adapt = period_end & p.threshold_adapt & promo_on & is_dram
+    th_new = adapt_promotion_threshold(state.threshold_ms, cand_mb, rate_mbps, p.threshold_period_s)
+    threshold_ms = np.where(adapt, th_new, state.threshold_ms)
+    cand_mb = np.where(period_end, 0.0, cand_mb)
+
+    # ---- 5. migration traffic and CPU cost
+    to_gbps = GB_PER_GIB / dt
+    bg_rd = (dem_from + promo_from) * to_gbps
+    bg_wr = (dem_to + promo_to) * to_gbps
+    threads = _gather(p.threads, phase)
+    promoted_pages = promo_t * PAGES_PER_GIB  # (T, B)
+    cpu_loss = np.clip(promoted_pages * p.migrate_cpu_us * 1e-6 / (threads * dt), 0.0, 0.9)
+
+    # ---- 6. the fixed point
+    size_now = np.maximum(place.sum(2), 1e-300)  # (T, K, B)
+    density = share_k / size_now
+    node_share = np.stack(
+        [(density * place[:, :, n]).sum(1) for n in range(N)], axis=1
+    )  # (T, N, B)
+    node_share = np.where(active[:, None], node_share, 0.0)
+    cap = np.where(active, LINE_BYTES * threads * _gather(p.mlp, phase) * (1.0 - cpu_loss), 0.0)
+    compute = _gather(p.compute_ns, phase)
+    rfrac = _gather(p.read_fraction, phase)
+    remote = (_gather(p.socket, phase)[:, None] != p.node_socket).astype(float)  # (T, N, B)
+    sol = solve_fixed_point(
+        cap, compute, rfrac, node_share, remote, bg_rd, bg_wr, p.curves, x0=state.throughput
+    )
+
+    # ---- outputs (batch-first)
+    x = sol.throughput
+    c = p.curves
+    lat0 = (node_share * (c.idle_ns + remote * c.remote_ns)).sum(1)
+    demand = np.where(active, cap / (compute + lat0), 0.0)
+    rd, wr = sol.node_read_gbps, sol.node_write_gbps
+    bw = rd + wr
+    mix = rd / np.maximum(bw, 1e-300)
+    mem_peak = 1.0 / (mix / c.mem_read + (1 - mix) / c.mem_write + c.mem_turn * mix * (1 - mix))
+    link_peak = np.minimum(
+        c.link_read / np.maximum(mix, 1e-300), c.link_write / np.maximum(1 - mix, 1e-300)
+    )
+    dram_share = (node_share * is_dram).sum(1)
+    dram_res = (place.sum(1) * is_dram).sum(1)
+    solo = _gather(p.solo_gbps, phase)
+    out = Outputs(
+        node_bandwidth_gbps=bw.T,
+        node_read_gbps=rd.T,
+        node_write_gbps=wr.T,
+        node_peak_gbps=np.minimum(mem_peak, link_peak).T,
+        node_utilization=np.maximum(sol.node_util, sol.remote_util).T,
+        node_latency_ns=sol.node_latency_ns.T,
+        node_capacity_used_gib=place.sum((0, 1)).T,
+        tenant_active=active.T,
+        tenant_throughput_gbps=x.T,
+        tenant_demand_gbps=demand.T,
+        tenant_norm_perf=np.where(active, x / np.maximum(solo, 1e-300), 0.0).T,
+        tenant_latency_ns=np.where(active, sol.tenant_latency_ns, 0.0).T,
+        tenant_dram_access_share=np.where(active, dram_share, 0.0).T,
+        tenant_dram_resident_gib=dram_res.T,
+        tenant_resident_gib=place.sum((1, 2)).T,
+        tenant_read_fraction=np.where(active, rfrac, 0.0).T,
+        promotion_mbps=promo_from.sum(0) * (GIB / 1e6) / dt,
+        demotion_mbps=dem_from.sum(0) * (GIB / 1e6) / dt,
+        promotion_candidates_mbps=cand_node.sum(0) * (GIB / 1e6) / dt,
+        total_throughput_gbps=x.sum(0),
+        solver_residual=sol.residual,
+        solver_iterations=sol.iterations,
+    )
+    new = State(
+        t=state.t + 1,
+        place=place,
+        weights=w,
+        threshold_ms=threshold_ms,
+        cand_mb=cand_mb,
+        throughput=x,
+        key=state.key,
+    )
+    return new, out
+
+
+def _counter(t: NDArray[np.int64], T: int) -> NDArray[np.uint64]:
+    """Distinct random-number counters per (step, tenant): (T, B)."""
+    return t.astype(np.uint64) * np.uint64(T) + np.arange(T, dtype=np.uint64)[:, None]
+
+
+def _allocate(p: Params, place: F64, need: F64, w: F64, high: F64) -> F64:
+    """GiB each tenant gets on each node (T, N, B).
+
+    First by its weights into free memory above each node's LOW watermark,
+    then what is left in its fallback order (above LOW, then above MIN).
+    Tenants competing for a node share its free memory in proportion to their
+    requests. A tenant's DRAM stays under its ``memory_high_gib``.
+    """
+    N = p.n_nodes
+    is_dram = ~p.is_cxl
+    used = place.sum((0, 1))  # (N, B)
+    room0 = np.maximum(high - (place.sum(1) * is_dram).sum(1), 0.0)  # (T, B)
+    got = np.zeros_like(w)
+
+    def grant(req: F64, free: F64, room: F64) -> F64:
+        dram_req = (req * is_dram).sum(1)
+        req = np.where(
+            is_dram, req * np.minimum(1.0, room / np.maximum(dram_req, 1e-300))[:, None], req
+        )
+        return req * np.minimum(1.0, np.maximum(free, 0.0) / np.maximum(req.sum(0), 1e-300))
+
+    got += grant(need[:, None] * w, p.capacity_gib - used - p.wm_low, room0)
+    for mark in (p.wm_low, p.wm_min):
+        for r in range(N):
+            left = need - got.sum(1)
+            if not (left > 1e-12).any():
+                return got
+            room = room0 - (got * is_dram).sum(1)
+            req = left[:, None] * _onehot(p.fallback[:, r], N)
+            got += grant(req, p.capacity_gib - used - got.sum(0) - mark, room)
+    return got
