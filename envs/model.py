@@ -160,7 +160,7 @@ class Params:
     memory_high_gib: F64  # inf for none
     churn_per_s: F64
     access_share: F64  # (T, P, K, B)
-    solo_gbps: F64  # (T, P, B) throughput alone with all pages in local DRAM
+    jitter: F64  # (B,) amplitude of the per-episode randomisation of tenants
     init_weights: F64  # (T, N, B)
     demotion: NDArray[np.bool_]  # (B,) kernel configuration from here on
     demote_wm_frac: F64
@@ -239,6 +239,8 @@ class State:
     cand_mb: F64  # (N, B) candidates in the current adaptation period
     throughput: F64  # (T, B) last interval's throughput (hotness detection, warm start)
     key: NDArray[np.uint64]  # (B,) random key of the episode
+    jit: F64  # (3, T, B) episode factors on mlp, compute_ns and working set
+    solo_gbps: F64  # (T, P, B) throughput alone with all pages in local DRAM
 
     def copy(self) -> State:
         return State(**{f.name: getattr(self, f.name).copy() for f in dataclasses.fields(self)})
@@ -405,9 +407,10 @@ def compile_params(
 
     All scenarios of a batch share one node layout (the same node names).
     ``n_tenants``/``n_phases`` pad the tenant and phase axes (default: the
-    largest in the batch). ``jitter`` > 0 scales each tenant's ``mlp``,
-    ``compute_ns`` and working set by factors drawn in ``1 +- jitter`` from the
-    element's seed (the working set only downwards, so capacity checks hold).
+    largest in the batch). ``jitter`` > 0 makes each episode scale each
+    tenant's ``mlp``, ``compute_ns`` and working set by factors drawn in
+    ``1 +- jitter`` from the episode's seed (the working set only downwards,
+    so capacity checks hold); see :func:`init_state`.
     """
     if isinstance(scenarios, Scenario):
         scenarios = [scenarios] * (batch_size or 1)
@@ -477,10 +480,6 @@ def compile_params(
     demote_target = np.full((bsz, N), -1, dtype=np.int64)
     names: list[list[str]] = []
     for b, sc in enumerate(scs):
-        jit = 1.0 + jitter * (
-            2.0 * _uniform(seeds_arr[b], np.arange(3 * T, dtype=np.uint64), stream=7).reshape(T, 3)
-            - 1.0
-        )
         names.append([t.name for t in sc.tenants] + [""] * (T - len(sc.tenants)))
         for i, t in enumerate(sc.tenants):
             present[b, i] = True
@@ -493,10 +492,10 @@ def compile_params(
                 if ph < len(states):
                     phase_at[b, i, ph] = st["at_s"]
                 tab["threads"][b, i, ph] = st["threads"]
-                tab["mlp"][b, i, ph] = st["mlp"] * jit[i, 0]
-                tab["compute_ns"][b, i, ph] = st["compute_ns"] * jit[i, 1]
+                tab["mlp"][b, i, ph] = st["mlp"]
+                tab["compute_ns"][b, i, ph] = st["compute_ns"]
                 tab["read_fraction"][b, i, ph] = st["read_fraction"]
-                tab["working_set_gib"][b, i, ph] = st["working_set_gib"] * min(jit[i, 2], 1.0)
+                tab["working_set_gib"][b, i, ph] = st["working_set_gib"]
                 tab["grow_gib_per_s"][b, i, ph] = st["grow_gib_per_s"]
                 tab["memory_low_gib"][b, i, ph] = st["memory_low_gib"]
                 tab["churn_per_s"][b, i, ph] = st["churn_per_s"]
@@ -550,7 +549,7 @@ def compile_params(
         memory_high_gib=last(high),
         churn_per_s=last(tab["churn_per_s"]),
         access_share=last(share),
-        solo_gbps=np.zeros((T, P, bsz)),
+        jitter=np.full(bsz, float(jitter)),
         init_weights=last(init_w),
         demotion=np.array([k.demotion for k in kernels]),
         demote_wm_frac=np.array([k.demote_watermark_frac for k in kernels]),
@@ -566,15 +565,15 @@ def compile_params(
             [k.scan_mb_per_period * 1e6 / GIB / max(k.scan_period_s, 1e-9) for k in kernels]
         ),
     )
-    params.solo_gbps = solo_throughput(params)
     return params
 
 
-def solo_throughput(p: Params) -> F64:
+def solo_throughput(p: Params, jit: F64) -> F64:
     """Throughput (T, P, B) of each tenant phase alone with all its pages in its local DRAM.
 
     The denominator of normalised performance; solved by the same fixed point
     as the step, one single-tenant problem per (tenant, phase, element).
+    ``jit`` (3, T, B) are the episode's factors on mlp, compute_ns, working set.
     """
     T, P, bsz = p.threads.shape
     N = p.n_nodes
@@ -584,10 +583,10 @@ def solo_throughput(p: Params) -> F64:
     ]  # (1, N, flat)
     curves = NodeCurves(**{f: np.tile(getattr(p.curves, f), (1, T * P)) for f in _CURVE_FIELDS})
     present = np.broadcast_to(p.present[:, None, :], (T, P, bsz)).reshape(1, flat)
-    cap = np.where(present, (LINE_BYTES * p.threads * p.mlp).reshape(1, flat), 0.0)
+    cap = np.where(present, (LINE_BYTES * p.threads * p.mlp * jit[0][:, None]).reshape(1, flat), 0.0)
     sol = solve_fixed_point(
         cap=cap,
-        compute=p.compute_ns.reshape(1, flat),
+        compute=(p.compute_ns * jit[1][:, None]).reshape(1, flat),
         rfrac=p.read_fraction.reshape(1, flat),
         share=share,
         remote=np.zeros((1, N, flat)),
@@ -632,10 +631,17 @@ def _normal(key: ArrayLike, counter: ArrayLike, stream: int) -> F64:
 
 
 def init_state(params: Params, seeds: ArrayLike) -> State:
-    """A fresh episode for every batch element (nothing allocated yet)."""
+    """A fresh episode for every batch element (nothing allocated yet).
+
+    The episode's random key, and with ``jitter`` its tenant factors, come
+    from the element's seed alone (vectorized, no loop over the batch).
+    """
     bsz, T, N = params.batch_size, params.n_tenants, params.n_nodes
     key = _splitmix(np.asarray(seeds, dtype=np.uint64).reshape(bsz) + np.uint64(0x5DEECE66D))
     phase0 = np.zeros((T, bsz), dtype=np.int64)
+    u = _uniform(key, np.arange(3 * T, dtype=np.uint64).reshape(3, T, 1), stream=7)
+    jit = 1.0 + params.jitter * (2.0 * u - 1.0)
+    jit[2] = np.minimum(jit[2], 1.0)
     return State(
         t=np.zeros(bsz, dtype=np.int64),
         place=np.zeros((T, K_BUCKETS, N, bsz)),
@@ -644,6 +650,8 @@ def init_state(params: Params, seeds: ArrayLike) -> State:
         cand_mb=np.zeros((N, bsz)),
         throughput=np.zeros((T, bsz)),
         key=key,
+        jit=jit,
+        solo_gbps=solo_throughput(params, jit),
     )
 
 
@@ -727,7 +735,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     phase = np.maximum((p.phase_at <= now).sum(1) - 1, 0)  # (T, B)
     active = p.present & (p.start_s <= now) & (now < p.stop_s)
     grow = _gather(p.grow_gib_per_s, phase)
-    ws = _gather(p.working_set_gib, phase) + grow * np.maximum(
+    ws = _gather(p.working_set_gib, phase) * state.jit[2] + grow * np.maximum(
         now + dt - _gather(p.phase_at, phase), 0.0
     )
     ws = np.where(active, np.maximum(ws, 1e-6), 0.0)
@@ -749,7 +757,74 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     for n in range(N):
         place[:, :, n] += got[:, n][:, None] * frac
 
-    # ---- 3. demotion: memory.high excess, then kswapd back to its watermark
+    # ---- 3. promotion of hot CXL pages to the tenant's local DRAM. Within an
+    # interval kswapd runs whenever a promotion finds too little free memory,
+    # so the room for promotions is the free memory above HIGH plus what
+    # kswapd can demote in the interval (when demotion is enabled).
+    used = place.sum((0, 1))  # (N, B)
+    local = _gather(p.local_dram, phase)  # (T, B)
+    loc1h = _onehot(local, N)  # (T, N, B)
+    share_k = _gather(p.access_share, phase)  # (T, K, B)
+    lines_per_s = state.throughput * (1e9 / LINE_BYTES)
+    per_page = lines_per_s[:, None] * share_k / np.maximum(bucket_size * PAGES_PER_GIB, 1.0)
+    free = p.capacity_gib - used  # (N, B)
+    plentiful = free > p.wm_promo + np.maximum(1.0, p.capacity_gib / 16.0)
+    plenty_t = (loc1h * plentiful).sum(1) > 0  # (T, B)
+    th_t = (loc1h * state.threshold_ms).sum(1) / 1000.0
+    window = np.where(plenty_t, p.scan_period_s, th_t)
+    # float32 is plenty for a detection probability and 4x faster to exponentiate here
+    detect = -np.expm1(-(per_page * window[:, None]).astype(np.float32)).astype(float)
+    detect = np.where(p.active_only, detect * detect, detect)
+    # sampling noise of the scanner: log-normal per tenant and interval, mean 1
+    sigma = p.detect_noise
+    noise = np.exp(
+        sigma * _normal(state.key, _counter(state.t, T), 11) - 0.5 * sigma * sigma
+    )  # (T, B)
+    scanned = np.minimum(1.0, p.scan_gib_per_s * dt / np.maximum(ws, 1e-300))  # (T, B)
+    pick = np.clip(detect * noise[:, None], 0.0, 1.0) * scanned[:, None]  # (T, K, B)
+    pick = np.where((active & promo_on)[:, None], pick, 0.0)[:, :, None]
+    cxl_nodes = [n for n in range(N) if p.is_cxl[n].any()]
+    cand = {n: place[:, :, n] * (pick[:, :, 0] * p.is_cxl[n]) for n in cxl_nodes}  # (T, K, B) each
+    dram_use = (place.sum(1) * is_dram).sum(1)  # (T, B)
+    # per-tenant scale of its candidates: memcg throttle, memory.high room
+    tscale = np.ones_like(dram_use)
+    if p.promo_throttle.any():
+        pressure = (loc1h * (free < p.wm_promo)).sum(1) > 0
+        thr = memcg_promotion_scan_fraction(low * PAGES_PER_GIB, dram_use * PAGES_PER_GIB)
+        tscale = np.where(p.promo_throttle & pressure, thr, 1.0)
+    cand_t = sum((c.sum(1) for c in cand.values()), np.zeros_like(dram_use)) * tscale  # (T, B)
+    room = np.maximum(high - dram_use, 0.0)
+    tscale = tscale * np.minimum(1.0, room / np.maximum(cand_t, 1e-300))
+    cand_t = np.minimum(cand_t, room)
+    cand_node = (cand_t[:, None] * loc1h).sum(0)  # (N, B) candidates per target node
+    headroom = np.maximum(free - p.wm_high, 0.0) + np.where(p.demotion, p.kswapd_gibps * dt, 0.0) * is_dram
+    rate_gib = rate_mbps * 1e6 / GIB * dt
+    budget = np.where(plentiful, headroom, np.minimum(rate_gib, headroom))
+    tscale = tscale * (loc1h * np.minimum(1.0, budget / np.maximum(cand_node, 1e-300))).sum(
+        1
+    )  # (T, B)
+    promo_tk = np.zeros_like(share_k)  # (T, K, B) GiB promoted per bucket
+    promo_from = np.zeros_like(p.capacity_gib)  # (N, B)
+    for n, c in cand.items():
+        moved = c * tscale[:, None]
+        place[:, :, n] -= moved
+        promo_tk += moved
+        promo_from[n] = moved.sum((0, 1))
+    promo_t = promo_tk.sum(1)  # (T, B)
+    for n in range(N):
+        if is_dram[n].any():
+            place[:, :, n] += promo_tk * loc1h[:, n][:, None]
+    promo_to = (promo_t[:, None] * loc1h).sum(0)
+    # NUMA-balancing hot-threshold adaptation, per target node, once a period
+    cand_mb = state.cand_mb + cand_node * (GIB / 1e6)
+    period = np.maximum(np.round(p.threshold_period_s / dt), 1).astype(np.int64)
+    period_end = (state.t + 1) % period == 0
+    adapt = period_end & p.threshold_adapt & promo_on & is_dram
+    th_new = adapt_promotion_threshold(state.threshold_ms, cand_mb, rate_mbps, p.threshold_period_s)
+    threshold_ms = np.where(adapt, th_new, state.threshold_ms)
+    cand_mb = np.where(period_end, 0.0, cand_mb)
+
+    # ---- 4. demotion: memory.high excess, then kswapd back to its watermark
     dem_from = np.zeros_like(p.capacity_gib)  # (N, B) GiB demoted from each node
     dem_to = np.zeros_like(p.capacity_gib)
     used = place.sum((0, 1))  # (N, B)
@@ -791,69 +866,6 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         dem_to += moved * dst
         used = used + moved * (dst - (np.arange(N) == m)[:, None])
 
-    # ---- 4. promotion of hot CXL pages to the tenant's local DRAM
-    local = _gather(p.local_dram, phase)  # (T, B)
-    loc1h = _onehot(local, N)  # (T, N, B)
-    share_k = _gather(p.access_share, phase)  # (T, K, B)
-    lines_per_s = state.throughput * (1e9 / LINE_BYTES)
-    per_page = lines_per_s[:, None] * share_k / np.maximum(bucket_size * PAGES_PER_GIB, 1.0)
-    free = p.capacity_gib - used  # (N, B)
-    plentiful = free > p.wm_promo + np.maximum(1.0, p.capacity_gib / 16.0)
-    plenty_t = (loc1h * plentiful).sum(1) > 0  # (T, B)
-    th_t = (loc1h * state.threshold_ms).sum(1) / 1000.0
-    window = np.where(plenty_t, p.scan_period_s, th_t)
-    # float32 is plenty for a detection probability and 4x faster to exponentiate here
-    detect = -np.expm1(-(per_page * window[:, None]).astype(np.float32)).astype(float)
-    detect = np.where(p.active_only, detect * detect, detect)
-    # sampling noise of the scanner: log-normal per tenant and interval, mean 1
-    sigma = p.detect_noise
-    noise = np.exp(
-        sigma * _normal(state.key, _counter(state.t, T), 11) - 0.5 * sigma * sigma
-    )  # (T, B)
-    scanned = np.minimum(1.0, p.scan_gib_per_s * dt / np.maximum(ws, 1e-300))  # (T, B)
-    pick = np.clip(detect * noise[:, None], 0.0, 1.0) * scanned[:, None]  # (T, K, B)
-    pick = np.where((active & promo_on)[:, None], pick, 0.0)[:, :, None]
-    cxl_nodes = [n for n in range(N) if p.is_cxl[n].any()]
-    cand = {n: place[:, :, n] * (pick[:, :, 0] * p.is_cxl[n]) for n in cxl_nodes}  # (T, K, B) each
-    dram_use = (place.sum(1) * is_dram).sum(1)  # (T, B)
-    # per-tenant scale of its candidates: memcg throttle, memory.high room
-    tscale = np.ones_like(dram_use)
-    if p.promo_throttle.any():
-        pressure = (loc1h * (free < p.wm_promo)).sum(1) > 0
-        thr = memcg_promotion_scan_fraction(low * PAGES_PER_GIB, dram_use * PAGES_PER_GIB)
-        tscale = np.where(p.promo_throttle & pressure, thr, 1.0)
-    cand_t = sum((c.sum(1) for c in cand.values()), np.zeros_like(dram_use)) * tscale  # (T, B)
-    room = np.maximum(high - dram_use, 0.0)
-    tscale = tscale * np.minimum(1.0, room / np.maximum(cand_t, 1e-300))
-    cand_t = np.minimum(cand_t, room)
-    cand_node = (cand_t[:, None] * loc1h).sum(0)  # (N, B) candidates per target node
-    headroom = np.maximum(free - p.wm_high, 0.0)
-    rate_gib = rate_mbps * 1e6 / GIB * dt
-    budget = np.where(plentiful, headroom, np.minimum(rate_gib, headroom))
-    tscale = tscale * (loc1h * np.minimum(1.0, budget / np.maximum(cand_node, 1e-300))).sum(
-        1
-    )  # (T, B)
-    promo_tk = np.zeros_like(share_k)  # (T, K, B) GiB promoted per bucket
-    promo_from = np.zeros_like(p.capacity_gib)  # (N, B)
-    for n, c in cand.items():
-        moved = c * tscale[:, None]
-        place[:, :, n] -= moved
-        promo_tk += moved
-        promo_from[n] = moved.sum((0, 1))
-    promo_t = promo_tk.sum(1)  # (T, B)
-    for n in range(N):
-        if is_dram[n].any():
-            place[:, :, n] += promo_tk * loc1h[:, n][:, None]
-    promo_to = (promo_t[:, None] * loc1h).sum(0)
-    # NUMA-balancing hot-threshold adaptation, per target node, once a period
-    cand_mb = state.cand_mb + cand_node * (GIB / 1e6)
-    period = np.maximum(np.round(p.threshold_period_s / dt), 1).astype(np.int64)
-    period_end = (state.t + 1) % period == 0
-    adapt = period_end & p.threshold_adapt & promo_on & is_dram
-    th_new = adapt_promotion_threshold(state.threshold_ms, cand_mb, rate_mbps, p.threshold_period_s)
-    threshold_ms = np.where(adapt, th_new, state.threshold_ms)
-    cand_mb = np.where(period_end, 0.0, cand_mb)
-
     # ---- 5. migration traffic and CPU cost
     to_gbps = GB_PER_GIB / dt
     bg_rd = (dem_from + promo_from) * to_gbps
@@ -869,8 +881,8 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         [(density * place[:, :, n]).sum(1) for n in range(N)], axis=1
     )  # (T, N, B)
     node_share = np.where(active[:, None], node_share, 0.0)
-    cap = np.where(active, LINE_BYTES * threads * _gather(p.mlp, phase) * (1.0 - cpu_loss), 0.0)
-    compute = _gather(p.compute_ns, phase)
+    cap = np.where(active, LINE_BYTES * threads * _gather(p.mlp, phase) * state.jit[0] * (1.0 - cpu_loss), 0.0)
+    compute = _gather(p.compute_ns, phase) * state.jit[1]
     rfrac = _gather(p.read_fraction, phase)
     remote = (_gather(p.socket, phase)[:, None] != p.node_socket).astype(float)  # (T, N, B)
     sol = solve_fixed_point(
@@ -881,7 +893,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     x = sol.throughput
     c = p.curves
     lat0 = (node_share * (c.idle_ns + remote * c.remote_ns)).sum(1)
-    demand = np.where(active, cap / (compute + lat0), 0.0)
+    demand = np.where(active, cap / np.maximum(compute + lat0, 1e-300), 0.0)
     rd, wr = sol.node_read_gbps, sol.node_write_gbps
     bw = rd + wr
     mix = rd / np.maximum(bw, 1e-300)
@@ -891,7 +903,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     )
     dram_share = (node_share * is_dram).sum(1)
     dram_res = (place.sum(1) * is_dram).sum(1)
-    solo = _gather(p.solo_gbps, phase)
+    solo = _gather(state.solo_gbps, phase)
     out = Outputs(
         node_bandwidth_gbps=bw.T,
         node_read_gbps=rd.T,
@@ -922,8 +934,10 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         weights=w,
         threshold_ms=threshold_ms,
         cand_mb=cand_mb,
-        throughput=x,
+        throughput=x.copy(),  # the outputs hold views of x; the state must not alias them
         key=state.key,
+        jit=state.jit,
+        solo_gbps=state.solo_gbps,
     )
     return new, out
 
@@ -964,3 +978,10 @@ def _allocate(p: Params, place: F64, need: F64, w: F64, high: F64) -> F64:
             req = left[:, None] * _onehot(p.fallback[:, r], N)
             got += grant(req, p.capacity_gib - used - got.sum(0) - mark, room)
     return got
+
+
+def reset_rows(params: Params, state: State, idx: NDArray[np.int64], seeds: ArrayLike) -> None:
+    """Start new episodes in batch elements ``idx`` of ``state`` (in place)."""
+    if len(idx) == 0:
+        return
+    state.set_rows(idx, init_state(params.subset(idx), seeds))

@@ -22,7 +22,7 @@ batch element at once, with backtracking that keeps every utilisation below 1
 and the residual decreasing. An element stops moving once converged, so its
 result does not depend on what else is in the batch. The residual is
 ``max_t |log X_t + log(compute_t + Lbar_t) - log C_t|``, the relative error of
-Little's law; the default tolerance is 1e-9.
+Little's law; the default tolerance is 1e-8.
 
 Layout: the batch axis is the *last* axis of every array here (``(T, N, B)``
 and so on). numpy reduces over a small leading axis of a batch-last array about
@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 __all__ = ["NodeCurves", "Solution", "solve_fixed_point"]
 
 F64 = NDArray[np.float64]
-TOL = 1e-9
+TOL = 1e-8
 MAX_ITER = 60
 _U_MAX = 1.0 - 1e-12
 _TINY = 1e-300
@@ -193,15 +193,18 @@ class _Problem:
                 np.where(is_lw, 1.0 / nc.link_write, 0.0),
             )
             # d u_loc_n / d X_s (S, N, B); J[t, s] = delta_ts + X_s / denom_t * d Lbar_t / d X_s
-            g_loc = self.rd_w * dr + self.wr_w * dw
-            dl = ((self.share * dq)[:, None] * g_loc[None]).sum(2)
+            g_loc = self.rd_w * dr + self.wr_w * dw  # (S, N, B)
+            sdq = self.share * dq  # (T, N, B)
+            dl = sdq[:, None, 0] * g_loc[None, :, 0]
+            for n in range(1, sdq.shape[1]):
+                dl += sdq[:, None, n] * g_loc[None, :, n]
             if self.any_remote:
                 rtot = np.maximum(rrd + rwr, _TINY)
                 drr = 1.0 / nc.rem_read + nc.rem_turn * (rwr / rtot) ** 2
                 drw = 1.0 / nc.rem_write + nc.rem_turn * (rrd / rtot) ** 2
                 g_rem = self.rrd_w * drr + self.rwr_w * drw
                 dl = dl + ((self.rshare * dqr)[:, None] * g_rem[None]).sum(2)
-            j = dl * (x[None] / denom[:, None])
+            j = dl * (x[None] / np.maximum(denom, _TINY)[:, None])
             act = self.active[:, None] & self.active[None]
             j = np.where(act, j, 0.0)
             j += np.eye(self.T)[:, :, None]
@@ -234,6 +237,8 @@ def _solve_small(a: F64, b: F64) -> F64:
 
 
 def _pick(mask: NDArray[np.bool_], new: dict[str, F64], old: dict[str, F64]) -> dict[str, F64]:
+    if mask.all():
+        return new
     return {k: np.where(mask, new[k], old[k]) for k in old if k in new}
 
 
@@ -300,6 +305,8 @@ def solve_fixed_point(
         if not todo.any():
             break
         if todo.mean() < 0.7:
+            if sub is pb:
+                z, ev = sz, {k: v.copy() for k, v in sev.items()}
             work = work[todo]
             sub = pb.take(work)
             sz = z[:, work]
@@ -323,9 +330,12 @@ def solve_fixed_point(
                 break
             lam = np.where(pending, lam * 0.5, lam)
         iters[work] += moved
-        z[:, work] = sz
-        for k, v in sev.items():
-            ev[k][..., work] = v
+        if sub is pb:
+            z, ev = sz, sev
+        else:
+            z[:, work] = sz
+            for k, v in sev.items():
+                ev[k][..., work] = v
         if not moved.any():
             break  # nothing can improve further (machine precision)
     x = np.where(active, np.exp(z), 0.0)

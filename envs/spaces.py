@@ -1,0 +1,236 @@
+"""Action decoding, observation encoding and rewards, shared by every environment.
+
+Written once over batched outputs (batch-first arrays); the single and the
+vector environment both call these.
+
+Actions (``action_type="box"``): a ``Box(-1, 1)`` vector. With
+``weights="per-tenant"`` it holds, for each tenant slot in order, one entry
+per node, then one entry for the promotion rate limit; with
+``weights="global"`` one weight vector over the nodes shared by every tenant
+(like ``/sys/kernel/mm/mempolicy/weighted_interleave/nodeN``) then the rate.
+
+- A weight entry ``a`` maps to a kernel interleave weight: ``a < -0.9`` leaves
+  the node out of the interleave mask (weight 0); otherwise the weight is
+  ``round(255 ** ((a + 0.9) / 1.9))``, an integer in 1..255 on a log scale
+  (``a = -0.9`` gives 1, ``a = 1`` gives 255). Each tenant's weights are then
+  reduced by their greatest common divisor, as the kernel's auto mode does.
+  If every node is left out, the tenant allocates local-first.
+- The rate entry ``a`` maps to 0 MB/s (promotion off) for ``a < -0.9``, else
+  to ``max_promote_mbps ** ((a + 0.9) / 1.9)`` MB/s: 1 MB/s at ``a = -0.9`` up
+  to the maximum (default 65536 MB/s, the kernel's default
+  ``numa_balancing_promote_rate_limit_MBps``).
+
+``action_type="discrete"``: a ``MultiDiscrete``; each weight entry picks one of
+``WEIGHT_LEVELS`` and the rate entry one of ``RATE_LEVELS_MBPS``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from gymnasium import spaces
+from numpy.typing import NDArray
+
+from envs.model import Action, Outputs
+
+__all__ = [
+    "RATE_LEVELS_MBPS",
+    "REWARDS",
+    "WEIGHT_LEVELS",
+    "ActionCodec",
+    "ObservationEncoder",
+    "reward_terms",
+]
+
+F64 = NDArray[np.float64]
+OFF = -0.9  # below this an entry means "off" (node out of the mask, promotion disabled)
+MAX_WEIGHT = 255
+WEIGHT_LEVELS = (0, 1, 2, 3, 4, 6, 8, 16)
+RATE_LEVELS_MBPS = (0.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 65536.0)
+REWARDS = ("log-geomean", "throughput", "weighted-speedup", "harmonic")
+
+
+def _log_scale(a: F64, top: float) -> F64:
+    return np.power(top, np.clip((a - OFF) / (1.0 - OFF), 0.0, 1.0))
+
+
+def kernel_weights(w: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Integer weights (..., N) reduced by the gcd of each row's positive entries."""
+    g = np.gcd.reduce(np.where(w > 0, w, 0), axis=-1, keepdims=True)
+    return np.where(g > 0, w // np.maximum(g, 1), w)
+
+
+@dataclass(frozen=True)
+class ActionCodec:
+    """Maps policy actions (batch-first) to model actions: weights (B, T, N) and MB/s (B,)."""
+
+    n_tenants: int
+    n_nodes: int
+    weights: str = "per-tenant"
+    action_type: str = "box"
+    max_promote_mbps: float = 65536.0
+
+    def __post_init__(self) -> None:
+        if self.weights not in ("per-tenant", "global"):
+            raise ValueError(f"weights: got {self.weights!r}, expected 'per-tenant' or 'global'")
+        if self.action_type not in ("box", "discrete"):
+            raise ValueError(f"action_type: got {self.action_type!r}, expected 'box' or 'discrete'")
+        if not (math.isfinite(self.max_promote_mbps) and self.max_promote_mbps > 1.0):
+            raise ValueError(f"max_promote_mbps: got {self.max_promote_mbps}, expected a number > 1 MB/s")
+
+    @property
+    def n_weight_rows(self) -> int:
+        return self.n_tenants if self.weights == "per-tenant" else 1
+
+    @property
+    def size(self) -> int:
+        return self.n_weight_rows * self.n_nodes + 1
+
+    def space(self) -> spaces.Space:
+        if self.action_type == "box":
+            return spaces.Box(-1.0, 1.0, shape=(self.size,), dtype=np.float32)
+        nvec = [len(WEIGHT_LEVELS)] * (self.size - 1) + [len(RATE_LEVELS_MBPS)]
+        return spaces.MultiDiscrete(np.array(nvec, dtype=np.int64))
+
+    def decode(self, actions: NDArray) -> tuple[Action, NDArray[np.int64]]:
+        """Policy actions (B, size) -> the model's action and the integer weights (B, T, N).
+
+        Raises ValueError for a wrong shape or NaN; box entries outside
+        [-1, 1] are clipped (documented behaviour of the Box).
+        """
+        a = np.asarray(actions)
+        if a.ndim != 2 or a.shape[1] != self.size:
+            raise ValueError(f"action: got shape {a.shape[1:] if a.ndim == 2 else a.shape}, expected ({self.size},) per environment")
+        if self.action_type == "box":
+            a = a.astype(float)
+            if not np.isfinite(a).all():
+                raise ValueError("action: contains NaN or inf, expected numbers in [-1, 1]")
+            a = np.clip(a, -1.0, 1.0)
+            wa = a[:, :-1].reshape(-1, self.n_weight_rows, self.n_nodes)
+            w = np.where(wa < OFF, 0, np.rint(_log_scale(wa, MAX_WEIGHT))).astype(np.int64)
+            rate = np.where(a[:, -1] < OFF, 0.0, _log_scale(a[:, -1], self.max_promote_mbps))
+        else:
+            if not np.issubdtype(a.dtype, np.integer):
+                if not np.isfinite(a.astype(float)).all():
+                    raise ValueError("action: contains NaN or inf, expected integer choices")
+                a = a.astype(np.int64)
+            hi = np.array([len(WEIGHT_LEVELS)] * (self.size - 1) + [len(RATE_LEVELS_MBPS)])
+            if (a < 0).any() or (a >= hi).any():
+                raise ValueError(f"action: choices out of range, expected 0 <= a < {hi.tolist()}")
+            w = np.asarray(WEIGHT_LEVELS)[a[:, :-1]].reshape(-1, self.n_weight_rows, self.n_nodes)
+            rate = np.asarray(RATE_LEVELS_MBPS)[a[:, -1]]
+        w = kernel_weights(w)
+        if self.weights == "global":
+            w = np.broadcast_to(w, (w.shape[0], self.n_tenants, self.n_nodes))
+        return Action(weights=w.astype(float), promote_mbps=rate.astype(float)), np.asarray(w)
+
+    def encode_box(self, weights: NDArray, promote_mbps: NDArray) -> NDArray[np.float32]:
+        """Inverse of :meth:`decode` for box actions: integer weights (B, rows, N) and MB/s (B,)."""
+        w = np.asarray(weights, dtype=float)
+        wa = np.where(w <= 0, -1.0, OFF + (1.0 - OFF) * np.log(np.maximum(w, 1.0)) / math.log(MAX_WEIGHT))
+        r = np.asarray(promote_mbps, dtype=float)
+        ra = np.where(r <= 0, -1.0, OFF + (1.0 - OFF) * np.log(np.maximum(r, 1.0)) / math.log(self.max_promote_mbps))
+        return np.concatenate([wa.reshape(wa.shape[0], -1), ra[:, None]], axis=1).astype(np.float32)
+
+
+class ObservationEncoder:
+    """What a kernel can observe, normalised to [0, 1]; the table is in the environment's docstring.
+
+    Layout (``N`` nodes, ``T`` tenant slots):
+
+    - per node ``n``: utilisation; loaded latency over idle ``min((L/L0 - 1)/4, 1)``;
+      capacity used (fraction);
+    - per tenant slot ``t``: present (the mask of empty slots); normalised
+      performance ``min(perf/2, 1)``; DRAM access share; DRAM-resident share of
+      its pages; bandwidth demand over the machine's peak; read fraction;
+      interleave weights in force (fractions, ``N`` entries); every entry of an
+      empty slot is 0;
+    - global: promotion and demotion traffic ``log1p(MB/s)/log1p(65536)``; time
+      in the episode ``t / episode_steps``.
+    """
+
+    def __init__(self, n_tenants: int, n_nodes: int) -> None:
+        self.T, self.N = n_tenants, n_nodes
+        self.per_tenant = 6 + n_nodes
+        self.size = 3 * n_nodes + n_tenants * self.per_tenant + 3
+
+    def space(self) -> spaces.Box:
+        return spaces.Box(0.0, 1.0, shape=(self.size,), dtype=np.float32)
+
+    def names(self, node_names: list[str]) -> list[str]:
+        """A name for every entry, in order (used by the docs and TensorBoard)."""
+        out = []
+        for n in node_names:
+            out += [f"node[{n}].utilization", f"node[{n}].latency_over_idle", f"node[{n}].capacity_used"]
+        for t in range(self.T):
+            out += [f"tenant[{t}].{k}" for k in ("present", "norm_perf", "dram_access_share", "dram_resident_share", "bandwidth_demand", "read_fraction")]
+            out += [f"tenant[{t}].weight[{n}]" for n in node_names]
+        return out + ["promotion_traffic", "demotion_traffic", "episode_time"]
+
+    def encode(
+        self,
+        out: Outputs | None,
+        idle_ns: F64,
+        capacity_gib: F64,
+        peak_gbps: F64,
+        weights: F64,
+        t: NDArray[np.int64],
+        steps: NDArray[np.int64],
+        present: NDArray[np.bool_],
+    ) -> NDArray[np.float32]:
+        """Observation (B, size). ``out`` None means before the first interval (a reset)."""
+        bsz = t.shape[0]
+        obs = np.zeros((bsz, self.size), dtype=np.float32)
+        N, T = self.N, self.T
+        tenant = np.zeros((bsz, T, self.per_tenant))
+        if out is not None:
+            node = np.stack(
+                [
+                    out.node_utilization,
+                    np.minimum((out.node_latency_ns / idle_ns - 1.0) / 4.0, 1.0),
+                    out.node_capacity_used_gib / capacity_gib,
+                ],
+                axis=2,
+            )
+            active = out.tenant_active
+            ws = np.maximum(out.tenant_resident_gib, 1e-12)
+            tenant[:, :, 0] = active
+            tenant[:, :, 1] = np.minimum(out.tenant_norm_perf / 2.0, 1.0)
+            tenant[:, :, 2] = out.tenant_dram_access_share
+            tenant[:, :, 3] = out.tenant_dram_resident_gib / ws
+            tenant[:, :, 4] = np.minimum(out.tenant_demand_gbps / peak_gbps[:, None], 1.0)
+            tenant[:, :, 5] = out.tenant_read_fraction
+            tenant[:, :, 6:] = weights
+            tenant *= active[:, :, None]
+            scale = math.log1p(65536.0)
+            glob = np.stack([np.log1p(out.promotion_mbps) / scale, np.log1p(out.demotion_mbps) / scale], axis=1)
+            obs[:, : 3 * N] = node.reshape(bsz, -1)
+            obs[:, -3:-1] = glob
+        obs[:, 3 * N : 3 * N + T * self.per_tenant] = tenant.reshape(bsz, -1)
+        obs[:, -1] = t / np.maximum(steps, 1)
+        np.clip(obs, 0.0, 1.0, out=obs)
+        return obs
+
+
+def reward_terms(out: Outputs, peak_gbps: F64) -> dict[str, F64]:
+    """Every reward choice for a batch (B,), from the interval's outputs.
+
+    - ``log-geomean`` (default): ``mean_t log(perf_t)`` over active tenants, the
+      log of the geometric mean of normalised performance (0 with no tenant);
+    - ``throughput``: total throughput over the machine's peak bandwidth;
+    - ``weighted-speedup``: ``sum_t perf_t`` over active tenants;
+    - ``harmonic``: ``n / sum_t 1/perf_t``, the harmonic mean (fairness).
+    """
+    act = out.tenant_active
+    n = act.sum(1)
+    perf = np.where(act, np.maximum(out.tenant_norm_perf, 1e-6), 1.0)
+    logs = np.where(act, np.log(perf), 0.0).sum(1)
+    inv = np.where(act, 1.0 / perf, 0.0).sum(1)
+    return {
+        "log-geomean": np.where(n > 0, logs / np.maximum(n, 1), 0.0),
+        "throughput": out.total_throughput_gbps / peak_gbps,
+        "weighted-speedup": np.where(act, perf, 0.0).sum(1),
+        "harmonic": np.where(n > 0, n / np.maximum(inv, 1e-12), 0.0),
+    }
