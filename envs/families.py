@@ -92,42 +92,71 @@ def _tenant(kind: str, rng: np.random.Generator, name: str, episode_s: float) ->
     if kind == "llm":  # CPU LLM inference: streams weights, KV cache grows, threads ramp
         t0 = int(rng.integers(8, 24))
         d: dict[str, Any] = {
-            "threads": t0, "mlp": 4.0, "compute_ns": u(70, 130), "read_fraction": 0.95,
-            "working_set_gib": u(3, 14), "hotness": {"zipf_s": 0.0}, "grow_gib_per_s": u(0.0, 0.05),
-            "phases": [{"at_s": round(episode_s * f, 1), "threads": int(t0 * m)} for f, m in ((0.35, 2), (0.7, 3))],
+            "threads": t0,
+            "mlp": 4.0,
+            "compute_ns": u(70, 130),
+            "read_fraction": 0.95,
+            "working_set_gib": u(3, 14),
+            "hotness": {"zipf_s": 0.0},
+            "grow_gib_per_s": u(0.0, 0.05),
+            "phases": [
+                {"at_s": round(episode_s * f, 1), "threads": int(t0 * m)}
+                for f, m in ((0.35, 2), (0.7, 3))
+            ],
         }
     elif kind == "kv":  # YCSB-like key-value store: Zipfian keys, latency-bound
         d = {
-            "threads": int(rng.integers(4, 24)), "mlp": u(1.0, 3.0), "compute_ns": u(80, 300),
-            "read_fraction": u(0.5, 0.95), "working_set_gib": u(8, 48), "hotness": {"zipf_s": u(0.8, 1.2)},
+            "threads": int(rng.integers(4, 24)),
+            "mlp": u(1.0, 3.0),
+            "compute_ns": u(80, 300),
+            "read_fraction": u(0.5, 0.95),
+            "working_set_gib": u(8, 48),
+            "hotness": {"zipf_s": u(0.8, 1.2)},
             "churn_per_s": u(0.0, 0.02),
         }
     elif kind == "scan":  # analytics scan: poor locality, bandwidth-heavy
         d = {
-            "threads": int(rng.integers(8, 32)), "mlp": u(4, 10), "compute_ns": u(40, 120),
-            "read_fraction": u(0.8, 0.98), "working_set_gib": u(16, 64), "hotness": {"zipf_s": u(0.0, 0.3)},
+            "threads": int(rng.integers(8, 32)),
+            "mlp": u(4, 10),
+            "compute_ns": u(40, 120),
+            "read_fraction": u(0.8, 0.98),
+            "working_set_gib": u(16, 64),
+            "hotness": {"zipf_s": u(0.0, 0.3)},
             "churn_per_s": u(0.0, 0.05),
         }
     elif kind == "hog":  # bandwidth hog (MLC / STREAM-like)
         d = {
-            "threads": int(rng.integers(8, 48)), "mlp": u(6, 12), "compute_ns": u(5, 40),
-            "read_fraction": float(rng.choice([0.5, 0.67, 0.75, 1.0])), "working_set_gib": u(4, 32),
+            "threads": int(rng.integers(8, 48)),
+            "mlp": u(6, 12),
+            "compute_ns": u(5, 40),
+            "read_fraction": float(rng.choice([0.5, 0.67, 0.75, 1.0])),
+            "working_set_gib": u(4, 32),
             "hotness": {"zipf_s": 0.0},
         }
     else:  # latency-sensitive service: small, hot, few misses in flight
         d = {
-            "threads": int(rng.integers(2, 12)), "mlp": u(1.0, 1.5), "compute_ns": u(30, 200),
-            "read_fraction": u(0.7, 0.95), "working_set_gib": u(1, 8),
+            "threads": int(rng.integers(2, 12)),
+            "mlp": u(1.0, 1.5),
+            "compute_ns": u(30, 200),
+            "read_fraction": u(0.7, 0.95),
+            "working_set_gib": u(1, 8),
             "hotness": {"hot_fraction": u(0.05, 0.3), "hot_access_fraction": u(0.8, 0.95)},
         }
     d["name"] = name
     d["working_set_gib"] = round(float(d["working_set_gib"]), 2)
     if kind != "llm" and rng.random() < 0.3:  # a phase change of intensity
-        d["phases"] = [{"at_s": round(float(u(0.3, 0.8)) * episode_s, 1), "compute_ns": float(d["compute_ns"]) * float(u(0.5, 2.0))}]
+        d["phases"] = [
+            {
+                "at_s": round(float(u(0.3, 0.8)) * episode_s, 1),
+                "compute_ns": float(d["compute_ns"]) * float(u(0.5, 2.0)),
+            }
+        ]
     return d
 
 
-def mixed_scenario(split: str, index: int, max_tenants: int = MIXED_MAX_TENANTS, episode_steps: int = 100) -> Scenario:
+def mixed_scenario(
+    split: str, index: int, max_tenants: int = MIXED_MAX_TENANTS, episode_steps: int = 100
+) -> Scenario:
     """Random machine number ``index`` of a split (train: even seeds, test: odd seeds)."""
     seed = 2 * index + (0 if split == "train" else 1)
     rng = np.random.default_rng([0x7E1E, seed])
@@ -162,16 +191,24 @@ def mixed_scenario(split: str, index: int, max_tenants: int = MIXED_MAX_TENANTS,
 FAMILY_NAMES = ("mixed",)
 
 
-def make_family(spec: str | Path | Mapping[str, Any] | Scenario | ScenarioFamily, pool_size: int = 512) -> ScenarioFamily:
+def make_family(
+    spec: str | Path | Mapping[str, Any] | Scenario | ScenarioFamily, pool_size: int = 512
+) -> ScenarioFamily:
     """A family from a family name, a scenario (name, file, dict) or a family."""
     if isinstance(spec, ScenarioFamily):
         return spec
     if isinstance(spec, str) and spec in FAMILY_NAMES:
-        return ScenarioFamily("mixed", mixed_scenario, pool_size, MIXED_MAX_TENANTS, MIXED_MAX_PHASES)
+        return ScenarioFamily(
+            "mixed", mixed_scenario, pool_size, MIXED_MAX_TENANTS, MIXED_MAX_PHASES
+        )
     try:
         sc = load_scenario(spec)
     except ScenarioError as exc:
-        if isinstance(spec, str) and not spec.endswith((".yaml", ".yml")) and not Path(spec).exists():
+        if (
+            isinstance(spec, str)
+            and not spec.endswith((".yaml", ".yml"))
+            and not Path(spec).exists()
+        ):
             raise ScenarioError(
                 f"unknown scenario {spec!r}: expected a YAML file, a scenario {scenario_names()} "
                 f"or a family {list(FAMILY_NAMES)}"

@@ -20,7 +20,17 @@ from gymnasium.vector.utils import batch_space
 from numpy.typing import NDArray
 
 from envs.families import ScenarioFamily, make_family
-from envs.model import KernelConfig, Outputs, Params, State, _splitmix, compile_params, init_state, reset_rows, step
+from envs.model import (
+    KernelConfig,
+    Outputs,
+    Params,
+    State,
+    _splitmix,
+    compile_params,
+    init_state,
+    reset_rows,
+    step,
+)
 from envs.scenario import Scenario
 from envs.spaces import REWARDS, ActionCodec, ObservationEncoder, reward_terms
 
@@ -117,7 +127,9 @@ class Engine:
 
     def _episode_seeds(self, idx: NDArray[np.int64]) -> NDArray[np.uint64]:
         with np.errstate(over="ignore"):
-            return _splitmix(self.base_seed[idx] * np.uint64(0x9E3779B97F4A7C15) + _splitmix(self.episode[idx]))
+            return _splitmix(
+                self.base_seed[idx] * np.uint64(0x9E3779B97F4A7C15) + _splitmix(self.episode[idx])
+            )
 
     def reset_instances(self, idx: NDArray[np.int64]) -> None:
         """New episodes for instances ``idx``: draw a pool scenario and a fresh state (vectorized)."""
@@ -334,7 +346,9 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
     def node_names(self) -> list[str]:
         return self.engine.node_names
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         e = self.engine
         if seed is not None or not self._seeded:
@@ -359,7 +373,13 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
         if done.size:  # a single env does not autoreset: report the final observation
             obs = final_obs
             info = final_info
-        return obs[0], float(reward[0]), bool(term[0]), bool(trunc[0]), {k: v[0] for k, v in info.items()}
+        return (
+            obs[0],
+            float(reward[0]),
+            bool(term[0]),
+            bool(trunc[0]),
+            {k: v[0] for k, v in info.items()},
+        )
 
 
 TieredMemoryEnv.__doc__ = (TieredMemoryEnv.__doc__ or "").replace("{args}", _DOC_ARGS)
@@ -395,7 +415,9 @@ class TieredMemoryVecEnv(VectorEnv):
     def reset(
         self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        super().reset(seed=seed)
+        super().reset(
+            seed=seed if seed is None or isinstance(seed, int | np.integer) else int(list(seed)[0])
+        )
         if seed is None:
             seeds = self.np_random.integers(2**63, size=self.num_envs).astype(np.uint64)
         elif isinstance(seed, int | np.integer):
@@ -407,7 +429,9 @@ class TieredMemoryVecEnv(VectorEnv):
         obs = self.engine.reset(seeds)
         return obs, {}
 
-    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(
+        self, actions: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         a = np.asarray(actions)
         if a.shape != self.action_space.shape:
             raise ValueError(f"actions: got shape {a.shape}, expected {self.action_space.shape}")

@@ -288,6 +288,7 @@ class Outputs:
     tenant_dram_access_share: F64  # (B, T)
     tenant_dram_resident_gib: F64  # (B, T)
     tenant_resident_gib: F64  # (B, T) all its pages
+    tenant_working_set_gib: F64  # (B, T) its working set this interval (growth and jitter included)
     tenant_read_fraction: F64  # (B, T)
     promotion_mbps: F64  # (B,)
     demotion_mbps: F64  # (B,)
@@ -583,7 +584,9 @@ def solo_throughput(p: Params, jit: F64) -> F64:
     ]  # (1, N, flat)
     curves = NodeCurves(**{f: np.tile(getattr(p.curves, f), (1, T * P)) for f in _CURVE_FIELDS})
     present = np.broadcast_to(p.present[:, None, :], (T, P, bsz)).reshape(1, flat)
-    cap = np.where(present, (LINE_BYTES * p.threads * p.mlp * jit[0][:, None]).reshape(1, flat), 0.0)
+    cap = np.where(
+        present, (LINE_BYTES * p.threads * p.mlp * jit[0][:, None]).reshape(1, flat), 0.0
+    )
     sol = solve_fixed_point(
         cap=cap,
         compute=(p.compute_ns * jit[1][:, None]).reshape(1, flat),
@@ -757,10 +760,10 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     for n in range(N):
         place[:, :, n] += got[:, n][:, None] * frac
 
-    # ---- 3. promotion of hot CXL pages to the tenant's local DRAM. Within an
-    # interval kswapd runs whenever a promotion finds too little free memory,
-    # so the room for promotions is the free memory above HIGH plus what
-    # kswapd can demote in the interval (when demotion is enabled).
+    # ---- 3. promotion candidates: hot CXL pages seen by the scanner. Within an
+    # interval kswapd runs whenever a promotion finds too little free memory
+    # above HIGH, so the demotion below also makes room for the promotions
+    # wanted here; promotion then takes what room there is.
     used = place.sum((0, 1))  # (N, B)
     local = _gather(p.local_dram, phase)  # (T, B)
     loc1h = _onehot(local, N)  # (T, N, B)
@@ -797,9 +800,56 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     tscale = tscale * np.minimum(1.0, room / np.maximum(cand_t, 1e-300))
     cand_t = np.minimum(cand_t, room)
     cand_node = (cand_t[:, None] * loc1h).sum(0)  # (N, B) candidates per target node
-    headroom = np.maximum(free - p.wm_high, 0.0) + np.where(p.demotion, p.kswapd_gibps * dt, 0.0) * is_dram
     rate_gib = rate_mbps * 1e6 / GIB * dt
-    budget = np.where(plentiful, headroom, np.minimum(rate_gib, headroom))
+    want = np.where(plentiful, cand_node, np.minimum(rate_gib, cand_node))  # (N, B)
+    need_room = np.maximum(want - np.maximum(free - p.wm_high, 0.0), 0.0)
+
+    # ---- 4. demotion: memory.high excess, then kswapd back to its watermark
+    dem_from = np.zeros_like(p.capacity_gib)  # (N, B) GiB demoted from each node
+    dem_to = np.zeros_like(p.capacity_gib)
+    used = place.sum((0, 1))  # (N, B)
+    for m in range(N):
+        tgt = p.demote_target[m]
+        can = is_dram[m] & (tgt >= 0)
+        if not can.any():
+            continue
+        dst = _onehot(np.maximum(tgt, 0), N)  # (N, B)
+        tfree = ((p.capacity_gib - used - p.wm_low) * dst).sum(0)
+        on_m = place[:, :, m]  # (T, K, B)
+        size_m = on_m.sum(1)  # (T, B)
+        dram_use = (place.sum(1) * is_dram).sum(1)  # (T, B)
+        excess = np.maximum(dram_use - high, 0.0) * size_m / np.maximum(dram_use, 1e-300)
+        free_m = p.capacity_gib[m] - used[m]
+        tpp = p.demote_wm_frac > 0
+        tpp_mark = np.maximum(p.demote_wm_frac * p.capacity_gib[m], 2 * p.wm_high[m])
+        wake = np.where(tpp, tpp_mark, np.where(promo_on, p.wm_high[m], p.wm_low[m]))
+        target = np.where(tpp, tpp_mark, np.where(promo_on, p.wm_promo[m], p.wm_high[m]))
+        kswapd = np.where(free_m < wake, np.maximum(target - free_m, 0.0), 0.0)
+        kswapd = np.where(p.demotion, np.maximum(kswapd, need_room[m]), 0.0)
+        kswapd = np.minimum(kswapd, p.kswapd_gibps * dt)
+        # memcg proportional reclaim: scan = size - size * protection / (usage + 1 page)
+        prot = np.minimum(low, dram_use)
+        scan = np.where(
+            dram_use > low, size_m - size_m * prot / (dram_use + 1.0 / PAGES_PER_GIB), 0.0
+        )
+        scan = np.maximum(scan - excess, 0.0)
+        amount = excess + np.minimum(kswapd * scan / np.maximum(scan.sum(0), 1e-300), scan)
+        total = amount.sum(0)
+        fit = np.minimum(1.0, np.maximum(tfree, 0.0) / np.maximum(total, 1e-300))
+        amount = np.where(can, amount * fit, 0.0)
+        take = _take_coldest(on_m, amount)  # (T, K, B)
+        place[:, :, m] -= take
+        for n in range(N):
+            if dst[n].any():
+                place[:, :, n] += take * dst[n]
+        moved = take.sum((0, 1))
+        dem_from[m] += moved
+        dem_to += moved * dst
+        used = used + moved * (dst - (np.arange(N) == m)[:, None])
+
+    # ---- 5. promotion into the room there is above HIGH
+    free = p.capacity_gib - place.sum((0, 1))
+    budget = np.minimum(want, np.maximum(free - p.wm_high, 0.0))
     tscale = tscale * (loc1h * np.minimum(1.0, budget / np.maximum(cand_node, 1e-300))).sum(
         1
     )  # (T, B)
@@ -824,49 +874,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     threshold_ms = np.where(adapt, th_new, state.threshold_ms)
     cand_mb = np.where(period_end, 0.0, cand_mb)
 
-    # ---- 4. demotion: memory.high excess, then kswapd back to its watermark
-    dem_from = np.zeros_like(p.capacity_gib)  # (N, B) GiB demoted from each node
-    dem_to = np.zeros_like(p.capacity_gib)
-    used = place.sum((0, 1))  # (N, B)
-    for m in range(N):
-        tgt = p.demote_target[m]
-        can = is_dram[m] & (tgt >= 0)
-        if not can.any():
-            continue
-        dst = _onehot(np.maximum(tgt, 0), N)  # (N, B)
-        tfree = ((p.capacity_gib - used - p.wm_low) * dst).sum(0)
-        on_m = place[:, :, m]  # (T, K, B)
-        size_m = on_m.sum(1)  # (T, B)
-        dram_use = (place.sum(1) * is_dram).sum(1)  # (T, B)
-        excess = np.maximum(dram_use - high, 0.0) * size_m / np.maximum(dram_use, 1e-300)
-        free_m = p.capacity_gib[m] - used[m]
-        tpp = p.demote_wm_frac > 0
-        tpp_mark = np.maximum(p.demote_wm_frac * p.capacity_gib[m], 2 * p.wm_high[m])
-        wake = np.where(tpp, tpp_mark, np.where(promo_on, p.wm_high[m], p.wm_low[m]))
-        target = np.where(tpp, tpp_mark, np.where(promo_on, p.wm_promo[m], p.wm_high[m]))
-        kswapd = np.where(p.demotion & (free_m < wake), np.maximum(target - free_m, 0.0), 0.0)
-        kswapd = np.minimum(kswapd, p.kswapd_gibps * dt)
-        # memcg proportional reclaim: scan = size - size * protection / (usage + 1 page)
-        prot = np.minimum(low, dram_use)
-        scan = np.where(
-            dram_use > low, size_m - size_m * prot / (dram_use + 1.0 / PAGES_PER_GIB), 0.0
-        )
-        scan = np.maximum(scan - excess, 0.0)
-        amount = excess + np.minimum(kswapd * scan / np.maximum(scan.sum(0), 1e-300), scan)
-        total = amount.sum(0)
-        fit = np.minimum(1.0, np.maximum(tfree, 0.0) / np.maximum(total, 1e-300))
-        amount = np.where(can, amount * fit, 0.0)
-        take = _take_coldest(on_m, amount)  # (T, K, B)
-        place[:, :, m] -= take
-        for n in range(N):
-            if dst[n].any():
-                place[:, :, n] += take * dst[n]
-        moved = take.sum((0, 1))
-        dem_from[m] += moved
-        dem_to += moved * dst
-        used = used + moved * (dst - (np.arange(N) == m)[:, None])
-
-    # ---- 5. migration traffic and CPU cost
+    # ---- 6. migration traffic and CPU cost
     to_gbps = GB_PER_GIB / dt
     bg_rd = (dem_from + promo_from) * to_gbps
     bg_wr = (dem_to + promo_to) * to_gbps
@@ -874,14 +882,16 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     promoted_pages = promo_t * PAGES_PER_GIB  # (T, B)
     cpu_loss = np.clip(promoted_pages * p.migrate_cpu_us * 1e-6 / (threads * dt), 0.0, 0.9)
 
-    # ---- 6. the fixed point
+    # ---- 7. the fixed point
     size_now = np.maximum(place.sum(2), 1e-300)  # (T, K, B)
     density = share_k / size_now
     node_share = np.stack(
         [(density * place[:, :, n]).sum(1) for n in range(N)], axis=1
     )  # (T, N, B)
     node_share = np.where(active[:, None], node_share, 0.0)
-    cap = np.where(active, LINE_BYTES * threads * _gather(p.mlp, phase) * state.jit[0] * (1.0 - cpu_loss), 0.0)
+    cap = np.where(
+        active, LINE_BYTES * threads * _gather(p.mlp, phase) * state.jit[0] * (1.0 - cpu_loss), 0.0
+    )
     compute = _gather(p.compute_ns, phase) * state.jit[1]
     rfrac = _gather(p.read_fraction, phase)
     remote = (_gather(p.socket, phase)[:, None] != p.node_socket).astype(float)  # (T, N, B)
@@ -920,6 +930,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         tenant_dram_access_share=np.where(active, dram_share, 0.0).T,
         tenant_dram_resident_gib=dram_res.T,
         tenant_resident_gib=place.sum((1, 2)).T,
+        tenant_working_set_gib=ws.T,
         tenant_read_fraction=np.where(active, rfrac, 0.0).T,
         promotion_mbps=promo_from.sum(0) * (GIB / 1e6) / dt,
         demotion_mbps=dem_from.sum(0) * (GIB / 1e6) / dt,

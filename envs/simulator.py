@@ -23,7 +23,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from envs.model import Action, KernelConfig, Outputs, Params, State, compile_params, init_state, step
+from envs.model import (
+    Action,
+    KernelConfig,
+    Outputs,
+    Params,
+    State,
+    compile_params,
+    init_state,
+    step,
+)
 from envs.scenario import Scenario, load_scenario
 
 __all__ = ["Simulator"]
@@ -63,7 +72,9 @@ class Simulator:
             return np.arange(self.batch_size, dtype=np.uint64) + np.uint64(seeds)
         arr = np.asarray(list(seeds), dtype=np.uint64)
         if arr.shape != (self.batch_size,):
-            raise ValueError(f"seeds: got {arr.shape[0]} seeds, expected one per batch element ({self.batch_size})")
+            raise ValueError(
+                f"seeds: got {arr.shape[0]} seeds, expected one per batch element ({self.batch_size})"
+            )
         return arr
 
     @property
@@ -92,11 +103,15 @@ class Simulator:
         w = np.asarray(weights, dtype=float)
         if w.ndim == 1:
             if w.shape != (n,):
-                raise ValueError(f"weights: got {w.shape[0]} values, expected one per node {self.node_names}")
+                raise ValueError(
+                    f"weights: got {w.shape[0]} values, expected one per node {self.node_names}"
+                )
             w = np.broadcast_to(w, (b, t, n))
         elif w.ndim == 2:
             if w.shape != (t, n):
-                raise ValueError(f"weights: got shape {w.shape}, expected (tenants, nodes) = {(t, n)}")
+                raise ValueError(
+                    f"weights: got shape {w.shape}, expected (tenants, nodes) = {(t, n)}"
+                )
             w = np.broadcast_to(w, (b, t, n))
         r = np.broadcast_to(np.asarray(promote_mbps, dtype=float), (b,))
         return Action(weights=np.array(w), promote_mbps=np.array(r))
@@ -107,7 +122,9 @@ class Simulator:
         self.state, self.last = step(self.params, self.state, act)
         return self.last
 
-    def run(self, weights: ArrayLike | Action, promote_mbps: ArrayLike = 0.0, steps: int | None = None) -> list[Outputs]:
+    def run(
+        self, weights: ArrayLike | Action, promote_mbps: ArrayLike = 0.0, steps: int | None = None
+    ) -> list[Outputs]:
         """Step a fixed action for ``steps`` intervals (default: the episode)."""
         n = int(self.params.episode_steps.max()) if steps is None else steps
         return [self.step(weights, promote_mbps) for _ in range(n)]

@@ -12,10 +12,15 @@ its memory (peaks ``R``, ``W`` and a read/write turnaround penalty ``c``), for
 a CXL node the two link directions, and for access from another socket a
 remote path. A resource's utilisation under read and write traffic
 ``(Rd, Wr)`` GB/s is ``Rd/R + Wr/W + c*Rd*Wr/(Rd+Wr)``, which equals the
-traffic over the mix-dependent peak ``1/(r/R + (1-r)/W + c*r*(1-r))``. The
-loaded latency at utilisation ``u`` is ``L0 + slope*u + knee*u**exp/(1-u)``:
-flat at low load, a knee, unbounded as ``u -> 1``, so no resource's traffic
-can exceed its peak at the fixed point.
+traffic over the mix-dependent peak ``1/(r/R + (1-r)/W + c*r*(1-r))``. A
+resource at utilisation ``u`` adds the queueing delay
+``q(u) = slope*u + knee*u**exp/(1-u)``: small at low load, a knee, unbounded
+as ``u -> 1``, so no resource's traffic can exceed its peak at the fixed
+point. Queues in series add: an access to a CXL node waits on the expander's
+memory and on the link direction its data takes (device-to-host for a read,
+host-to-device for a write), so a tenant with read fraction ``r`` sees
+``L0 + q(u_mem) + r*q(u_d2h) + (1-r)*q(u_h2d)``; a remote access adds the
+remote path's latency and queue.
 
 The solver is Newton's method on ``z = log X`` over the tenant axis of every
 batch element at once, with backtracking that keeps every utilisation below 1
@@ -126,6 +131,7 @@ class _Problem:
         self.rfrac = rfrac
         self.T = cap.shape[0]
         self.any_remote = bool(remote.any())
+        self.any_link = bool(np.isfinite(nc.link_read).any() or np.isfinite(nc.link_write).any())
 
     def take(self, idx: NDArray[np.int64]) -> _Problem:
         """The sub-problem of batch elements ``idx``."""
@@ -147,14 +153,26 @@ class _Problem:
         rd = (xs * self.rd_w).sum(0) + self.bg_rd
         wr = (xs * self.wr_w).sum(0) + self.bg_wr
         u_mem = mix_utilisation(rd, wr, nc.mem_read, nc.mem_write, nc.mem_turn)
-        u_lr = rd / nc.link_read
-        u_lw = wr / nc.link_write
-        u_link = np.maximum(u_lr, u_lw)
-        u_loc = np.maximum(u_mem, u_link)
-        q, dq = queue_delay(u_loc, nc.slope_ns, nc.knee_ns, nc.knee_exp)
-        lnode = nc.idle_ns + q  # (N, B)
+        q_mem, dq_mem = queue_delay(u_mem, nc.slope_ns, nc.knee_ns, nc.knee_exp)
+        lnode = nc.idle_ns + q_mem  # (N, B) latency of a read probe
         lbar = (self.share * lnode).sum(1)  # (T, B)
-        feasible = (u_loc < _U_MAX).all(0)
+        u_loc = u_mem
+        feasible = (u_mem < _U_MAX).all(0)
+        if self.any_link:
+            # the link's two directions queue in series with the memory behind them:
+            # reads wait on device-to-host, writes on host-to-device
+            u_lr = rd / nc.link_read
+            u_lw = wr / nc.link_write
+            q_lr, dq_lr = queue_delay(u_lr, nc.slope_ns, nc.knee_ns, nc.knee_exp)
+            q_lw, dq_lw = queue_delay(u_lw, nc.slope_ns, nc.knee_ns, nc.knee_exp)
+            lnode = lnode + q_lr
+            lbar = (
+                lbar
+                + self.rfrac * (self.share * q_lr).sum(1)
+                + (1 - self.rfrac) * (self.share * q_lw).sum(1)
+            )
+            u_loc = np.maximum(u_mem, np.maximum(u_lr, u_lw))
+            feasible &= (u_lr < _U_MAX).all(0) & (u_lw < _U_MAX).all(0)
         if self.any_remote:
             rrd = (xs * self.rrd_w).sum(0)
             rwr = (xs * self.rwr_w).sum(0)
@@ -165,7 +183,7 @@ class _Problem:
         else:
             u_rem = np.zeros_like(u_loc)
         denom = self.compute + lbar
-        resid = np.where(self.active, np.log(np.maximum(x, _TINY) * denom / self.capsafe), 0.0)
+        resid = np.log(np.where(self.active, np.maximum(x, _TINY) * denom / self.capsafe, 1.0))
         out = {
             "lbar": lbar,
             "resid": resid,
@@ -178,32 +196,25 @@ class _Problem:
             "wr": wr,
         }
         if jac:
+            # J[t, s] = delta_ts + X_s / denom_t * d Lbar_t / d X_s, where
+            # d Lbar_t / d X_s = sum_n (left_t,n * right_s,n) over every resource
             tot = np.maximum(rd + wr, _TINY)
-            is_mem = u_mem >= u_link
-            is_lr = ~is_mem & (u_lr >= u_lw)
-            is_lw = ~is_mem & ~is_lr
-            dr = np.where(
-                is_mem,
-                1.0 / nc.mem_read + nc.mem_turn * (wr / tot) ** 2,
-                np.where(is_lr, 1.0 / nc.link_read, 0.0),
-            )
-            dw = np.where(
-                is_mem,
-                1.0 / nc.mem_write + nc.mem_turn * (rd / tot) ** 2,
-                np.where(is_lw, 1.0 / nc.link_write, 0.0),
-            )
-            # d u_loc_n / d X_s (S, N, B); J[t, s] = delta_ts + X_s / denom_t * d Lbar_t / d X_s
-            g_loc = self.rd_w * dr + self.wr_w * dw  # (S, N, B)
-            sdq = self.share * dq  # (T, N, B)
-            dl = sdq[:, None, 0] * g_loc[None, :, 0]
-            for n in range(1, sdq.shape[1]):
-                dl += sdq[:, None, n] * g_loc[None, :, n]
+            dmr = 1.0 / nc.mem_read + nc.mem_turn * (wr / tot) ** 2
+            dmw = 1.0 / nc.mem_write + nc.mem_turn * (rd / tot) ** 2
+            pairs = [(self.share * dq_mem, self.rd_w * dmr + self.wr_w * dmw)]
+            if self.any_link:
+                rf = self.rfrac[:, None]
+                pairs.append((self.share * (rf * dq_lr), self.rd_w / nc.link_read))
+                pairs.append((self.share * ((1 - rf) * dq_lw), self.wr_w / nc.link_write))
             if self.any_remote:
                 rtot = np.maximum(rrd + rwr, _TINY)
                 drr = 1.0 / nc.rem_read + nc.rem_turn * (rwr / rtot) ** 2
                 drw = 1.0 / nc.rem_write + nc.rem_turn * (rrd / rtot) ** 2
-                g_rem = self.rrd_w * drr + self.rwr_w * drw
-                dl = dl + ((self.rshare * dqr)[:, None] * g_rem[None]).sum(2)
+                pairs.append((self.rshare * dqr, self.rrd_w * drr + self.rwr_w * drw))
+            dl = np.zeros((self.T, self.T, x.shape[1]))
+            for left, right in pairs:
+                for n in range(left.shape[1]):
+                    dl += left[:, None, n] * right[None, :, n]
             j = dl * (x[None] / np.maximum(denom, _TINY)[:, None])
             act = self.active[:, None] & self.active[None]
             j = np.where(act, j, 0.0)
@@ -268,14 +279,18 @@ def solve_fixed_point(
     active = pb.active
     cold = np.ones(cap.shape[1], dtype=bool)
     if x0 is not None:
-        # warm start from the last interval where every active tenant has a rate and it is feasible
+        # Warm start from the last interval's rates, pulled back below 90% utilisation:
+        # Newton is slow from the saturated side of the knee, fast from below.
         x = np.where(active, x0, 0.0)
+        ev = pb.evaluate(x, False)
+        umax = np.maximum(ev["u_loc"].max(0), ev["u_rem"].max(0))
+        x = x * np.minimum(1.0, 0.9 / np.maximum(umax, _TINY))
         ev = pb.evaluate(x, True)
         cold = ~ev["feasible"] | ((x <= 0) & active).any(0)
     if cold.any():
         # cold start: the zero-load demand scaled so that no resource passes 50%
         lat0 = (share * nc.idle_ns).sum(1) + (share * remote * nc.remote_ns).sum(1)
-        demand = np.where(active, cap / (compute + lat0), 0.0)
+        demand = np.where(active, cap / np.maximum(compute + lat0, _TINY), 0.0)
         quiet = _Problem(cap, compute, rfrac, share, remote, bg_rd * 0.0, bg_wr * 0.0, nc).evaluate(
             demand, False
         )

@@ -78,7 +78,9 @@ class ActionCodec:
         if self.action_type not in ("box", "discrete"):
             raise ValueError(f"action_type: got {self.action_type!r}, expected 'box' or 'discrete'")
         if not (math.isfinite(self.max_promote_mbps) and self.max_promote_mbps > 1.0):
-            raise ValueError(f"max_promote_mbps: got {self.max_promote_mbps}, expected a number > 1 MB/s")
+            raise ValueError(
+                f"max_promote_mbps: got {self.max_promote_mbps}, expected a number > 1 MB/s"
+            )
 
     @property
     def n_weight_rows(self) -> int:
@@ -102,7 +104,9 @@ class ActionCodec:
         """
         a = np.asarray(actions)
         if a.ndim != 2 or a.shape[1] != self.size:
-            raise ValueError(f"action: got shape {a.shape[1:] if a.ndim == 2 else a.shape}, expected ({self.size},) per environment")
+            raise ValueError(
+                f"action: got shape {a.shape[1:] if a.ndim == 2 else a.shape}, expected ({self.size},) per environment"
+            )
         if self.action_type == "box":
             a = a.astype(float)
             if not np.isfinite(a).all():
@@ -129,9 +133,15 @@ class ActionCodec:
     def encode_box(self, weights: NDArray, promote_mbps: NDArray) -> NDArray[np.float32]:
         """Inverse of :meth:`decode` for box actions: integer weights (B, rows, N) and MB/s (B,)."""
         w = np.asarray(weights, dtype=float)
-        wa = np.where(w <= 0, -1.0, OFF + (1.0 - OFF) * np.log(np.maximum(w, 1.0)) / math.log(MAX_WEIGHT))
+        wa = np.where(
+            w <= 0, -1.0, OFF + (1.0 - OFF) * np.log(np.maximum(w, 1.0)) / math.log(MAX_WEIGHT)
+        )
         r = np.asarray(promote_mbps, dtype=float)
-        ra = np.where(r <= 0, -1.0, OFF + (1.0 - OFF) * np.log(np.maximum(r, 1.0)) / math.log(self.max_promote_mbps))
+        ra = np.where(
+            r <= 0,
+            -1.0,
+            OFF + (1.0 - OFF) * np.log(np.maximum(r, 1.0)) / math.log(self.max_promote_mbps),
+        )
         return np.concatenate([wa.reshape(wa.shape[0], -1), ra[:, None]], axis=1).astype(np.float32)
 
 
@@ -163,9 +173,23 @@ class ObservationEncoder:
         """A name for every entry, in order (used by the docs and TensorBoard)."""
         out = []
         for n in node_names:
-            out += [f"node[{n}].utilization", f"node[{n}].latency_over_idle", f"node[{n}].capacity_used"]
+            out += [
+                f"node[{n}].utilization",
+                f"node[{n}].latency_over_idle",
+                f"node[{n}].capacity_used",
+            ]
         for t in range(self.T):
-            out += [f"tenant[{t}].{k}" for k in ("present", "norm_perf", "dram_access_share", "dram_resident_share", "bandwidth_demand", "read_fraction")]
+            out += [
+                f"tenant[{t}].{k}"
+                for k in (
+                    "present",
+                    "norm_perf",
+                    "dram_access_share",
+                    "dram_resident_share",
+                    "bandwidth_demand",
+                    "read_fraction",
+                )
+            ]
             out += [f"tenant[{t}].weight[{n}]" for n in node_names]
         return out + ["promotion_traffic", "demotion_traffic", "episode_time"]
 
@@ -205,7 +229,9 @@ class ObservationEncoder:
             tenant[:, :, 6:] = weights
             tenant *= active[:, :, None]
             scale = math.log1p(65536.0)
-            glob = np.stack([np.log1p(out.promotion_mbps) / scale, np.log1p(out.demotion_mbps) / scale], axis=1)
+            glob = np.stack(
+                [np.log1p(out.promotion_mbps) / scale, np.log1p(out.demotion_mbps) / scale], axis=1
+            )
             obs[:, : 3 * N] = node.reshape(bsz, -1)
             obs[:, -3:-1] = glob
         obs[:, 3 * N : 3 * N + T * self.per_tenant] = tenant.reshape(bsz, -1)
