@@ -46,7 +46,7 @@ from envs.kernel import (
     zone_watermarks,
 )
 from envs.scenario import HotColdHotness, Scenario, TenantSpec, ZipfHotness
-from envs.solver import NodeCurves, solve_fixed_point
+from envs.solver import NodeCurves, lsum, solve_fixed_point
 
 __all__ = [
     "BUCKET_EDGES",
@@ -675,7 +675,7 @@ def _onehot(idx: NDArray[np.int64], n: int) -> F64:
 
 def _normalise_weights(params: Params, w: F64, phase: NDArray[np.int64]) -> F64:
     """Weights (T, N, B) as fractions per tenant; all-zero rows mean local-first."""
-    tot = w.sum(1)
+    tot = lsum(w, 1)
     onehot = _onehot(_gather(params.local_dram, phase), params.n_nodes)
     return np.where(tot[:, None] > 0, w / np.where(tot > 0, tot, 1.0)[:, None], onehot)
 
@@ -735,7 +735,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     place = state.place.copy()  # (T, K, N, B)
 
     # ---- 1. tenants: phase, activity, working-set targets, frees and churn
-    phase = np.maximum((p.phase_at <= now).sum(1) - 1, 0)  # (T, B)
+    phase = np.maximum(lsum((p.phase_at <= now), 1) - 1, 0)  # (T, B)
     active = p.present & (p.start_s <= now) & (now < p.stop_s)
     grow = _gather(p.grow_gib_per_s, phase)
     ws = _gather(p.working_set_gib, phase) * state.jit[2] + grow * np.maximum(
@@ -743,7 +743,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     )
     ws = np.where(active, np.maximum(ws, 1e-6), 0.0)
     bucket_size = ws[:, None] * np.diff(BUCKET_EDGES)[:, None]  # (T, K, B)
-    cur = place.sum(2)
+    cur = lsum(place, 2)
     keep = np.where(cur > bucket_size, bucket_size / np.maximum(cur, 1e-300), 1.0)
     keep = keep * (1.0 - np.clip(_gather(p.churn_per_s, phase) * dt, 0.0, 1.0))[:, None]
     place *= keep[:, :, None]
@@ -753,8 +753,8 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     w = np.where(active[:, None], w_new, state.weights)
     high = _gather(p.memory_high_gib, phase)
     low = _gather(p.memory_low_gib, phase)
-    deficit = np.maximum(bucket_size - place.sum(2), 0.0)  # (T, K, B)
-    need = deficit.sum(1)
+    deficit = np.maximum(bucket_size - lsum(place, 2), 0.0)  # (T, K, B)
+    need = lsum(deficit, 1)
     got = _allocate(p, place, need, w, high)  # (T, N, B)
     frac = deficit / np.maximum(need, 1e-300)[:, None]
     for n in range(N):
@@ -764,7 +764,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     # interval kswapd runs whenever a promotion finds too little free memory
     # above HIGH, so the demotion below also makes room for the promotions
     # wanted here; promotion then takes what room there is.
-    used = place.sum((0, 1))  # (N, B)
+    used = lsum(place, (0, 1))  # (N, B)
     local = _gather(p.local_dram, phase)  # (T, B)
     loc1h = _onehot(local, N)  # (T, N, B)
     share_k = _gather(p.access_share, phase)  # (T, K, B)
@@ -772,8 +772,8 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     per_page = lines_per_s[:, None] * share_k / np.maximum(bucket_size * PAGES_PER_GIB, 1.0)
     free = p.capacity_gib - used  # (N, B)
     plentiful = free > p.wm_promo + np.maximum(1.0, p.capacity_gib / 16.0)
-    plenty_t = (loc1h * plentiful).sum(1) > 0  # (T, B)
-    th_t = (loc1h * state.threshold_ms).sum(1) / 1000.0
+    plenty_t = lsum((loc1h * plentiful), 1) > 0  # (T, B)
+    th_t = lsum((loc1h * state.threshold_ms), 1) / 1000.0
     window = np.where(plenty_t, p.scan_period_s, th_t)
     # float32 is plenty for a detection probability and 4x faster to exponentiate here
     detect = -np.expm1(-(per_page * window[:, None]).astype(np.float32)).astype(float)
@@ -788,18 +788,18 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     pick = np.where((active & promo_on)[:, None], pick, 0.0)[:, :, None]
     cxl_nodes = [n for n in range(N) if p.is_cxl[n].any()]
     cand = {n: place[:, :, n] * (pick[:, :, 0] * p.is_cxl[n]) for n in cxl_nodes}  # (T, K, B) each
-    dram_use = (place.sum(1) * is_dram).sum(1)  # (T, B)
+    dram_use = lsum((lsum(place, 1) * is_dram), 1)  # (T, B)
     # per-tenant scale of its candidates: memcg throttle, memory.high room
     tscale = np.ones_like(dram_use)
     if p.promo_throttle.any():
-        pressure = (loc1h * (free < p.wm_promo)).sum(1) > 0
+        pressure = lsum((loc1h * (free < p.wm_promo)), 1) > 0
         thr = memcg_promotion_scan_fraction(low * PAGES_PER_GIB, dram_use * PAGES_PER_GIB)
         tscale = np.where(p.promo_throttle & pressure, thr, 1.0)
-    cand_t = sum((c.sum(1) for c in cand.values()), np.zeros_like(dram_use)) * tscale  # (T, B)
+    cand_t = sum((lsum(c, 1) for c in cand.values()), np.zeros_like(dram_use)) * tscale  # (T, B)
     room = np.maximum(high - dram_use, 0.0)
     tscale = tscale * np.minimum(1.0, room / np.maximum(cand_t, 1e-300))
     cand_t = np.minimum(cand_t, room)
-    cand_node = (cand_t[:, None] * loc1h).sum(0)  # (N, B) candidates per target node
+    cand_node = lsum((cand_t[:, None] * loc1h), 0)  # (N, B) candidates per target node
     rate_gib = rate_mbps * 1e6 / GIB * dt
     want = np.where(plentiful, cand_node, np.minimum(rate_gib, cand_node))  # (N, B)
     need_room = np.maximum(want - np.maximum(free - p.wm_high, 0.0), 0.0)
@@ -807,17 +807,17 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     # ---- 4. demotion: memory.high excess, then kswapd back to its watermark
     dem_from = np.zeros_like(p.capacity_gib)  # (N, B) GiB demoted from each node
     dem_to = np.zeros_like(p.capacity_gib)
-    used = place.sum((0, 1))  # (N, B)
+    used = lsum(place, (0, 1))  # (N, B)
     for m in range(N):
         tgt = p.demote_target[m]
         can = is_dram[m] & (tgt >= 0)
         if not can.any():
             continue
         dst = _onehot(np.maximum(tgt, 0), N)  # (N, B)
-        tfree = ((p.capacity_gib - used - p.wm_low) * dst).sum(0)
+        tfree = lsum(((p.capacity_gib - used - p.wm_low) * dst), 0)
         on_m = place[:, :, m]  # (T, K, B)
-        size_m = on_m.sum(1)  # (T, B)
-        dram_use = (place.sum(1) * is_dram).sum(1)  # (T, B)
+        size_m = lsum(on_m, 1)  # (T, B)
+        dram_use = lsum((lsum(place, 1) * is_dram), 1)  # (T, B)
         excess = np.maximum(dram_use - high, 0.0) * size_m / np.maximum(dram_use, 1e-300)
         free_m = p.capacity_gib[m] - used[m]
         tpp = p.demote_wm_frac > 0
@@ -833,8 +833,8 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
             dram_use > low, size_m - size_m * prot / (dram_use + 1.0 / PAGES_PER_GIB), 0.0
         )
         scan = np.maximum(scan - excess, 0.0)
-        amount = excess + np.minimum(kswapd * scan / np.maximum(scan.sum(0), 1e-300), scan)
-        total = amount.sum(0)
+        amount = excess + np.minimum(kswapd * scan / np.maximum(lsum(scan, 0), 1e-300), scan)
+        total = lsum(amount, 0)
         fit = np.minimum(1.0, np.maximum(tfree, 0.0) / np.maximum(total, 1e-300))
         amount = np.where(can, amount * fit, 0.0)
         take = _take_coldest(on_m, amount)  # (T, K, B)
@@ -842,16 +842,16 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         for n in range(N):
             if dst[n].any():
                 place[:, :, n] += take * dst[n]
-        moved = take.sum((0, 1))
+        moved = lsum(take, (0, 1))
         dem_from[m] += moved
         dem_to += moved * dst
         used = used + moved * (dst - (np.arange(N) == m)[:, None])
 
     # ---- 5. promotion into the room there is above HIGH
-    free = p.capacity_gib - place.sum((0, 1))
+    free = p.capacity_gib - lsum(place, (0, 1))
     budget = np.minimum(want, np.maximum(free - p.wm_high, 0.0))
-    tscale = tscale * (loc1h * np.minimum(1.0, budget / np.maximum(cand_node, 1e-300))).sum(
-        1
+    tscale = tscale * lsum(
+        (loc1h * np.minimum(1.0, budget / np.maximum(cand_node, 1e-300))), 1
     )  # (T, B)
     promo_tk = np.zeros_like(share_k)  # (T, K, B) GiB promoted per bucket
     promo_from = np.zeros_like(p.capacity_gib)  # (N, B)
@@ -859,12 +859,12 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         moved = c * tscale[:, None]
         place[:, :, n] -= moved
         promo_tk += moved
-        promo_from[n] = moved.sum((0, 1))
-    promo_t = promo_tk.sum(1)  # (T, B)
+        promo_from[n] = lsum(moved, (0, 1))
+    promo_t = lsum(promo_tk, 1)  # (T, B)
     for n in range(N):
         if is_dram[n].any():
             place[:, :, n] += promo_tk * loc1h[:, n][:, None]
-    promo_to = (promo_t[:, None] * loc1h).sum(0)
+    promo_to = lsum((promo_t[:, None] * loc1h), 0)
     # NUMA-balancing hot-threshold adaptation, per target node, once a period
     cand_mb = state.cand_mb + cand_node * (GIB / 1e6)
     period = np.maximum(np.round(p.threshold_period_s / dt), 1).astype(np.int64)
@@ -883,10 +883,10 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     cpu_loss = np.clip(promoted_pages * p.migrate_cpu_us * 1e-6 / (threads * dt), 0.0, 0.9)
 
     # ---- 7. the fixed point
-    size_now = np.maximum(place.sum(2), 1e-300)  # (T, K, B)
+    size_now = np.maximum(lsum(place, 2), 1e-300)  # (T, K, B)
     density = share_k / size_now
     node_share = np.stack(
-        [(density * place[:, :, n]).sum(1) for n in range(N)], axis=1
+        [lsum((density * place[:, :, n]), 1) for n in range(N)], axis=1
     )  # (T, N, B)
     node_share = np.where(active[:, None], node_share, 0.0)
     cap = np.where(
@@ -902,7 +902,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     # ---- outputs (batch-first)
     x = sol.throughput
     c = p.curves
-    lat0 = (node_share * (c.idle_ns + remote * c.remote_ns)).sum(1)
+    lat0 = lsum((node_share * (c.idle_ns + remote * c.remote_ns)), 1)
     demand = np.where(active, cap / np.maximum(compute + lat0, 1e-300), 0.0)
     rd, wr = sol.node_read_gbps, sol.node_write_gbps
     bw = rd + wr
@@ -911,8 +911,8 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     link_peak = np.minimum(
         c.link_read / np.maximum(mix, 1e-300), c.link_write / np.maximum(1 - mix, 1e-300)
     )
-    dram_share = (node_share * is_dram).sum(1)
-    dram_res = (place.sum(1) * is_dram).sum(1)
+    dram_share = lsum((node_share * is_dram), 1)
+    dram_res = lsum((lsum(place, 1) * is_dram), 1)
     solo = _gather(state.solo_gbps, phase)
     out = Outputs(
         node_bandwidth_gbps=bw.T,
@@ -921,7 +921,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         node_peak_gbps=np.minimum(mem_peak, link_peak).T,
         node_utilization=np.maximum(sol.node_util, sol.remote_util).T,
         node_latency_ns=sol.node_latency_ns.T,
-        node_capacity_used_gib=place.sum((0, 1)).T,
+        node_capacity_used_gib=lsum(place, (0, 1)).T,
         tenant_active=active.T,
         tenant_throughput_gbps=x.T,
         tenant_demand_gbps=demand.T,
@@ -929,13 +929,13 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         tenant_latency_ns=np.where(active, sol.tenant_latency_ns, 0.0).T,
         tenant_dram_access_share=np.where(active, dram_share, 0.0).T,
         tenant_dram_resident_gib=dram_res.T,
-        tenant_resident_gib=place.sum((1, 2)).T,
+        tenant_resident_gib=lsum(place, (1, 2)).T,
         tenant_working_set_gib=ws.T,
         tenant_read_fraction=np.where(active, rfrac, 0.0).T,
-        promotion_mbps=promo_from.sum(0) * (GIB / 1e6) / dt,
-        demotion_mbps=dem_from.sum(0) * (GIB / 1e6) / dt,
-        promotion_candidates_mbps=cand_node.sum(0) * (GIB / 1e6) / dt,
-        total_throughput_gbps=x.sum(0),
+        promotion_mbps=lsum(promo_from, 0) * (GIB / 1e6) / dt,
+        demotion_mbps=lsum(dem_from, 0) * (GIB / 1e6) / dt,
+        promotion_candidates_mbps=lsum(cand_node, 0) * (GIB / 1e6) / dt,
+        total_throughput_gbps=lsum(x, 0),
         solver_residual=sol.residual,
         solver_iterations=sol.iterations,
     )
@@ -968,26 +968,26 @@ def _allocate(p: Params, place: F64, need: F64, w: F64, high: F64) -> F64:
     """
     N = p.n_nodes
     is_dram = ~p.is_cxl
-    used = place.sum((0, 1))  # (N, B)
-    room0 = np.maximum(high - (place.sum(1) * is_dram).sum(1), 0.0)  # (T, B)
+    used = lsum(place, (0, 1))  # (N, B)
+    room0 = np.maximum(high - lsum((lsum(place, 1) * is_dram), 1), 0.0)  # (T, B)
     got = np.zeros_like(w)
 
     def grant(req: F64, free: F64, room: F64) -> F64:
-        dram_req = (req * is_dram).sum(1)
+        dram_req = lsum((req * is_dram), 1)
         req = np.where(
             is_dram, req * np.minimum(1.0, room / np.maximum(dram_req, 1e-300))[:, None], req
         )
-        return req * np.minimum(1.0, np.maximum(free, 0.0) / np.maximum(req.sum(0), 1e-300))
+        return req * np.minimum(1.0, np.maximum(free, 0.0) / np.maximum(lsum(req, 0), 1e-300))
 
     got += grant(need[:, None] * w, p.capacity_gib - used - p.wm_low, room0)
     for mark in (p.wm_low, p.wm_min):
         for r in range(N):
-            left = need - got.sum(1)
+            left = need - lsum(got, 1)
             if not (left > 1e-12).any():
                 return got
-            room = room0 - (got * is_dram).sum(1)
+            room = room0 - lsum((got * is_dram), 1)
             req = left[:, None] * _onehot(p.fallback[:, r], N)
-            got += grant(req, p.capacity_gib - used - got.sum(0) - mark, room)
+            got += grant(req, p.capacity_gib - used - lsum(got, 0) - mark, room)
     return got
 
 

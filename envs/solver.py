@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["NodeCurves", "Solution", "solve_fixed_point"]
+__all__ = ["NodeCurves", "Solution", "lsum", "solve_fixed_point"]
 
 F64 = NDArray[np.float64]
 TOL = 1e-8
@@ -87,6 +87,28 @@ class Solution:
     node_write_gbps: F64  # (N, B)
     residual: F64  # (B,)
     iterations: NDArray[np.int64]  # (B,)
+
+
+def lsum(x: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
+    """Sum over leading (non-batch) axes, adding slices one after another.
+
+    ``np.sum`` switches to pairwise summation when the reduced axes are
+    contiguous in memory, which is the case for a batch of one: the same
+    element would then be summed in another order alone than in a batch.
+    Adding slices in a fixed order makes every element's result independent
+    of the batch size (batched and single runs agree bit for bit).
+    """
+    if isinstance(axis, tuple):
+        for ax in sorted(axis, reverse=True):
+            x = lsum(x, ax)
+        return x
+    if x.dtype == np.bool_:
+        x = x.astype(np.int64)
+    pre = (slice(None),) * axis
+    out = x[(*pre, 0)].copy()
+    for i in range(1, x.shape[axis]):
+        out += x[(*pre, i)]
+    return out
 
 
 def mix_utilisation(rd: F64, wr: F64, r: F64, w: F64, c: F64) -> F64:
@@ -150,12 +172,12 @@ class _Problem:
     def evaluate(self, x: F64, jac: bool) -> dict[str, F64]:
         nc = self.nc
         xs = x[:, None]
-        rd = (xs * self.rd_w).sum(0) + self.bg_rd
-        wr = (xs * self.wr_w).sum(0) + self.bg_wr
+        rd = lsum((xs * self.rd_w), 0) + self.bg_rd
+        wr = lsum((xs * self.wr_w), 0) + self.bg_wr
         u_mem = mix_utilisation(rd, wr, nc.mem_read, nc.mem_write, nc.mem_turn)
         q_mem, dq_mem = queue_delay(u_mem, nc.slope_ns, nc.knee_ns, nc.knee_exp)
         lnode = nc.idle_ns + q_mem  # (N, B) latency of a read probe
-        lbar = (self.share * lnode).sum(1)  # (T, B)
+        lbar = lsum((self.share * lnode), 1)  # (T, B)
         u_loc = u_mem
         feasible = (u_mem < _U_MAX).all(0)
         if self.any_link:
@@ -168,18 +190,18 @@ class _Problem:
             lnode = lnode + q_lr
             lbar = (
                 lbar
-                + self.rfrac * (self.share * q_lr).sum(1)
-                + (1 - self.rfrac) * (self.share * q_lw).sum(1)
+                + self.rfrac * lsum((self.share * q_lr), 1)
+                + (1 - self.rfrac) * lsum((self.share * q_lw), 1)
             )
             u_loc = np.maximum(u_mem, np.maximum(u_lr, u_lw))
             feasible &= (u_lr < _U_MAX).all(0) & (u_lw < _U_MAX).all(0)
         if self.any_remote:
-            rrd = (xs * self.rrd_w).sum(0)
-            rwr = (xs * self.rwr_w).sum(0)
+            rrd = lsum((xs * self.rrd_w), 0)
+            rwr = lsum((xs * self.rwr_w), 0)
             u_rem = mix_utilisation(rrd, rwr, nc.rem_read, nc.rem_write, nc.rem_turn)
             feasible &= (u_rem < _U_MAX).all(0)
             qr, dqr = queue_delay(u_rem, nc.rem_slope_ns, nc.rem_knee_ns, nc.rem_knee_exp)
-            lbar = lbar + (self.rshare * (nc.remote_ns + qr)).sum(1)
+            lbar = lbar + lsum((self.rshare * (nc.remote_ns + qr)), 1)
         else:
             u_rem = np.zeros_like(u_loc)
         denom = self.compute + lbar
@@ -242,7 +264,7 @@ def _solve_small(a: F64, b: F64) -> F64:
         a[k, k] = piv
     x = np.empty_like(b)
     for k in range(n - 1, -1, -1):
-        s = b[k] - (a[k, k + 1 :] * x[k + 1 :]).sum(0) if k + 1 < n else b[k]
+        s = b[k] - lsum((a[k, k + 1 :] * x[k + 1 :]), 0) if k + 1 < n else b[k]
         x[k] = s / a[k, k]
     return x
 
@@ -289,7 +311,7 @@ def solve_fixed_point(
         cold = ~ev["feasible"] | ((x <= 0) & active).any(0)
     if cold.any():
         # cold start: the zero-load demand scaled so that no resource passes 50%
-        lat0 = (share * nc.idle_ns).sum(1) + (share * remote * nc.remote_ns).sum(1)
+        lat0 = lsum((share * nc.idle_ns), 1) + lsum((share * remote * nc.remote_ns), 1)
         demand = np.where(active, cap / np.maximum(compute + lat0, _TINY), 0.0)
         quiet = _Problem(cap, compute, rfrac, share, remote, bg_rd * 0.0, bg_wr * 0.0, nc).evaluate(
             demand, False
