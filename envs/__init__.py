@@ -8,8 +8,24 @@ Public API (see ``docs/api.md``):
 - :class:`KernelConfig`: kernel mechanisms that are not actions.
 """
 
-from envs.model import Action, KernelConfig, Outputs, Params, State, compile_params, init_state, step
-from envs.scenario import Scenario, ScenarioError, hardware_presets, load_hardware, load_scenario, scenario_names
+from envs.model import (
+    Action,
+    KernelConfig,
+    Outputs,
+    Params,
+    State,
+    compile_params,
+    init_state,
+    step,
+)
+from envs.scenario import (
+    Scenario,
+    ScenarioError,
+    hardware_presets,
+    load_hardware,
+    load_scenario,
+    scenario_names,
+)
 from envs.simulator import Simulator
 
 __all__ = [

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -26,7 +26,6 @@ from envs.model import (
     Params,
     State,
     _splitmix,
-    compile_params,
     init_state,
     reset_rows,
     step,
@@ -196,8 +195,9 @@ class Engine:
         self.reset_instances(np.arange(self.num_envs))
         return self.observe()
 
-    def step(self, actions: Any) -> tuple[Any, ...]:
-        """One interval for every instance; finished instances restart in the same step.
+    def step(self, actions: Any, autoreset: bool = True) -> tuple[Any, ...]:
+        """One interval for every instance; finished instances restart in the same step
+        (unless ``autoreset`` is False: the single env leaves that to its ``reset()``).
 
         Returns ``obs, reward, terminated, truncated, info, done_idx, final_obs, final_info``.
         """
@@ -214,7 +214,7 @@ class Engine:
         obs = self.observe()
         done = np.flatnonzero(truncated)
         final_obs = final_info = None
-        if done.size:
+        if done.size and autoreset:
             final_obs = obs[done].copy()
             final_info = {k: v[done] for k, v in info.items()}
             self.episode[done] += np.uint64(1)
@@ -328,7 +328,7 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
     - v0: first release.
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
     def __init__(self, render_mode: str | None = None, **kwargs: Any) -> None:
         if render_mode is not None:
@@ -369,10 +369,7 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
         a = np.asarray(action)
         if a.shape != self.action_space.shape:
             raise ValueError(f"action: got shape {a.shape}, expected {self.action_space.shape}")
-        obs, reward, term, trunc, info, done, final_obs, final_info = e.step(a[None])
-        if done.size:  # a single env does not autoreset: report the final observation
-            obs = final_obs
-            info = final_info
+        obs, reward, term, trunc, info, *_ = e.step(a[None], autoreset=False)
         return (
             obs[0],
             float(reward[0]),
@@ -397,7 +394,10 @@ class TieredMemoryVecEnv(VectorEnv):
     gives instance ``i`` the seed ``s + i``, like ``SyncVectorEnv``.
     """
 
-    metadata: dict[str, Any] = {"render_modes": [], "autoreset_mode": AutoresetMode.SAME_STEP}
+    metadata: ClassVar[dict[str, Any]] = {
+        "render_modes": [],
+        "autoreset_mode": AutoresetMode.SAME_STEP,
+    }
 
     def __init__(self, num_envs: int = 1, render_mode: str | None = None, **kwargs: Any) -> None:
         if render_mode is not None:
@@ -416,7 +416,9 @@ class TieredMemoryVecEnv(VectorEnv):
         self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(
-            seed=seed if seed is None or isinstance(seed, int | np.integer) else int(list(seed)[0])
+            seed=seed
+            if seed is None or isinstance(seed, int | np.integer)
+            else int(next(iter(seed)))
         )
         if seed is None:
             seeds = self.np_random.integers(2**63, size=self.num_envs).astype(np.uint64)
@@ -427,7 +429,21 @@ class TieredMemoryVecEnv(VectorEnv):
             if seeds.shape != (self.num_envs,):
                 raise ValueError(f"seed: got {len(seeds)} seeds, expected {self.num_envs}")
         obs = self.engine.reset(seeds)
-        return obs, {}
+        everyone = np.arange(self.num_envs)
+        infos: dict[str, Any] = {}
+        for k, v in self._reset_info(everyone).items():
+            infos[k] = v
+            infos[f"_{k}"] = self._mask
+        return obs, infos
+
+    def _reset_info(self, idx: np.ndarray) -> dict[str, np.ndarray]:
+        """What a single env's reset() returns, for instances ``idx``, as object arrays."""
+        scen = np.full(self.num_envs, None, dtype=object)
+        names = np.full(self.num_envs, None, dtype=object)
+        for i in idx:
+            scen[i] = self.engine.params.scenario_names[i]
+            names[i] = self.engine.params.tenant_names[i]
+        return {"scenario": scen, "tenant_names": names}
 
     def step(
         self, actions: Any
@@ -436,15 +452,24 @@ class TieredMemoryVecEnv(VectorEnv):
         if a.shape != self.action_space.shape:
             raise ValueError(f"actions: got shape {a.shape}, expected {self.action_space.shape}")
         obs, reward, term, trunc, info, done, final_obs, final_info = self.engine.step(a)
-        infos: dict[str, Any] = dict(info)
-        for k in info:
-            infos[f"_{k}"] = self._mask
+        # The layout of SyncVectorEnv in SAME_STEP mode: a finished instance's step
+        # info moves to final_info, and its top-level entries are its reset info.
+        infos: dict[str, Any] = {}
+        live = np.ones(self.num_envs, dtype=bool)
+        live[done] = False
+        if live.any():
+            for k, v in info.items():
+                infos[k] = (
+                    v
+                    if not done.size
+                    else np.where(live.reshape((-1,) + (1,) * (v.ndim - 1)), v, np.zeros_like(v))
+                )
+                infos[f"_{k}"] = live
         if done.size:
+            mask = ~live
             fo = np.full(self.num_envs, None, dtype=object)
             for j, i in enumerate(done):
                 fo[i] = final_obs[j]
-            mask = np.zeros(self.num_envs, dtype=bool)
-            mask[done] = True
             fi: dict[str, Any] = {}
             for k, v in final_info.items():
                 arr = np.zeros((self.num_envs, *v.shape[1:]), dtype=v.dtype)
@@ -455,6 +480,9 @@ class TieredMemoryVecEnv(VectorEnv):
             infos["_final_obs"] = mask
             infos["final_info"] = fi
             infos["_final_info"] = mask
+            for k, v in self._reset_info(done).items():
+                infos[k] = v
+                infos[f"_{k}"] = mask
         return obs, reward, term, trunc, infos
 
     @property

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -400,7 +400,7 @@ def compile_params(
     batch_size: int | None = None,
     n_tenants: int | None = None,
     n_phases: int | None = None,
-    kernel: KernelConfig | Sequence[KernelConfig] = KernelConfig(),
+    kernel: KernelConfig | Sequence[KernelConfig] | None = None,
     jitter: float = 0.0,
     seeds: ArrayLike | None = None,
 ) -> Params:
@@ -429,6 +429,7 @@ def compile_params(
             raise ValueError(
                 f"scenario {sc.name!r} has nodes {sc.hardware.node_names}, expected the batch's {node_names}"
             )
+    kernel = KernelConfig() if kernel is None else kernel
     kernels = [kernel] * bsz if isinstance(kernel, KernelConfig) else list(kernel)
     if len(kernels) != bsz:
         raise ValueError(f"got {len(kernels)} kernel configurations for a batch of {bsz}")
@@ -445,7 +446,7 @@ def compile_params(
         raise ValueError(f"a tenant has {pmax - 1} phases, more than the {P - 1} allowed")
     N = len(node_names)
     K = K_BUCKETS
-    seeds_arr = (
+    (
         np.zeros(bsz, dtype=np.uint64)
         if seeds is None
         else np.asarray(seeds, dtype=np.uint64).reshape(bsz)
@@ -983,7 +984,8 @@ def _allocate(p: Params, place: F64, need: F64, w: F64, high: F64) -> F64:
     for mark in (p.wm_low, p.wm_min):
         for r in range(N):
             left = need - lsum(got, 1)
-            if not (left > 1e-12).any():
+            left = np.where(left > 1e-12, left, 0.0)  # per element, so batching cannot change it
+            if not left.any():
                 return got
             room = room0 - lsum((got * is_dram), 1)
             req = left[:, None] * _onehot(p.fallback[:, r], N)

@@ -46,7 +46,7 @@ class Simulator:
         scenario: Scenario | str | Path | dict[str, Any] | Sequence[Scenario],
         batch_size: int | None = None,
         seeds: Iterable[int] | int | None = None,
-        kernel: KernelConfig | Sequence[KernelConfig] = KernelConfig(),
+        kernel: KernelConfig | Sequence[KernelConfig] | None = None,
         jitter: float = 0.0,
         n_tenants: int | None = None,
     ) -> None:
@@ -60,7 +60,11 @@ class Simulator:
         self.scenarios = scs
         self.seeds = self._seeds(seeds)
         self.params: Params = compile_params(
-            scs, n_tenants=n_tenants, kernel=kernel, jitter=jitter, seeds=self.seeds
+            scs,
+            n_tenants=n_tenants,
+            kernel=kernel or KernelConfig(),
+            jitter=jitter,
+            seeds=self.seeds,
         )
         self.state: State = init_state(self.params, self.seeds)
         self.last: Outputs | None = None

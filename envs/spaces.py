@@ -191,7 +191,7 @@ class ObservationEncoder:
                 )
             ]
             out += [f"tenant[{t}].weight[{n}]" for n in node_names]
-        return out + ["promotion_traffic", "demotion_traffic", "episode_time"]
+        return [*out, "promotion_traffic", "demotion_traffic", "episode_time"]
 
     def encode(
         self,

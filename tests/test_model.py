@@ -176,10 +176,10 @@ def test_functional_step_does_not_modify_its_inputs() -> None:
     s0 = init_state(p, [1, 2])
     before = s0.copy()
     act = Action(np.ones((2, 1, 2)), np.array([100.0, 0.0]))
-    s1, o1 = step(p, s0, act)
+    _s1, o1 = step(p, s0, act)
     for f in dataclasses.fields(s0):
         assert np.array_equal(getattr(s0, f.name), getattr(before, f.name))
-    s1b, o1b = step(p, s0, act)  # replay from the same state
+    _s1b, o1b = step(p, s0, act)  # replay from the same state
     assert np.array_equal(o1.tenant_throughput_gbps, o1b.tenant_throughput_gbps)
 
 

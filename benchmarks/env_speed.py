@@ -1,0 +1,227 @@
+"""How fast the model and the environments step, measured side by side in one run.
+
+    python benchmarks/env_speed.py            # full tables (a few minutes)
+    python benchmarks/env_speed.py --quick    # small sizes, a smoke run
+
+Tables printed:
+
+1. the model core (``envs.model.step``) on a 4-tenant ``spr-a1000`` scenario
+   at B = 1, 64, 1024, 4096, against the same scenario stepped as B separate
+   B=1 instances in a Python loop, with the ratio;
+2. the native vector env (observation and reward included) at N = 64, 1024,
+   4096 against ``gymnasium.vector.SyncVectorEnv`` over N single envs;
+3. the environment's share of the wall time inside a PPO training run.
+
+Actions are random every step (a policy that changes its mind each interval,
+the costly case for the fixed-point solver's warm start). One process, one
+thread: numpy is single-threaded for these operations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from typing import Any
+
+import numpy as np
+
+from envs import Action, compile_params, init_state, load_scenario, step
+
+SCENARIO: dict[str, Any] = {
+    "name": "bench-4-tenants",
+    "interval_s": 1.0,
+    "episode_steps": 1000,
+    "hardware": "spr-a1000",
+    "tenants": [
+        {
+            "name": "llm",
+            "threads": 24,
+            "mlp": 4,
+            "compute_ns": 90,
+            "read_fraction": 0.95,
+            "working_set_gib": 4,
+            "hotness": {"zipf_s": 0.0},
+            "churn_per_s": 0.02,
+        },
+        {
+            "name": "kv",
+            "threads": 16,
+            "mlp": 2,
+            "compute_ns": 150,
+            "read_fraction": 0.9,
+            "working_set_gib": 24,
+            "hotness": {"zipf_s": 0.99},
+            "churn_per_s": 0.005,
+        },
+        {
+            "name": "scan",
+            "threads": 16,
+            "mlp": 6,
+            "compute_ns": 60,
+            "read_fraction": 0.9,
+            "working_set_gib": 32,
+            "hotness": {"zipf_s": 0.1},
+            "churn_per_s": 0.02,
+        },
+        {
+            "name": "svc",
+            "threads": 8,
+            "mlp": 1,
+            "compute_ns": 60,
+            "read_fraction": 0.85,
+            "working_set_gib": 6,
+            "hotness": {"hot_fraction": 0.2, "hot_access_fraction": 0.9},
+            "start_s": 5,
+        },
+    ],
+}
+
+
+def model_rate(batch: int, steps: int, rng: np.random.Generator) -> float:
+    """Model steps per second (batch elements x steps / s) of the batched core."""
+    sc = load_scenario(SCENARIO)
+    p = compile_params(sc, batch_size=batch)
+    s = init_state(p, np.arange(batch))
+    acts = [
+        Action(rng.integers(0, 8, (batch, 4, 2)).astype(float), rng.uniform(0, 2000, batch))
+        for _ in range(steps + 5)
+    ]
+    for a in acts[:5]:  # warm up: allocation, first fixed points
+        s, _ = step(p, s, a)
+    t0 = time.perf_counter()
+    for a in acts[5:]:
+        s, _ = step(p, s, a)
+    return batch * steps / (time.perf_counter() - t0)
+
+
+def loop_rate(batch: int, steps: int, rng: np.random.Generator) -> float:
+    """The same scenario as ``batch`` separate B=1 instances stepped in a Python loop."""
+    sc = load_scenario(SCENARIO)
+    ps = [compile_params(sc, batch_size=1) for _ in range(batch)]
+    ss = [init_state(p, [i]) for i, p in enumerate(ps)]
+    acts = [
+        Action(rng.integers(0, 8, (1, 4, 2)).astype(float), rng.uniform(0, 2000, 1))
+        for _ in range(steps + 2)
+    ]
+    for i in range(batch):
+        for a in acts[:2]:
+            ss[i], _ = step(ps[i], ss[i], a)
+    t0 = time.perf_counter()
+    for a in acts[2:]:
+        for i in range(batch):
+            ss[i], _ = step(ps[i], ss[i], a)
+    return batch * steps / (time.perf_counter() - t0)
+
+
+def vec_rate(n: int, steps: int, scenario: str) -> float:
+    import gymnasium as gym
+
+    env = gym.make_vec(
+        "tiergym/TieredMemory-v0",
+        num_envs=n,
+        vectorization_mode="vector_entry_point",
+        scenario=scenario,
+    )
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    acts = [env.action_space.sample() for _ in range(steps + 3)]
+    for a in acts[:3]:
+        env.step(a)
+    t0 = time.perf_counter()
+    for a in acts[3:]:
+        env.step(a)
+    return n * steps / (time.perf_counter() - t0)
+
+
+def sync_rate(n: int, steps: int, scenario: str) -> float:
+    import gymnasium as gym
+
+    env = gym.make_vec(
+        "tiergym/TieredMemory-v0", num_envs=n, vectorization_mode="sync", scenario=scenario
+    )
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    acts = [env.action_space.sample() for _ in range(steps + 2)]
+    for a in acts[:2]:
+        env.step(a)
+    t0 = time.perf_counter()
+    for a in acts[2:]:
+        env.step(a)
+    return n * steps / (time.perf_counter() - t0)
+
+
+def ppo_share(n_envs: int, total: int, n_steps: int, batch_size: int) -> tuple[float, float, float]:
+    """(env seconds, total seconds, env steps per second of the whole run) for a PPO run."""
+    from stable_baselines3 import PPO
+
+    from envs.sb3 import TierGymVecEnv
+
+    venv = TierGymVecEnv(num_envs=n_envs, scenario="mixed")
+    spent = [0.0]
+    inner = venv.step_wait
+
+    def timed() -> Any:
+        t0 = time.perf_counter()
+        out = inner()
+        spent[0] += time.perf_counter() - t0
+        return out
+
+    venv.step_wait = timed  # type: ignore[method-assign]
+    model = PPO(
+        "MlpPolicy", venv, n_steps=n_steps, batch_size=batch_size, n_epochs=4, seed=0, device="cpu"
+    )
+    t0 = time.perf_counter()
+    model.learn(total)
+    wall = time.perf_counter() - t0
+    return spent[0], wall, total / wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="small sizes (a smoke run, not a measurement)"
+    )
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    print(
+        f"# TierGym speed ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, numpy {np.__version__})\n"
+    )
+
+    sizes = [1, 64, 256] if args.quick else [1, 64, 1024, 4096]
+    loop_b = 16 if args.quick else 64
+    print("## Model core: 4 tenants on spr-a1000, random actions\n")
+    print("| B | model steps/s | B=1 loop steps/s | batched / loop |")
+    print("|---:|---:|---:|---:|")
+    loop = loop_rate(loop_b, 3 if args.quick else 10, rng)
+    for b in sizes:
+        steps = 3 if args.quick else max(10, min(200, 40000 // b))
+        r = model_rate(b, steps, rng)
+        print(f"| {b} | {r:,.0f} | {loop:,.0f} | {r / loop:.1f}x |")
+
+    print(
+        "\n## Environments: native vector env vs SyncVectorEnv (scenario `mixed`, obs and reward included)\n"
+    )
+    print("| N | native steps/s | SyncVectorEnv steps/s | native / sync |")
+    print("|---:|---:|---:|---:|")
+    for n in [16, 64] if args.quick else [64, 1024, 4096]:
+        native = vec_rate(n, 3 if args.quick else max(10, 20000 // n), "mixed")
+        sync = sync_rate(min(n, 256), 2 if args.quick else 4, "mixed")
+        print(f"| {n} | {native:,.0f} | {sync:,.0f} | {native / sync:.0f}x |")
+
+    print("\n## PPO (stable-baselines3 MlpPolicy) on the native vector env through the adapter\n")
+    print("| num_envs | n_steps | batch | timesteps | env s | total s | env share | steps/s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    runs = [(16, 64, 256, 2048)] if args.quick else [(8, 256, 64, 16384), (256, 64, 4096, 65536)]
+    for n, ns, bs, total in runs:
+        env_s, wall, sps = ppo_share(n, total, ns, bs)
+        print(
+            f"| {n} | {ns} | {bs} | {total} | {env_s:.1f} | {wall:.1f} | {env_s / wall:.0%} | {sps:,.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
