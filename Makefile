@@ -1,0 +1,35 @@
+# Each target sets up what it needs: a virtual environment in .venv with the
+# project and its test tools (CPU torch pinned in constraints.txt).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup train test evaluate bench lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt torch
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+train: $(STAMP)  ## the main job: train PPO on the mixed family, compare with the heuristics
+	$(PY) train.py $(ARGS)
+
+test: $(STAMP)  ## the test suite (add ARGS="-m 'not slow'" for the quick part)
+	$(PY) -m pytest -q $(ARGS)
+
+evaluate: $(STAMP)
+	$(PY) evaluate.py $(ARGS)
+
+bench: $(STAMP)
+	$(PY) benchmarks/env_speed.py $(ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check . && $(PY) -m ruff format --check . && $(PY) -m mypy
+
+clean:
+	rm -rf $(VENV) build *.egg-info
