@@ -48,6 +48,8 @@ class TierGymVecEnv(VecEnv):
         self._ep_len = np.zeros(n, dtype=np.int64)
         self._t0 = time.time()
         self.last_info: dict[str, Any] = {}
+        self.step_seconds = 0.0  # wall time spent stepping the environment
+        self.steps_taken = 0  # environment steps (instances x steps)
 
     @property
     def engine(self) -> Any:
@@ -77,7 +79,10 @@ class TierGymVecEnv(VecEnv):
         actions = np.asarray(self._actions)
         if isinstance(self.action_space, gym.spaces.Box):
             actions = actions.reshape((self.num_envs, *self.action_space.shape))
+        t0 = time.perf_counter()
         obs, reward, terminated, truncated, info = self.venv.step(actions)
+        self.step_seconds += time.perf_counter() - t0
+        self.steps_taken += self.num_envs
         self._actions = None
         self.last_info = info
         done = terminated | truncated
