@@ -112,6 +112,7 @@ class Engine:
         self.kernel_weights = np.zeros((num_envs, self.T, self.N), dtype=np.int64)
         self.promote_mbps = np.zeros(num_envs)
         self.last: Outputs | None = None
+        self.last_info: dict[str, Any] = {}
 
     # ---------------------------------------------------------------- helpers
     @property
@@ -209,6 +210,7 @@ class Engine:
         terms = reward_terms(out, self.peak_gbps)
         reward = terms[self.reward_name].astype(np.float64)
         info = self.info(out, terms)
+        self.last_info = info  # every instance's metrics of this step, before any autoreset
         truncated = self.state.t >= self.params.episode_steps
         terminated = np.zeros(self.num_envs, dtype=bool)
         obs = self.observe()

@@ -10,9 +10,9 @@ this one keeps the whole batch in one process and one model call:
   ``info["episode"] = {"r", "l", "t"}`` when an instance finishes, as
   ``stable_baselines3.common.monitor.Monitor`` would, so ``rollout/ep_rew_mean``
   works without a per-instance wrapper;
-- the per-step metrics stay batched in :attr:`last_info` (arrays, batch first)
-  for callbacks to aggregate; the per-instance ``infos`` list holds only what
-  stable-baselines3 reads.
+- the per-step metrics of every instance (finished ones included) stay batched
+  in :attr:`last_info` (arrays, batch first) for callbacks to aggregate; the
+  per-instance ``infos`` list holds only what stable-baselines3 reads.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class TierGymVecEnv(VecEnv):
         self.step_seconds += time.perf_counter() - t0
         self.steps_taken += self.num_envs
         self._actions = None
-        self.last_info = info
+        self.last_info = self.venv.engine.last_info  # all instances, before autoreset
         done = terminated | truncated
         self._ep_return += reward
         self._ep_len += 1
