@@ -27,7 +27,7 @@ from typing import Any
 
 from agents.training import ALGOS, ON_POLICY, RunConfig, TrainingError
 
-DEFAULT_TIMESTEPS = 1_572_864  # 96 PPO rollouts of 256 x 64 steps: about 10 minutes here with the final table
+DEFAULT_TIMESTEPS = 1_196_032  # 73 PPO rollouts of 256 x 64 steps: about 10 minutes here with the final table
 REFERENCES = ("dram-first", "interleave", "weighted-interleave", "numa-tiering", "tpp", "colloid")
 
 
@@ -178,8 +178,10 @@ def train(args: argparse.Namespace, argv: list[str]) -> Path:
     resume_from = None
     if args.resume is not None:
         run_dir = args.resume
-        cfg = read_config(run_dir)
+        if not run_dir.is_dir():
+            raise TrainingError(f"--resume {str(run_dir)!r}: no such run folder")
         resume_from = latest_checkpoint(run_dir)
+        cfg = read_config(run_dir)
         log(args, f"resuming {run_dir} from {resume_from.name}")
     else:
         cfg = build_config(args)

@@ -160,7 +160,10 @@ def read_config(run_dir: Path) -> RunConfig:
     path = run_dir / "config.yml"
     if not path.is_file():
         raise TrainingError(f"{str(run_dir)!r} is not a run folder (no config.yml)")
-    return RunConfig.from_dict(yaml.safe_load(path.read_text()))
+    try:
+        return RunConfig.from_dict(yaml.safe_load(path.read_text()))
+    except (TypeError, yaml.YAMLError) as exc:
+        raise TrainingError(f"{str(path)!r} is not a complete run configuration: {exc}") from None
 
 
 def save_checkpoint(run_dir: Path, model: Any, timesteps: int, venv_norm: Any | None) -> Path:

@@ -1,0 +1,57 @@
+"""Kernel-style heuristic baselines for TierGym, behind the stable-baselines3 ``predict`` protocol.
+
+- :func:`make_policy` builds a baseline by name (:func:`policy_names`): ``dram-first``,
+  ``interleave``, ``weighted-interleave``, ``numa-tiering``, ``tpp``, ``memcg-fair``,
+  ``colloid``, ``caption``, ``damon-tiering``, ``static:W1:W2[:...][@RATE]``,
+  ``static-best``, ``random``;
+- :mod:`baselines.policies`: the policies (what each does, its source, its mapping onto
+  the environment; the table is in ``baselines/README.md``);
+- :mod:`baselines.algorithms`: each system's decision logic, independent of the environment;
+- ``python -m baselines``: every baseline's score on every shipped scenario.
+
+Evaluate with :func:`agents.rollout.rollout`.
+"""
+
+from baselines.policies import (
+    STATIC_KERNEL,
+    TPP,
+    TPP_KERNEL,
+    CaptionPolicy,
+    ColloidPolicy,
+    DamonTiering,
+    HeuristicPolicy,
+    Interleave,
+    LocalFirst,
+    MemcgFair,
+    NumaTiering,
+    RandomPolicy,
+    StaticBest,
+    StaticWeights,
+    WeightedInterleave,
+    default_cache_dir,
+    make_policy,
+    policy_names,
+    static_weight_grid,
+)
+
+__all__ = [
+    "STATIC_KERNEL",
+    "TPP",
+    "TPP_KERNEL",
+    "CaptionPolicy",
+    "ColloidPolicy",
+    "DamonTiering",
+    "HeuristicPolicy",
+    "Interleave",
+    "LocalFirst",
+    "MemcgFair",
+    "NumaTiering",
+    "RandomPolicy",
+    "StaticBest",
+    "StaticWeights",
+    "WeightedInterleave",
+    "default_cache_dir",
+    "make_policy",
+    "policy_names",
+    "static_weight_grid",
+]

@@ -5,6 +5,11 @@ its state as arrays of the shape it was built with (``(B,)``, ``(B, T)``, ...), 
 elements in one vectorised call (no Python loop over the batch). Constants from each source
 are the defaults; see the module design note ``/work/shared/design/baselines.md``.
 
+The mechanisms the environment's model also runs (``min_free_kbytes``, the NUMA-balancing
+threshold adaptation, the memcg promotion throttle) are written once, in
+:mod:`envs.kernel`; this module calls them and only adds what a controller needs around
+them (integer rounding, a pressure mask, state).
+
 Sources, read for this module (behaviour re-implemented, no text copied):
 
 * ``mm/mempolicy.c``: ``reduce_interleave_weights``, ``mempolicy_set_node_perf``
@@ -30,6 +35,9 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
+
+from envs import kernel as _kernel
+from envs.kernel import PAGE_BYTES, THRESHOLD_MAX_MS, THRESHOLD_START_MS, THRESHOLD_UNIT_MS
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -63,8 +71,6 @@ __all__ = [
     "zone_watermarks",
 ]
 
-#: Base page size (x86-64), bytes.
-PAGE_BYTES = 4096
 #: ``ULONG_MAX`` on 64-bit kernels: DAMON's feedback loop saturates there.
 _ULONG_MAX = float(2**64 - 1)
 
@@ -180,6 +186,11 @@ def zone_watermarks(
     pass the share directly, e.g. all of it for a single-zone node). Units are GiB (any
     consistent unit works); the kernel works in whole pages, here values are real.
 
+    The model's version, :func:`envs.kernel.zone_watermarks`, derives ``MIN`` from the
+    machine's default ``min_free_kbytes`` instead of taking it; the spacing ``d`` is the
+    same formula (TODO: once ``envs.kernel.zone_watermarks`` accepts an explicit ``MIN``,
+    this becomes a re-export).
+
     Args:
         managed_gib: managed memory of the zone, any shape.
         min_free_gib: the zone's MIN watermark, broadcastable.
@@ -194,28 +205,22 @@ def zone_watermarks(
     return wmin, wmin + d, wmin + 2.0 * d, wmin + 3.0 * d
 
 
-def default_min_free_kbytes(
-    total_lowmem_kb: npt.ArrayLike, lower_kb: int = 128, upper_kb: int = 262144
-) -> IntArray:
+def default_min_free_kbytes(total_lowmem_kb: npt.ArrayLike) -> IntArray:
     """Default ``vm.min_free_kbytes``: ``int_sqrt(lowmem_kb * 16)`` clamped to 128..262144.
 
     Source: ``mm/page_alloc.c`` ``calculate_min_free_kbytes`` (the upper bound is 262144 KB,
     i.e. 256 MiB, in current kernels; it was 65536 before 5.x). E.g. 16 GiB gives 16384 KB.
+    The formula is :func:`envs.kernel.default_min_free_kbytes` (real-valued); this returns
+    the kernel's integer ``int_sqrt`` of it (the floor of a correctly rounded square root
+    is exact for arguments below 2**52, far above the clamp).
 
     Args:
         total_lowmem_kb: managed low memory in KiB (all memory on 64-bit), any shape.
-        lower_kb: lower clamp (128).
-        upper_kb: upper clamp (262144).
 
     Returns:
         int64 KiB, same shape.
     """
-    n = np.rint(_f64(total_lowmem_kb) * 16.0).astype(np.int64)
-    r = np.floor(np.sqrt(n.astype(np.float64))).astype(np.int64)
-    # Exact integer square root (int_sqrt) despite float rounding.
-    r = r - (r * r > n)
-    r = r + ((r + 1) * (r + 1) <= n)
-    return np.clip(r, lower_kb, upper_kb)
+    return np.floor(_kernel.default_min_free_kbytes(total_lowmem_kb)).astype(np.int64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,30 +245,23 @@ class NumaPromotionThreshold:
     resets the threshold to ``ref_th`` when the DRAM node has plenty of free memory
     (:func:`promote_all_when_free`); call :meth:`reset` for that.
 
+    The adaptation step is :func:`envs.kernel.adapt_promotion_threshold` with the kernel's
+    constants (``envs.kernel.THRESHOLD_*``: start 1000 ms, unit 125 ms, ceiling 2000 ms,
+    bands 1.1/0.9), the same function the environment's model runs; this class holds its
+    state for a controller.
+
     State: ``threshold_ms`` of the given ``shape`` (one per batch element / node).
 
     Args:
         shape: batch shape of the state, e.g. ``B`` or ``(B, T)``.
-        hot_threshold_ms: ``ref_th``, ``kernel.numa_balancing_hot_threshold_ms`` (1000).
-        adjust_steps: ``NUMA_MIGRATION_ADJUST_STEPS`` (16).
-        high_ratio: candidates above ``high_ratio * ref`` lower the threshold (11/10).
-        low_ratio: candidates below ``low_ratio * ref`` raise it (9/10).
     """
 
-    def __init__(
-        self,
-        shape: Shape = 1,
-        hot_threshold_ms: float = 1000.0,
-        adjust_steps: int = 16,
-        high_ratio: float = 1.1,
-        low_ratio: float = 0.9,
-    ) -> None:
+    ref_threshold_ms = THRESHOLD_START_MS
+    unit_ms = THRESHOLD_UNIT_MS
+    max_threshold_ms = THRESHOLD_MAX_MS
+
+    def __init__(self, shape: Shape = 1) -> None:
         self.shape = _as_shape(shape)
-        self.ref_threshold_ms = float(hot_threshold_ms)
-        self.unit_ms = self.ref_threshold_ms * 2.0 / adjust_steps
-        self.max_threshold_ms = 2.0 * self.ref_threshold_ms
-        self.high_ratio = float(high_ratio)
-        self.low_ratio = float(low_ratio)
         self.threshold_ms: FloatArray = np.full(self.shape, self.ref_threshold_ms)
 
     def reset(self, mask: npt.ArrayLike | None = None) -> None:
@@ -278,7 +276,7 @@ class NumaPromotionThreshold:
         self,
         candidates_mb: npt.ArrayLike,
         rate_limit_mbps: npt.ArrayLike,
-        period_s: npt.ArrayLike = 60.0,
+        period_s: float = 60.0,
     ) -> FloatArray:
         """One adaptation period for every element.
 
@@ -293,12 +291,9 @@ class NumaPromotionThreshold:
             The new ``threshold_ms`` (a copy).
         """
         cand = np.broadcast_to(_f64(candidates_mb), self.shape)
-        ref = _f64(rate_limit_mbps) * _f64(period_s)
-        th = self.threshold_ms
-        down = cand > self.high_ratio * ref
-        up = cand < self.low_ratio * ref
-        th = np.where(down, np.maximum(th - self.unit_ms, self.unit_ms), th)
-        th = np.where(up, np.minimum(th + self.unit_ms, self.max_threshold_ms), th)
+        th = _kernel.adapt_promotion_threshold(
+            self.threshold_ms, cand, rate_limit_mbps, float(period_s)
+        )
         self.threshold_ms = np.broadcast_to(th, self.shape).astype(np.float64)
         return self.threshold_ms.copy()
 
@@ -420,6 +415,9 @@ def memcg_promotion_scan_fraction(
     10% over gives ``1/1.1**4 = 0.683`` and 100% over gives ``0.0625`` (the 1/16 floor); the
     RFC's table: 10% 68%, 20% 48%, 50% 20%, 100% 6%.
 
+    The throttle itself is :func:`envs.kernel.memcg_promotion_scan_fraction` (what the
+    model runs); this adds the pressure condition.
+
     Args:
         low_pages: the cgroup's effective DRAM protection (``elocallow``), pages.
         usage_pages: its DRAM usage, pages.
@@ -430,11 +428,10 @@ def memcg_promotion_scan_fraction(
     Returns:
         float64 fraction in ``[min_fraction, 1]``, broadcast shape.
     """
-    low = _f64(low_pages)
-    usage = _f64(usage_pages)
-    frac = np.maximum((low / (usage + 1.0)) ** exponent, min_fraction)
-    throttle = np.asarray(dram_under_pressure, dtype=bool) & (usage > low)
-    return np.where(throttle, frac, 1.0)
+    frac = _kernel.memcg_promotion_scan_fraction(
+        low_pages, usage_pages, power=float(exponent), floor=min_fraction
+    )
+    return np.where(np.asarray(dram_under_pressure, dtype=bool), frac, 1.0)
 
 
 # ---------------------------------------------------------------------------------------------

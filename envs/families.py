@@ -18,7 +18,7 @@ are compiled once (so an autoreset copies rows instead of compiling).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 

@@ -1,0 +1,146 @@
+"""train.py: TensorBoard tags, checkpoints, SIGTERM and resume, determinism, wrong input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from envs import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def short_scenario(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """kv-store cut to 8-step episodes, so runs cross episode ends quickly."""
+    sc = load_scenario("kv-store", episode_steps=8).model_dump(mode="json")
+    sc["hardware"] = {"preset": "spr-a1000", "nodes": {"dram0": {"capacity_gib": 8}}}
+    path = tmp_path_factory.mktemp("sc") / "short.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    return path
+
+
+def tiny_args(scenario: Path, run_dir: Path, *extra: str) -> list[str]:
+    return [
+        "--scenario", str(scenario), "--num-envs", "8", "--set", "n_steps=16", "--set", "batch_size=64",
+        "--set", "n_epochs=1", "--eval-episodes", "2", "--compare-episodes", "0", "--run-dir", str(run_dir),
+        "--no-progress", "--quiet", *extra,
+    ]  # fmt: skip
+
+
+def run_train(args: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=ROOT, capture_output=True, text=True, timeout=600, **kw)  # type: ignore[call-overload]
+
+
+def event_tags(run_dir: Path) -> set[str]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tags: set[str] = set()
+    for ev in (run_dir / "tensorboard").glob("events.out.tfevents.*"):
+        acc = EventAccumulator(str(ev), size_guidance={"scalars": 0, "tensors": 0})
+        acc.Reload()
+        tags |= set(acc.Tags()["scalars"]) | set(acc.Tags()["tensors"])
+    return tags
+
+
+def test_tiny_run_logs_env_and_eval_tags_and_saves_the_run(tmp_path: Path, short_scenario: Path) -> None:
+    run_dir = tmp_path / "run"
+    res = run_train(tiny_args(short_scenario, run_dir, "--timesteps", "256", "--eval-interval", "128", "--checkpoint-interval", "128"))
+    assert res.returncode == 0, res.stderr
+    tags = event_tags(run_dir)
+    assert {"env/tenants/norm_perf", "env/node_dram0/bandwidth_gbps", "env/node_cxl0/latency_ns", "env/promotion_mbps", "env/reward_log_geomean", "time/env_sps"} <= tags
+    assert {"eval/ppo", "eval/dram-first", "eval/numa-tiering"} <= tags
+    assert any(t.startswith("hyperparameters") for t in tags)  # the hyperparameter table
+    cfg = yaml.safe_load((run_dir / "config.yml").read_text())
+    assert cfg["algo"] == "ppo" and cfg["total_timesteps"] == 256 and cfg["env"]["reward"] == "log-geomean"
+    assert "train.py" in (run_dir / "command.txt").read_text()
+    assert (run_dir / "model.zip").is_file() and json.loads((run_dir / "tiergym.json").read_text())["env"]["scenario"] == str(short_scenario)
+    assert json.loads((run_dir / "training.json").read_text())["timesteps"] == 256
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_000000000128", "step_000000000256"]
+
+
+def test_sigterm_saves_a_checkpoint_and_resume_reaches_the_total(tmp_path: Path, short_scenario: Path) -> None:
+    run_dir = tmp_path / "run"
+    total = 128 * 60
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *tiny_args(short_scenario, run_dir, "--timesteps", str(total), "--eval-interval", "0", "--checkpoint-interval", "1024")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.time() + 300
+    while time.time() < deadline and not (run_dir / "checkpoints" / "step_000000001024").exists():
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert "interrupted" in out and "--resume" in out
+    stopped = max(int(p.name.split("_")[1]) for p in (run_dir / "checkpoints").iterdir())
+    assert 1024 <= stopped < total and stopped % 128 == 0  # a rollout boundary
+    assert not (run_dir / "model.zip").exists()
+    res = run_train(["--resume", str(run_dir), "--compare-episodes", "0", "--no-progress", "--quiet"])
+    assert res.returncode == 0, res.stderr
+    assert json.loads((run_dir / "training.json").read_text())["timesteps"] == total
+    from stable_baselines3 import PPO
+
+    assert PPO.load(run_dir / "model.zip").num_timesteps == total
+
+
+def first_actions(run_dir: Path) -> np.ndarray:
+    from stable_baselines3 import PPO
+
+    model = PPO.load(run_dir / "model.zip", device="cpu")
+    obs = np.random.default_rng(0).uniform(0, 1, (16, *model.observation_space.shape)).astype(np.float32)
+    return model.predict(obs, deterministic=True)[0]
+
+
+def test_one_seed_gives_the_same_policy(tmp_path: Path, short_scenario: Path) -> None:
+    import train
+
+    for name in ("a", "b", "c"):
+        seed = "3" if name != "c" else "4"
+        assert train.main(tiny_args(short_scenario, tmp_path / name, "--timesteps", "256", "--eval-interval", "0", "--seed", seed)) == 0
+    a, b, c = (first_actions(tmp_path / n) for n in "abc")
+    assert np.array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_wrong_input_gets_one_clear_error(tmp_path: Path, short_scenario: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import train
+
+    def error(args: list[str]) -> str:
+        assert train.main(args) == 2
+        return capsys.readouterr().err
+
+    msg = error(tiny_args(short_scenario, tmp_path / "r1", "--algo", "dqn"))
+    assert "unknown algorithm 'dqn'" in msg and "recurrent-ppo" in msg
+    msg = error(["--scenario", "no-such-scenario", "--run-dir", str(tmp_path / "r2"), "--quiet"])
+    assert "no-such-scenario" in msg and "kv-store" in msg and "mixed" in msg
+    hp = tmp_path / "hp.yml"
+    hp.write_text("default:\n  n_steps: 16\n  learning_rat: 0.1\n")
+    msg = error(tiny_args(short_scenario, tmp_path / "r3", "--hyperparams", str(hp)))
+    assert "learning_rat" in msg and str(hp) in msg and "learning_rate" in msg
+    msg = error(tiny_args(short_scenario, tmp_path / "r4", "--set", "clip_rang=0.1"))
+    assert "clip_rang" in msg
+    empty = tmp_path / "empty-run"
+    empty.mkdir()
+    (empty / "config.yml").write_text(yaml.safe_dump({"algo": "ppo"}))
+    msg = error(["--resume", str(empty), "--quiet"])
+    assert "no checkpoint" in msg
+    # an existing run folder is never overwritten
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("keep me")
+    msg = error(tiny_args(short_scenario, busy, "--timesteps", "128"))
+    assert "already exists" in msg
+    assert (busy / "notes.txt").read_text() == "keep me" and sorted(os.listdir(busy)) == ["notes.txt"]
+    for folder in ("r1", "r2", "r3", "r4"):
+        assert not (tmp_path / folder).exists()  # a rejected command leaves nothing behind
