@@ -45,15 +45,39 @@ DEFAULT_POLICIES = (
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from envs import scenario_names
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scenarios", default=",".join([*scenario_names(), "mixed"]), help="comma-separated scenario names, YAML files or families (default: every shipped scenario and mixed)")
-    ap.add_argument("--policies", default=",".join(DEFAULT_POLICIES), help="comma-separated baseline names, static:W1:W2[@RATE], or trained run folders / model files (default: every heuristic)")
-    ap.add_argument("--episodes", type=int, default=16, help="episodes per scenario and policy (default: 16)")
-    ap.add_argument("--seed", type=int, default=0, help="seed; episode i runs with seed + i (default: 0)")
-    ap.add_argument("--split", default="test", choices=["train", "test"], help="family split (default: test)")
-    ap.add_argument("--reference", default="dram-first", help="policy the ratios are taken against (default: dram-first)")
-    ap.add_argument("--metric", default="geomean_perf", help="primary metric (default: geomean_perf)")
-    ap.add_argument("--output", type=Path, default=Path("results"), help="output folder (default: results)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--scenarios",
+        default=",".join([*scenario_names(), "mixed"]),
+        help="comma-separated scenario names, YAML files or families (default: every shipped scenario and mixed)",
+    )
+    ap.add_argument(
+        "--policies",
+        default=",".join(DEFAULT_POLICIES),
+        help="comma-separated baseline names, static:W1:W2[@RATE], or trained run folders / model files, each optionally LABEL=... (default: every heuristic)",
+    )
+    ap.add_argument(
+        "--episodes", type=int, default=16, help="episodes per scenario and policy (default: 16)"
+    )
+    ap.add_argument(
+        "--seed", type=int, default=0, help="seed; episode i runs with seed + i (default: 0)"
+    )
+    ap.add_argument(
+        "--split", default="test", choices=["train", "test"], help="family split (default: test)"
+    )
+    ap.add_argument(
+        "--reference",
+        default="dram-first",
+        help="policy the ratios are taken against (default: dram-first)",
+    )
+    ap.add_argument(
+        "--metric", default="geomean_perf", help="primary metric (default: geomean_perf)"
+    )
+    ap.add_argument(
+        "--output", type=Path, default=Path("results"), help="output folder (default: results)"
+    )
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
@@ -78,19 +102,33 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     names = [p.name for p, _ in loaded]
     if args.reference not in names:
         raise ValueError(f"--reference {args.reference!r} is not among the policies {names}")
-    bar = tqdm(total=len(scenarios) * len(loaded), desc="runs", disable=args.no_progress, file=sys.stderr)
+    bar = tqdm(
+        total=len(scenarios) * len(loaded), desc="runs", disable=args.no_progress, file=sys.stderr
+    )
 
     def progress(policy: str, scenario: str) -> None:
         bar.set_postfix_str(f"{scenario} / {policy}")
         bar.update(1)
 
-    records = compare(loaded, scenarios, args.episodes, seed=args.seed, split=args.split, record_series=not args.no_plots, progress=progress)
+    records = compare(
+        loaded,
+        scenarios,
+        args.episodes,
+        seed=args.seed,
+        split=args.split,
+        record_series=not args.no_plots,
+        progress=progress,
+    )
     bar.close()
     series = [(r["scenario"], r["policy"], r.pop("series")) for r in records if "series" in r]
-    summary = report.summarize_records(records, reference=args.reference, metric=args.metric, seed=args.seed)
+    summary = report.summarize_records(
+        records, reference=args.reference, metric=args.metric, seed=args.seed
+    )
     out: Path = args.output
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps({"command": sys.argv, "records": records, "summary": summary}, indent=1))
+    (out / "results.json").write_text(
+        json.dumps({"command": sys.argv, "records": records, "summary": summary}, indent=1)
+    )
     report.write_csv(records, out / "results.csv")
     table = report.markdown_table(summary, metric=args.metric)
     (out / "leaderboard.md").write_text(report.leaderboard_markdown(summary) + "\n")
@@ -98,7 +136,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not args.no_plots:
         report.plot_ratio_bars(summary, out / "ratio.png")
         for scenario, policy, s in series:
-            report.plot_timeseries(s, out / f"timeseries-{_slug(scenario)}-{_slug(policy)}.png", f"{scenario} / {policy}")
+            report.plot_timeseries(
+                s,
+                out / f"timeseries-{_slug(scenario)}-{_slug(policy)}.png",
+                f"{scenario} / {policy}",
+            )
     print(table)
     print()
     print(report.leaderboard_markdown(summary))

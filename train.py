@@ -27,31 +27,114 @@ from typing import Any
 
 from agents.training import ALGOS, ON_POLICY, RunConfig, TrainingError
 
-DEFAULT_TIMESTEPS = 1_196_032  # 73 PPO rollouts of 256 x 64 steps: about 10 minutes here with the final table
+# 152 PPO rollouts of 256 x 64 steps: about 10 minutes here, final table included
+DEFAULT_TIMESTEPS = 2_490_368
 REFERENCES = ("dram-first", "interleave", "weighted-interleave", "numa-tiering", "tpp", "colloid")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--algo", default="ppo", help=f"algorithm, one of {list(ALGOS)} (default: ppo)")
-    ap.add_argument("--scenario", default="mixed", help="scenario name, YAML file or family (default: mixed)")
-    ap.add_argument("--split", default="train", choices=["train", "test"], help="family split to train on (default: train)")
-    ap.add_argument("--reward", default="log-geomean", help="log-geomean (default), throughput, weighted-speedup or harmonic")
-    ap.add_argument("--weights", default="per-tenant", choices=["per-tenant", "global"], help="per-tenant weights or one global vector")
-    ap.add_argument("--action-type", default="box", choices=["box", "discrete"], help="Box(-1, 1) actions or MultiDiscrete")
-    ap.add_argument("--max-tenants", type=int, default=None, help="tenant slots (default: the scenario's maximum)")
-    ap.add_argument("--timesteps", type=int, default=None, help=f"total environment steps (default: the hyperparameter file's, {DEFAULT_TIMESTEPS} for the default run)")
-    ap.add_argument("--num-envs", type=int, default=None, help="parallel instances of the native vector env (default: hyperparameter file)")
+    ap.add_argument(
+        "--scenario", default="mixed", help="scenario name, YAML file or family (default: mixed)"
+    )
+    ap.add_argument(
+        "--split",
+        default="train",
+        choices=["train", "test"],
+        help="family split to train on (default: train)",
+    )
+    ap.add_argument(
+        "--reward",
+        default="log-geomean",
+        help="log-geomean (default), throughput, weighted-speedup or harmonic",
+    )
+    ap.add_argument(
+        "--weights",
+        default="per-tenant",
+        choices=["per-tenant", "global"],
+        help="per-tenant weights or one global vector",
+    )
+    ap.add_argument(
+        "--action-type",
+        default="box",
+        choices=["box", "discrete"],
+        help="Box(-1, 1) actions or MultiDiscrete",
+    )
+    ap.add_argument(
+        "--max-tenants",
+        type=int,
+        default=None,
+        help="tenant slots (default: the scenario's maximum)",
+    )
+    ap.add_argument(
+        "--timesteps",
+        type=int,
+        default=None,
+        help=f"total environment steps (default: the hyperparameter file's, {DEFAULT_TIMESTEPS} for the default run)",
+    )
+    ap.add_argument(
+        "--num-envs",
+        type=int,
+        default=None,
+        help="parallel instances of the native vector env (default: hyperparameter file)",
+    )
     ap.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    ap.add_argument("--run-dir", type=Path, default=None, help="run folder (default: runs/{scenario}__{algo}__{seed}__{time}); must not exist")
-    ap.add_argument("--runs-root", type=Path, default=Path("runs"), help="parent of default run folders (default: runs)")
-    ap.add_argument("--hyperparams", type=Path, default=None, help="hyperparameter YAML (default: agents/hyperparams/{algo}.yml)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one hyperparameter (repeatable)")
-    ap.add_argument("--eval-interval", type=int, default=None, help="timesteps between evaluations on held-out seeds (default: 1/6 of the budget; 0 turns it off)")
-    ap.add_argument("--eval-episodes", type=int, default=32, help="episodes per evaluation (default: 32)")
-    ap.add_argument("--checkpoint-interval", type=int, default=None, help="timesteps between checkpoints (default: 1/4 of the budget)")
-    ap.add_argument("--compare-episodes", type=int, default=64, help="test-split episodes of the final comparison (default: 64; 0 skips it)")
-    ap.add_argument("--resume", type=Path, default=None, metavar="RUN", help="continue the run in this folder from its last checkpoint")
+    ap.add_argument(
+        "--run-dir",
+        type=Path,
+        default=None,
+        help="run folder (default: runs/{scenario}__{algo}__{seed}__{time}); must not exist",
+    )
+    ap.add_argument(
+        "--runs-root",
+        type=Path,
+        default=Path("runs"),
+        help="parent of default run folders (default: runs)",
+    )
+    ap.add_argument(
+        "--hyperparams",
+        type=Path,
+        default=None,
+        help="hyperparameter YAML (default: agents/hyperparams/{algo}.yml)",
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one hyperparameter (repeatable)",
+    )
+    ap.add_argument(
+        "--eval-interval",
+        type=int,
+        default=None,
+        help="timesteps between evaluations on held-out seeds (default: 1/6 of the budget; 0 turns it off)",
+    )
+    ap.add_argument(
+        "--eval-episodes", type=int, default=32, help="episodes per evaluation (default: 32)"
+    )
+    ap.add_argument(
+        "--checkpoint-interval",
+        type=int,
+        default=None,
+        help="timesteps between checkpoints (default: 1/4 of the budget)",
+    )
+    ap.add_argument(
+        "--compare-episodes",
+        type=int,
+        default=64,
+        help="test-split episodes of the final comparison (default: 64; 0 skips it)",
+    )
+    ap.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="RUN",
+        help="continue the run in this folder from its last checkpoint",
+    )
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("--quiet", action="store_true", help="print only errors and the final table")
     return ap.parse_args(argv)
@@ -68,7 +151,9 @@ def build_config(args: argparse.Namespace) -> RunConfig:
 
     if args.algo not in ALGOS:
         raise TrainingError(f"unknown algorithm {args.algo!r}, expected one of {list(ALGOS)}")
-    family = make_family(args.scenario, pool_size=8)  # validates the scenario early, with its own error
+    family = make_family(
+        args.scenario, pool_size=8
+    )  # validates the scenario early, with its own error
     key = family.name if args.scenario in ("mixed",) else args.scenario
     hp, source = load_hyperparams(args.algo, key, args.hyperparams, args.set)
     env = dict(hp.pop("env", {}) or {})
@@ -82,7 +167,9 @@ def build_config(args: argparse.Namespace) -> RunConfig:
     if args.max_tenants is not None:
         env["max_tenants"] = args.max_tenants
     if args.action_type == "discrete" and args.algo in ("sac", "td3"):
-        raise TrainingError(f"{args.algo} needs a continuous (box) action space; use --action-type box")
+        raise TrainingError(
+            f"{args.algo} needs a continuous (box) action space; use --action-type box"
+        )
     n_envs = args.num_envs or int(hp.pop("n_envs", 16))
     hp.pop("n_envs", None)
     total = args.timesteps or int(hp.pop("total_timesteps", DEFAULT_TIMESTEPS))
@@ -94,7 +181,9 @@ def build_config(args: argparse.Namespace) -> RunConfig:
         chunk = n_envs * int(hp.get("n_steps", 2048 if args.algo != "a2c" else 5))
         total = -(-total // chunk) * chunk
     eval_interval = args.eval_interval if args.eval_interval is not None else max(total // 6, 1)
-    ck_interval = args.checkpoint_interval if args.checkpoint_interval is not None else max(total // 4, 1)
+    ck_interval = (
+        args.checkpoint_interval if args.checkpoint_interval is not None else max(total // 4, 1)
+    )
     return RunConfig(
         algo=args.algo,
         seed=args.seed,
@@ -121,7 +210,9 @@ def make_training_env(cfg: RunConfig) -> tuple[Any, Any]:
     venv.seed(cfg.seed)
     norm = None
     if cfg.hyperparams.get("normalize_reward", False):
-        norm = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=cfg.hyperparams.get("gamma", 0.99))
+        norm = VecNormalize(
+            venv, norm_obs=False, norm_reward=True, gamma=cfg.hyperparams.get("gamma", 0.99)
+        )
     return venv, norm
 
 
@@ -141,16 +232,35 @@ def learned_score(model: Any, cfg: RunConfig, seed: int) -> float:
 
     env_kwargs = {k: v for k, v in cfg.env.items() if k not in ("scenario", "split")}
     policy = LearnedPolicy(model, env_kwargs, cfg.algo, "training")
-    return mean_score(rollout(policy, cfg.env["scenario"], cfg.eval_episodes, seed=seed, split="test", env_kwargs=env_kwargs))
+    return mean_score(
+        rollout(
+            policy,
+            cfg.env["scenario"],
+            cfg.eval_episodes,
+            seed=seed,
+            split="test",
+            env_kwargs=env_kwargs,
+        )
+    )
 
 
 def tensorboard_hparams(model: Any, cfg: RunConfig, references: dict[str, float]) -> None:
     """Hyperparameters as a Markdown table (text tab) and through the hparams plugin."""
     from stable_baselines3.common.logger import HParam, TensorBoardOutputFormat
 
-    flat = {"algo": cfg.algo, "seed": cfg.seed, "n_envs": cfg.n_envs, "total_timesteps": cfg.total_timesteps}
+    flat: dict[str, bool | str | float | None] = {
+        "algo": cfg.algo,
+        "seed": cfg.seed,
+        "n_envs": cfg.n_envs,
+        "total_timesteps": cfg.total_timesteps,
+    }
     flat.update({f"env.{k}": str(v) for k, v in cfg.env.items()})
-    flat.update({k: (v if isinstance(v, int | float | str | bool) else str(v)) for k, v in cfg.hyperparams.items()})
+    flat.update(
+        {
+            k: (v if isinstance(v, int | float | str | bool) else str(v))
+            for k, v in cfg.hyperparams.items()
+        }
+    )
     table = "| key | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in flat.items())
     for fmt in model.logger.output_formats:
         if isinstance(fmt, TensorBoardOutputFormat):
@@ -187,7 +297,10 @@ def train(args: argparse.Namespace, argv: list[str]) -> Path:
         cfg = build_config(args)
         run_dir = new_run_dir(args.runs_root, cfg.env["scenario"], cfg.algo, cfg.seed, args.run_dir)
         write_config(run_dir, cfg, argv)
-        log(args, f"run folder {run_dir}: {cfg.algo} on {cfg.env['scenario']} for {cfg.total_timesteps:,} steps with {cfg.n_envs} instances")
+        log(
+            args,
+            f"run folder {run_dir}: {cfg.algo} on {cfg.env['scenario']} for {cfg.total_timesteps:,} steps with {cfg.n_envs} instances",
+        )
 
     cls = algo_class(cfg.algo)
     venv, norm = make_training_env(cfg)
@@ -209,7 +322,11 @@ def train(args: argparse.Namespace, argv: list[str]) -> Path:
     else:
         model = cls(policy, train_env, seed=cfg.seed, device="cpu", verbose=0, **hp)
         done = 0
-    model.set_logger(configure(str(run_dir / "tensorboard"), ["tensorboard"] + ([] if args.quiet else ["stdout"])))
+    model.set_logger(
+        configure(
+            str(run_dir / "tensorboard"), ["tensorboard"] + ([] if args.quiet else ["stdout"])
+        )
+    )
 
     refs: dict[str, float] = {}
     eval_seed = 10_000 + cfg.seed
@@ -221,24 +338,42 @@ def train(args: argparse.Namespace, argv: list[str]) -> Path:
     callbacks = [
         EnvMetricsCallback(venv.engine.node_names, venv.engine.T),
         EvalCallback(lambda m: learned_score(m, cfg, eval_seed), refs, cfg.eval_interval, cfg.algo),
-        CheckpointCallback(lambda m, steps: save_checkpoint(run_dir, m, steps, norm), cfg.checkpoint_interval),
+        CheckpointCallback(
+            lambda m, steps: save_checkpoint(run_dir, m, steps, norm), cfg.checkpoint_interval
+        ),
         stopper,
     ]
     remaining = cfg.total_timesteps - done
     t0 = time.time()
     if remaining > 0:
-        model.learn(remaining, callback=callbacks, reset_num_timesteps=False, progress_bar=not args.no_progress and not args.quiet)
+        model.learn(
+            remaining,
+            callback=callbacks,
+            reset_num_timesteps=False,
+            progress_bar=not args.no_progress and not args.quiet,
+        )
     wall = time.time() - t0
     if stopper.stopped:
         ck = save_checkpoint(run_dir, model, stopper.resume_timesteps, norm)
-        print(f"interrupted: checkpoint {ck} at {stopper.resume_timesteps:,} steps; continue with: python train.py --resume {run_dir}", flush=True)
+        print(
+            f"interrupted: checkpoint {ck} at {stopper.resume_timesteps:,} steps; continue with: python train.py --resume {run_dir}",
+            flush=True,
+        )
         sys.exit(0)
     save_checkpoint(run_dir, model, model.num_timesteps, norm)
     path = save_final(run_dir, model, cfg)
     sps = remaining / wall if wall > 0 else float("nan")
-    summary = {"timesteps": int(model.num_timesteps), "wall_s": round(wall, 1), "steps_per_s": round(sps, 1), "env_steps_per_s": round(venv.steps_taken / max(venv.step_seconds, 1e-9), 1)}
+    summary = {
+        "timesteps": int(model.num_timesteps),
+        "wall_s": round(wall, 1),
+        "steps_per_s": round(sps, 1),
+        "env_steps_per_s": round(venv.steps_taken / max(venv.step_seconds, 1e-9), 1),
+    }
     (run_dir / "training.json").write_text(json.dumps(summary, indent=2))
-    log(args, f"trained {model.num_timesteps:,} steps in {wall:.0f} s ({sps:,.0f} steps/s; the env alone {summary['env_steps_per_s']:,.0f} steps/s); model {path}")
+    log(
+        args,
+        f"trained {model.num_timesteps:,} steps in {wall:.0f} s ({sps:,.0f} steps/s; the env alone {summary['env_steps_per_s']:,.0f} steps/s); model {path}",
+    )
     return run_dir
 
 
@@ -252,12 +387,18 @@ def final_comparison(args: argparse.Namespace, run_dir: Path) -> None:
     scenario = cfg_scenario or cfg.env["scenario"]
     evaluate.main(
         [
-            "--scenarios", scenario,
-            "--policies", ",".join([str(run_dir), *REFERENCES]),
-            "--episodes", str(args.compare_episodes),
-            "--seed", str(20_000 + cfg.seed),
-            "--reference", "dram-first",
-            "--output", str(run_dir / "results"),
+            "--scenarios",
+            scenario,
+            "--policies",
+            ",".join([f"{cfg.algo}={run_dir}", *REFERENCES]),
+            "--episodes",
+            str(args.compare_episodes),
+            "--seed",
+            str(20_000 + cfg.seed),
+            "--reference",
+            "dram-first",
+            "--output",
+            str(run_dir / "results"),
             *(["--no-progress"] if args.no_progress or args.quiet else []),
             *(["--no-plots"]),
         ]

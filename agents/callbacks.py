@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 __all__ = ["CheckpointCallback", "EnvMetricsCallback", "EvalCallback", "StopOnSignal"]
@@ -43,22 +42,36 @@ class EnvMetricsCallback(BaseCallback):
 
     def _on_step(self) -> bool:
         venv = self.training_env
-        info = getattr(venv, "last_info", None) or getattr(getattr(venv, "venv", None), "last_info", None)
+        info = getattr(venv, "last_info", None) or getattr(
+            getattr(venv, "venv", None), "last_info", None
+        )
         if not info:
             return True
         n = info["total_throughput_gbps"].shape[0]
         for j, name in enumerate(self.node_names):
-            self._add(f"env/node_{name}/bandwidth_gbps", float(info["node_bandwidth_gbps"][:, j].sum()), n)
-            self._add(f"env/node_{name}/utilization", float(info["node_utilization"][:, j].sum()), n)
+            self._add(
+                f"env/node_{name}/bandwidth_gbps", float(info["node_bandwidth_gbps"][:, j].sum()), n
+            )
+            self._add(
+                f"env/node_{name}/utilization", float(info["node_utilization"][:, j].sum()), n
+            )
             self._add(f"env/node_{name}/latency_ns", float(info["node_latency_ns"][:, j].sum()), n)
         act = info["tenant_active"]
         for t in range(self.n_tenants):
             a = act[:, t]
             c = float(a.sum())
             if c:
-                self._add(f"env/tenant{t}/norm_perf", float(info["tenant_norm_perf"][a, t].sum()), c)
-                self._add(f"env/tenant{t}/dram_access_share", float(info["tenant_dram_access_share"][a, t].sum()), c)
-        self._add("env/tenants/norm_perf", float(info["tenant_norm_perf"][act].sum()), float(act.sum()))
+                self._add(
+                    f"env/tenant{t}/norm_perf", float(info["tenant_norm_perf"][a, t].sum()), c
+                )
+                self._add(
+                    f"env/tenant{t}/dram_access_share",
+                    float(info["tenant_dram_access_share"][a, t].sum()),
+                    c,
+                )
+        self._add(
+            "env/tenants/norm_perf", float(info["tenant_norm_perf"][act].sum()), float(act.sum())
+        )
         self._add("env/promotion_mbps", float(info["promotion_mbps"].sum()), n)
         self._add("env/demotion_mbps", float(info["demotion_mbps"].sum()), n)
         self._add("env/total_throughput_gbps", float(info["total_throughput_gbps"].sum()), n)
@@ -88,7 +101,13 @@ class EvalCallback(BaseCallback):
     ``eval/<name>`` so learned and heuristic lines sit on one chart.
     """
 
-    def __init__(self, evaluate: Callable[[Any], float], references: dict[str, float], interval: int, name: str) -> None:
+    def __init__(
+        self,
+        evaluate: Callable[[Any], float],
+        references: dict[str, float],
+        interval: int,
+        name: str,
+    ) -> None:
         super().__init__()
         self.evaluate = evaluate
         self.references = references
@@ -167,11 +186,3 @@ class CheckpointCallback(BaseCallback):
         if self.interval > 0 and self.num_timesteps >= self._next:
             self._next = (self.num_timesteps // self.interval + 1) * self.interval
             self.save(self.model, self.num_timesteps)
-
-
-def seed_everything(seed: int) -> None:
-    """Python, numpy and torch random generators (stable-baselines3's set_random_seed)."""
-    from stable_baselines3.common.utils import set_random_seed
-
-    set_random_seed(seed)
-    np.random.seed(seed)

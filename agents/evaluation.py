@@ -47,7 +47,11 @@ class LearnedPolicy:
     def bind(self, env: Any) -> None:
         want_obs, want_act = self.model.observation_space, self.model.action_space
         got_obs, got_act = env.single_observation_space, env.single_action_space
-        if want_obs.shape != got_obs.shape or type(want_act) is not type(got_act) or want_act.shape != got_act.shape:
+        if (
+            want_obs.shape != got_obs.shape
+            or type(want_act) is not type(got_act)
+            or want_act.shape != got_act.shape
+        ):
             raise PolicyError(
                 f"model {self.source!r} was trained for observations {want_obs.shape} and actions "
                 f"{type(want_act).__name__}{want_act.shape}, but this scenario gives observations "
@@ -55,17 +59,29 @@ class LearnedPolicy:
                 f"(tenant slots, nodes or action type differ)"
             )
 
-    def predict(self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = True) -> Any:
-        return self.model.predict(observation, state=state, episode_start=episode_start, deterministic=deterministic)
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = True,
+    ) -> Any:
+        return self.model.predict(
+            observation, state=state, episode_start=episode_start, deterministic=deterministic
+        )
 
 
 def load_policy(spec: str, label: str | None = None) -> tuple[Any, dict[str, Any]]:
     """A policy from a baseline name (``dram-first``, ``static:3:1@256``...) or a trained run/model path.
 
+    ``LABEL=SPEC`` gives the policy the name ``LABEL`` in records and tables.
+
     Returns ``(policy, env_kwargs)``; ``env_kwargs`` is empty for heuristics
     (they set their kernel configuration themselves).
     """
     names = _baseline_names()
+    if "=" in spec and label is None:  # LABEL=SPEC names a policy in the tables
+        label, spec = spec.split("=", 1)
     if spec in names or spec.startswith("static:"):
         from baselines import make_policy
 
@@ -77,13 +93,19 @@ def load_policy(spec: str, label: str | None = None) -> tuple[Any, dict[str, Any
         return policy, {}
     path = Path(spec)
     if not path.exists():
-        raise PolicyError(f"unknown policy {spec!r}: expected a baseline name {names}, 'static:W1:W2[@RATE]', or a trained run folder or model file")
+        raise PolicyError(
+            f"unknown policy {spec!r}: expected a baseline name {names}, 'static:W1:W2[@RATE]', or a trained run folder or model file"
+        )
     try:
         model, env, algo = load_trained(path)
     except TrainingError as exc:
         raise PolicyError(str(exc)) from None
     name = label or (path.name if path.is_dir() else path.parent.name or algo)
-    env_kwargs = {k: v for k, v in env.items() if k in ENV_KEYS and k not in ("scenario", "split", "pool_size")}
+    env_kwargs = {
+        k: v
+        for k, v in env.items()
+        if k in ENV_KEYS and k not in ("scenario", "split", "pool_size")
+    }
     return LearnedPolicy(model, env_kwargs, name, str(path)), env_kwargs
 
 
@@ -110,7 +132,16 @@ def compare(
     out: list[dict[str, Any]] = []
     for sc in scenarios:
         for (policy, env_kwargs), name in zip(loaded, names, strict=True):
-            recs = rollout(policy, sc, episodes, seed=seed, split=split, env_kwargs=env_kwargs, record_series=record_series, policy_name=name)
+            recs = rollout(
+                policy,
+                sc,
+                episodes,
+                seed=seed,
+                split=split,
+                env_kwargs=env_kwargs,
+                record_series=record_series,
+                policy_name=name,
+            )
             for r in recs:
                 # "seed" is the run's seed (the bootstrap stratum), "episode" its index;
                 # the instance's own seed is seed + episode

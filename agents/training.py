@@ -43,7 +43,18 @@ __all__ = [
 ]
 
 # keyword arguments of the environments that a run records (and evaluation must reuse)
-ENV_KEYS = ("scenario", "split", "max_tenants", "reward", "weights", "action_type", "max_promote_mbps", "kernel", "jitter", "pool_size")
+ENV_KEYS = (
+    "scenario",
+    "split",
+    "max_tenants",
+    "reward",
+    "weights",
+    "action_type",
+    "max_promote_mbps",
+    "kernel",
+    "jitter",
+    "pool_size",
+)
 SPECIAL_KEYS = ("n_envs", "total_timesteps", "normalize_reward", "policy", "env")
 
 
@@ -76,7 +87,9 @@ def _parse_value(text: str) -> Any:
         return text
 
 
-def load_hyperparams(algo: str, scenario_key: str, path: Path | None, overrides: list[str]) -> tuple[dict[str, Any], str]:
+def load_hyperparams(
+    algo: str, scenario_key: str, path: Path | None, overrides: list[str]
+) -> tuple[dict[str, Any], str]:
     """Hyperparameters for ``algo`` on ``scenario_key``: file ``default`` + scenario section + overrides.
 
     Every key is checked against the algorithm's constructor: an unknown key
@@ -96,7 +109,9 @@ def load_hyperparams(algo: str, scenario_key: str, path: Path | None, overrides:
     except yaml.YAMLError as exc:
         raise TrainingError(f"hyperparameter file {source!r} is not valid YAML: {exc}") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise TrainingError(f"hyperparameter file {source!r}: expected sections (default:, <scenario>:) of key: value")
+        raise TrainingError(
+            f"hyperparameter file {source!r}: expected sections (default:, <scenario>:) of key: value"
+        )
     hp: dict[str, Any] = dict(data.get("default", {}))
     hp.update(data.get(scenario_key, {}))
     for item in overrides:
@@ -104,7 +119,12 @@ def load_hyperparams(algo: str, scenario_key: str, path: Path | None, overrides:
             raise TrainingError(f"--set {item!r}: expected KEY=VALUE")
         k, v = item.split("=", 1)
         hp[k.strip()] = _parse_value(v)
-    valid = set(inspect.signature(cls.__init__).parameters) - {"self", "env", "kwargs", "_init_setup_model"}
+    valid = set(inspect.signature(cls.__init__).parameters) - {
+        "self",
+        "env",
+        "kwargs",
+        "_init_setup_model",
+    }
     valid |= set(SPECIAL_KEYS)
     bad = sorted(set(hp) - valid)
     if bad:
@@ -143,10 +163,16 @@ class RunConfig:
 def new_run_dir(root: Path, scenario: str, algo: str, seed: int, run_dir: Path | None) -> Path:
     """A fresh run folder; an existing one is never reused (nothing is overwritten)."""
     if run_dir is None:
-        stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(scenario).stem if scenario.endswith((".yaml", ".yml")) else scenario)
+        stem = re.sub(
+            r"[^A-Za-z0-9_.-]+",
+            "-",
+            Path(scenario).stem if scenario.endswith((".yaml", ".yml")) else scenario,
+        )
         run_dir = root / f"{stem}__{algo}__{seed}__{time.strftime('%Y%m%d-%H%M%S')}"
     if run_dir.exists() and any(run_dir.iterdir()):
-        raise TrainingError(f"run folder {str(run_dir)!r} already exists and is not empty; use --resume {run_dir} or another --run-dir")
+        raise TrainingError(
+            f"run folder {str(run_dir)!r} already exists and is not empty; use --resume {run_dir} or another --run-dir"
+        )
     run_dir.mkdir(parents=True, exist_ok=True)
     return run_dir
 
@@ -181,9 +207,11 @@ def save_checkpoint(run_dir: Path, model: Any, timesteps: int, venv_norm: Any | 
         model.save_replay_buffer(tmp / "replay_buffer.pkl")
     rng = {
         "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "numpy": np.random.get_state(),  # noqa: NPY002 - stable-baselines3 draws from the legacy global generator
         "torch": torch.get_rng_state(),
-        "action_space": model.action_space.np_random.bit_generator.state if model.action_space._np_random else None,
+        "action_space": model.action_space.np_random.bit_generator.state
+        if model.action_space._np_random
+        else None,
     }
     with open(tmp / "rng.pkl", "wb") as f:
         pickle.dump(rng, f)
@@ -198,9 +226,19 @@ def save_checkpoint(run_dir: Path, model: Any, timesteps: int, venv_norm: Any | 
 
 def latest_checkpoint(run_dir: Path) -> Path:
     folder = run_dir / "checkpoints"
-    cks = sorted(p for p in folder.glob("step_*") if p.is_dir() and not p.name.endswith(".tmp") and (p / "model.zip").is_file()) if folder.is_dir() else []
+    cks = (
+        sorted(
+            p
+            for p in folder.glob("step_*")
+            if p.is_dir() and not p.name.endswith(".tmp") and (p / "model.zip").is_file()
+        )
+        if folder.is_dir()
+        else []
+    )
     if not cks:
-        raise TrainingError(f"run folder {str(run_dir)!r} has no checkpoint to resume from (looked in {folder})")
+        raise TrainingError(
+            f"run folder {str(run_dir)!r} has no checkpoint to resume from (looked in {folder})"
+        )
     return cks[-1]
 
 
@@ -208,7 +246,7 @@ def restore_rng(ck: Path, model: Any) -> None:
     with open(ck / "rng.pkl", "rb") as f:
         rng = pickle.load(f)
     random.setstate(rng["python"])
-    np.random.set_state(rng["numpy"])
+    np.random.set_state(rng["numpy"])  # noqa: NPY002 - see save_checkpoint
     torch.set_rng_state(rng["torch"])
     if rng.get("action_space") is not None:
         model.action_space.np_random.bit_generator.state = rng["action_space"]
@@ -217,7 +255,9 @@ def restore_rng(ck: Path, model: Any) -> None:
 def save_final(run_dir: Path, model: Any, cfg: RunConfig) -> Path:
     path = run_dir / "model.zip"
     model.save(path)
-    (run_dir / "tiergym.json").write_text(json.dumps({"algo": cfg.algo, "env": cfg.env, "seed": cfg.seed}, indent=2))
+    (run_dir / "tiergym.json").write_text(
+        json.dumps({"algo": cfg.algo, "env": cfg.env, "seed": cfg.seed}, indent=2)
+    )
     return path
 
 
@@ -238,7 +278,11 @@ def load_trained(path: str | Path) -> tuple[Any, dict[str, Any], str]:
         if not p.exists():
             raise TrainingError(f"model file {str(p)!r} does not exist")
         model_file = p
-        run_dir = p.parent if (p.parent / "tiergym.json").is_file() or (p.parent / "config.yml").is_file() else p.parent.parent.parent
+        run_dir = (
+            p.parent
+            if (p.parent / "tiergym.json").is_file() or (p.parent / "config.yml").is_file()
+            else p.parent.parent.parent
+        )
     meta = run_dir / "tiergym.json"
     if meta.is_file():
         info = json.loads(meta.read_text())
@@ -255,5 +299,7 @@ def load_trained(path: str | Path) -> tuple[Any, dict[str, Any], str]:
     try:
         model = cls.load(model_file, device="cpu")
     except Exception as exc:  # a truncated or foreign zip
-        raise TrainingError(f"model file {str(model_file)!r} could not be loaded as a {algo} model: {exc}") from None
+        raise TrainingError(
+            f"model file {str(model_file)!r} could not be loaded as a {algo} model: {exc}"
+        ) from None
     return model, env, algo

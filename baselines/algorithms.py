@@ -175,34 +175,13 @@ def auto_interleave_weights(
 def zone_watermarks(
     managed_gib: npt.ArrayLike, min_free_gib: npt.ArrayLike, scale_factor: float = 10.0
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """Zone watermarks MIN, LOW, HIGH, PROMO.
+    """Zone watermarks MIN, LOW, HIGH, PROMO for a given MIN (``mm/page_alloc.c``).
 
-    Source: ``mm/page_alloc.c`` ``__setup_per_zone_wmarks``::
-
-        d     = max(MIN / 4, managed * watermark_scale_factor / 10000)
-        LOW   = MIN + d;  HIGH = MIN + 2 d;  PROMO = MIN + 3 d
-
-    ``MIN`` is the zone's share of ``min_free_kbytes`` (proportional to its managed pages;
-    pass the share directly, e.g. all of it for a single-zone node). Units are GiB (any
-    consistent unit works); the kernel works in whole pages, here values are real.
-
-    The model's version, :func:`envs.kernel.zone_watermarks`, derives ``MIN`` from the
-    machine's default ``min_free_kbytes`` instead of taking it; the spacing ``d`` is the
-    same formula (TODO: once ``envs.kernel.zone_watermarks`` accepts an explicit ``MIN``,
-    this becomes a re-export).
-
-    Args:
-        managed_gib: managed memory of the zone, any shape.
-        min_free_gib: the zone's MIN watermark, broadcastable.
-        scale_factor: ``vm.watermark_scale_factor`` (default 10, i.e. 0.1%).
-
-    Returns:
-        ``(min, low, high, promo)`` float64 arrays of the broadcast shape.
+    ``d = max(MIN/4, managed * watermark_scale_factor / 10000)``, ``LOW = MIN + d``,
+    ``HIGH = MIN + 2d``, ``PROMO = MIN + 3d``; the model's
+    :func:`envs.kernel.zone_watermarks` with an explicit ``min_gib``.
     """
-    managed = _f64(managed_gib)
-    wmin = _f64(min_free_gib) + np.zeros_like(managed)
-    d = np.maximum(wmin / 4.0, managed * scale_factor / 10000.0)
-    return wmin, wmin + d, wmin + 2.0 * d, wmin + 3.0 * d
+    return _kernel.zone_watermarks(managed_gib, scale_factor=scale_factor, min_gib=min_free_gib)
 
 
 def default_min_free_kbytes(total_lowmem_kb: npt.ArrayLike) -> IntArray:

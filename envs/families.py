@@ -191,6 +191,12 @@ def mixed_scenario(
 FAMILY_NAMES = ("mixed",)
 
 
+@lru_cache(maxsize=8)
+def _named_family(name: str, pool_size: int) -> ScenarioFamily:
+    """One object per (family, pool size), so every env shares its compiled pools."""
+    return ScenarioFamily(name, mixed_scenario, pool_size, MIXED_MAX_TENANTS, MIXED_MAX_PHASES)
+
+
 def make_family(
     spec: str | Path | Mapping[str, Any] | Scenario | ScenarioFamily, pool_size: int = 512
 ) -> ScenarioFamily:
@@ -198,9 +204,7 @@ def make_family(
     if isinstance(spec, ScenarioFamily):
         return spec
     if isinstance(spec, str) and spec in FAMILY_NAMES:
-        return ScenarioFamily(
-            "mixed", mixed_scenario, pool_size, MIXED_MAX_TENANTS, MIXED_MAX_PHASES
-        )
+        return _named_family(spec, pool_size)
     try:
         sc = load_scenario(spec)
     except ScenarioError as exc:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -330,7 +330,7 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
     - v0: first release.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    metadata = {"render_modes": []}  # noqa: RUF012 - Gymnasium declares it as an instance attribute
 
     def __init__(self, render_mode: str | None = None, **kwargs: Any) -> None:
         if render_mode is not None:
@@ -396,10 +396,7 @@ class TieredMemoryVecEnv(VectorEnv):
     gives instance ``i`` the seed ``s + i``, like ``SyncVectorEnv``.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {
-        "render_modes": [],
-        "autoreset_mode": AutoresetMode.SAME_STEP,
-    }
+    metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.SAME_STEP}  # noqa: RUF012
 
     def __init__(self, num_envs: int = 1, render_mode: str | None = None, **kwargs: Any) -> None:
         if render_mode is not None:

@@ -41,17 +41,22 @@ def zone_watermarks(
     managed_gib: ArrayLike,
     machine_gib: ArrayLike | None = None,
     scale_factor: float = 10.0,
+    min_gib: ArrayLike | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """MIN, LOW, HIGH and PROMO watermarks of a node, in GiB (mm/page_alloc.c).
 
-    MIN is the node's share of ``min_free_kbytes`` (split by managed pages,
-    ``__setup_per_zone_wmarks``); ``d = max(MIN/4, managed*scale_factor/10000)``;
+    MIN is ``min_gib`` when given, else the node's share of the boot-time
+    ``min_free_kbytes`` of a machine of ``machine_gib`` (split by managed
+    pages, ``__setup_per_zone_wmarks``); ``d = max(MIN/4, managed*scale_factor/10000)``;
     ``LOW = MIN + d``, ``HIGH = LOW + d``, ``PROMO = HIGH + d``
     (``watermark_scale_factor`` default 10).
     """
     managed = np.asarray(managed_gib, dtype=float)
-    total = managed if machine_gib is None else np.asarray(machine_gib, dtype=float)
-    wmin = default_min_free_kbytes(total * GIB_KB) / GIB_KB * managed / np.maximum(total, 1e-12)
+    if min_gib is None:
+        total = managed if machine_gib is None else np.asarray(machine_gib, dtype=float)
+        wmin = default_min_free_kbytes(total * GIB_KB) / GIB_KB * managed / np.maximum(total, 1e-12)
+    else:
+        wmin = np.asarray(min_gib, dtype=float) + np.zeros_like(managed)
     d = np.maximum(wmin / 4.0, managed * scale_factor / 10000.0)
     return wmin, wmin + d, wmin + 2 * d, wmin + 3 * d
 
@@ -60,7 +65,7 @@ def adapt_promotion_threshold(
     threshold_ms: ArrayLike,
     candidates_mb: ArrayLike,
     rate_limit_mbps: ArrayLike,
-    period_s: float = 60.0,
+    period_s: ArrayLike = 60.0,
 ) -> NDArray[np.float64]:
     """One period of the NUMA-balancing hot threshold adaptation.
 
@@ -71,7 +76,7 @@ def adapt_promotion_threshold(
     """
     th = np.asarray(threshold_ms, dtype=float)
     cand = np.asarray(candidates_mb, dtype=float)
-    ref = np.asarray(rate_limit_mbps, dtype=float) * period_s
+    ref = np.asarray(rate_limit_mbps, dtype=float) * np.asarray(period_s, dtype=float)
     down = cand > 1.1 * ref
     up = cand < 0.9 * ref
     th = np.where(down, np.maximum(th - THRESHOLD_UNIT_MS, THRESHOLD_UNIT_MS), th)

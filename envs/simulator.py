@@ -55,7 +55,7 @@ class Simulator:
             if batch_size is not None and batch_size != len(scs):
                 raise ValueError(f"batch_size={batch_size} but {len(scs)} scenarios were given")
         else:
-            scs = [load_scenario(scenario)] * (batch_size or 1)  # type: ignore[arg-type]
+            scs = [load_scenario(scenario)] * (batch_size or 1)
         self.batch_size = len(scs)
         self.scenarios = scs
         self.seeds = self._seeds(seeds)

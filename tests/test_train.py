@@ -38,7 +38,14 @@ def tiny_args(scenario: Path, run_dir: Path, *extra: str) -> list[str]:
 
 
 def run_train(args: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=ROOT, capture_output=True, text=True, timeout=600, **kw)  # type: ignore[call-overload]
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        **kw,
+    )  # type: ignore[call-overload]
 
 
 def event_tags(run_dir: Path) -> set[str]:
@@ -52,23 +59,54 @@ def event_tags(run_dir: Path) -> set[str]:
     return tags
 
 
-def test_tiny_run_logs_env_and_eval_tags_and_saves_the_run(tmp_path: Path, short_scenario: Path) -> None:
+def test_tiny_run_logs_env_and_eval_tags_and_saves_the_run(
+    tmp_path: Path, short_scenario: Path
+) -> None:
     run_dir = tmp_path / "run"
-    res = run_train(tiny_args(short_scenario, run_dir, "--timesteps", "256", "--eval-interval", "128", "--checkpoint-interval", "128"))
+    res = run_train(
+        tiny_args(
+            short_scenario,
+            run_dir,
+            "--timesteps",
+            "256",
+            "--eval-interval",
+            "128",
+            "--checkpoint-interval",
+            "128",
+        )
+    )
     assert res.returncode == 0, res.stderr
     tags = event_tags(run_dir)
-    assert {"env/tenants/norm_perf", "env/node_dram0/bandwidth_gbps", "env/node_cxl0/latency_ns", "env/promotion_mbps", "env/reward_log_geomean", "time/env_sps"} <= tags
+    assert {
+        "env/tenants/norm_perf",
+        "env/node_dram0/bandwidth_gbps",
+        "env/node_cxl0/latency_ns",
+        "env/promotion_mbps",
+        "env/reward_log_geomean",
+        "time/env_sps",
+    } <= tags
     assert {"eval/ppo", "eval/dram-first", "eval/numa-tiering"} <= tags
     assert any(t.startswith("hyperparameters") for t in tags)  # the hyperparameter table
     cfg = yaml.safe_load((run_dir / "config.yml").read_text())
-    assert cfg["algo"] == "ppo" and cfg["total_timesteps"] == 256 and cfg["env"]["reward"] == "log-geomean"
+    assert (
+        cfg["algo"] == "ppo"
+        and cfg["total_timesteps"] == 256
+        and cfg["env"]["reward"] == "log-geomean"
+    )
     assert "train.py" in (run_dir / "command.txt").read_text()
-    assert (run_dir / "model.zip").is_file() and json.loads((run_dir / "tiergym.json").read_text())["env"]["scenario"] == str(short_scenario)
+    assert (run_dir / "model.zip").is_file() and json.loads((run_dir / "tiergym.json").read_text())[
+        "env"
+    ]["scenario"] == str(short_scenario)
     assert json.loads((run_dir / "training.json").read_text())["timesteps"] == 256
-    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_000000000128", "step_000000000256"]
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
+        "step_000000000128",
+        "step_000000000256",
+    ]
 
 
-def test_sigterm_saves_a_checkpoint_and_resume_reaches_the_total(tmp_path: Path, short_scenario: Path) -> None:
+def test_sigterm_saves_a_checkpoint_and_resume_reaches_the_total(
+    tmp_path: Path, short_scenario: Path
+) -> None:
     run_dir = tmp_path / "run"
     total = 128 * 60
     proc = subprocess.Popen(
@@ -86,7 +124,9 @@ def test_sigterm_saves_a_checkpoint_and_resume_reaches_the_total(tmp_path: Path,
     stopped = max(int(p.name.split("_")[1]) for p in (run_dir / "checkpoints").iterdir())
     assert 1024 <= stopped < total and stopped % 128 == 0  # a rollout boundary
     assert not (run_dir / "model.zip").exists()
-    res = run_train(["--resume", str(run_dir), "--compare-episodes", "0", "--no-progress", "--quiet"])
+    res = run_train(
+        ["--resume", str(run_dir), "--compare-episodes", "0", "--no-progress", "--quiet"]
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads((run_dir / "training.json").read_text())["timesteps"] == total
     from stable_baselines3 import PPO
@@ -98,7 +138,11 @@ def first_actions(run_dir: Path) -> np.ndarray:
     from stable_baselines3 import PPO
 
     model = PPO.load(run_dir / "model.zip", device="cpu")
-    obs = np.random.default_rng(0).uniform(0, 1, (16, *model.observation_space.shape)).astype(np.float32)
+    obs = (
+        np.random.default_rng(0)
+        .uniform(0, 1, (16, *model.observation_space.shape))
+        .astype(np.float32)
+    )
     return model.predict(obs, deterministic=True)[0]
 
 
@@ -107,13 +151,29 @@ def test_one_seed_gives_the_same_policy(tmp_path: Path, short_scenario: Path) ->
 
     for name in ("a", "b", "c"):
         seed = "3" if name != "c" else "4"
-        assert train.main(tiny_args(short_scenario, tmp_path / name, "--timesteps", "256", "--eval-interval", "0", "--seed", seed)) == 0
+        assert (
+            train.main(
+                tiny_args(
+                    short_scenario,
+                    tmp_path / name,
+                    "--timesteps",
+                    "256",
+                    "--eval-interval",
+                    "0",
+                    "--seed",
+                    seed,
+                )
+            )
+            == 0
+        )
     a, b, c = (first_actions(tmp_path / n) for n in "abc")
     assert np.array_equal(a, b)
     assert not np.array_equal(a, c)
 
 
-def test_wrong_input_gets_one_clear_error(tmp_path: Path, short_scenario: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_wrong_input_gets_one_clear_error(
+    tmp_path: Path, short_scenario: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import train
 
     def error(args: list[str]) -> str:
@@ -141,6 +201,8 @@ def test_wrong_input_gets_one_clear_error(tmp_path: Path, short_scenario: Path, 
     (busy / "notes.txt").write_text("keep me")
     msg = error(tiny_args(short_scenario, busy, "--timesteps", "128"))
     assert "already exists" in msg
-    assert (busy / "notes.txt").read_text() == "keep me" and sorted(os.listdir(busy)) == ["notes.txt"]
+    assert (busy / "notes.txt").read_text() == "keep me" and sorted(os.listdir(busy)) == [
+        "notes.txt"
+    ]
     for folder in ("r1", "r2", "r3", "r4"):
         assert not (tmp_path / folder).exists()  # a rejected command leaves nothing behind
