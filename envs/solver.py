@@ -105,11 +105,8 @@ def lsum(x: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
     if x.dtype == np.bool_:
         x = x.astype(np.int64)
     pre = (slice(None),) * axis
-    n = x.shape[axis]
-    if n == 1:
-        return x[(*pre, 0)].copy()
-    out = np.add(x[(*pre, 0)], x[(*pre, 1)])  # the same as copying slice 0 and adding slice 1
-    for i in range(2, n):
+    out = x[(*pre, 0)].copy()
+    for i in range(1, x.shape[axis]):
         out += x[(*pre, i)]
     return out
 
@@ -129,14 +126,7 @@ def queue_delay(u: F64, slope: F64, knee: F64, e: F64) -> tuple[F64, F64]:
 
 
 class _Problem:
-    """One batch of fixed-point problems; arrays batch-last.
-
-    :meth:`evaluate` gives the residual at a point together with what the
-    Jacobian needs; :meth:`jacobian` builds the Jacobian from that only where
-    Newton takes a step (trial points of the line search and converged
-    elements need none). Every element's numbers depend on its own inputs
-    alone, so a sub-problem (:meth:`take`) gives the same numbers as the batch.
-    """
+    """One batch of fixed-point problems; arrays batch-last."""
 
     def __init__(
         self,
@@ -148,11 +138,9 @@ class _Problem:
         bg_rd: F64,
         bg_wr: F64,
         nc: NodeCurves,
-        like: _Problem | None = None,
     ) -> None:
         self.cap, self.compute, self.nc = cap, compute, nc
         self.active = cap > 0
-        self.all_active = bool(self.active.all())
         self.capsafe = np.maximum(cap, _TINY)
         self.share = share
         self.rshare = share * remote  # (T, N, B)
@@ -163,25 +151,9 @@ class _Problem:
         self.rwr_w = self.wr_w * remote
         self.bg_rd, self.bg_wr = bg_rd, bg_wr
         self.rfrac = rfrac
-        self.T, self.N = share.shape[0], share.shape[1]
-        # Structure (which terms exist) comes from the whole batch, so that a
-        # sub-problem returns the same entries; a term that is absent for an
-        # element adds an exact zero to it.
-        if like is None:
-            self.any_remote = bool(remote.any())
-            # Node rows whose link direction is absent (inf) in every element have zero
-            # utilisation there: their queueing delay is a constant (computed once below,
-            # by the same function) and their Jacobian terms are exactly zero (skipped).
-            self.rows_lr = [n for n in range(self.N) if np.isfinite(nc.link_read[n]).any()]
-            self.rows_lw = [n for n in range(self.N) if np.isfinite(nc.link_write[n]).any()]
-        else:
-            self.any_remote = like.any_remote
-            self.rows_lr, self.rows_lw = like.rows_lr, like.rows_lw
-        self.any_link = bool(self.rows_lr or self.rows_lw)
-        if self.any_link:
-            self.q_link0 = queue_delay(
-                np.zeros_like(nc.slope_ns), nc.slope_ns, nc.knee_ns, nc.knee_exp
-            )[0]
+        self.T = cap.shape[0]
+        self.any_remote = bool(remote.any())
+        self.any_link = bool(np.isfinite(nc.link_read).any() or np.isfinite(nc.link_write).any())
 
     def take(self, idx: NDArray[np.int64]) -> _Problem:
         """The sub-problem of batch elements ``idx``."""
@@ -195,36 +167,9 @@ class _Problem:
             self.bg_rd[:, idx],
             self.bg_wr[:, idx],
             nc,
-            like=self,
         )
 
-    def without_background(self) -> _Problem:
-        """The same problem without background (migration) traffic."""
-        return _Problem(
-            self.cap,
-            self.compute,
-            self.rfrac,
-            self.share,
-            self.remote,
-            self.bg_rd * 0.0,
-            self.bg_wr * 0.0,
-            self.nc,
-            like=self,
-        )
-
-    def _link_queue(self, u: F64, rows: list[int]) -> tuple[F64, F64]:
-        """Queueing delay (N, B) of one link direction and its derivative on ``rows`` only."""
-        nc = self.nc
-        if len(rows) == self.N:
-            return queue_delay(u, nc.slope_ns, nc.knee_ns, nc.knee_exp)
-        q = self.q_link0.copy()
-        if not rows:
-            return q, q[:0]
-        qr, dqr = queue_delay(u[rows], nc.slope_ns[rows], nc.knee_ns[rows], nc.knee_exp[rows])
-        q[rows] = qr
-        return q, dqr
-
-    def evaluate(self, x: F64) -> dict[str, F64]:
+    def evaluate(self, x: F64, jac: bool) -> dict[str, F64]:
         nc = self.nc
         xs = x[:, None]
         rd = lsum((xs * self.rd_w), 0) + self.bg_rd
@@ -235,14 +180,13 @@ class _Problem:
         lbar = lsum((self.share * lnode), 1)  # (T, B)
         u_loc = u_mem
         feasible = (u_mem < _U_MAX).all(0)
-        out = {"x": x, "rd": rd, "wr": wr, "dq_mem": dq_mem}
         if self.any_link:
             # the link's two directions queue in series with the memory behind them:
             # reads wait on device-to-host, writes on host-to-device
             u_lr = rd / nc.link_read
             u_lw = wr / nc.link_write
-            q_lr, out["dq_lr"] = self._link_queue(u_lr, self.rows_lr)
-            q_lw, out["dq_lw"] = self._link_queue(u_lw, self.rows_lw)
+            q_lr, dq_lr = queue_delay(u_lr, nc.slope_ns, nc.knee_ns, nc.knee_exp)
+            q_lw, dq_lw = queue_delay(u_lw, nc.slope_ns, nc.knee_ns, nc.knee_exp)
             lnode = lnode + q_lr
             lbar = (
                 lbar
@@ -256,73 +200,49 @@ class _Problem:
             rwr = lsum((xs * self.rwr_w), 0)
             u_rem = mix_utilisation(rrd, rwr, nc.rem_read, nc.rem_write, nc.rem_turn)
             feasible &= (u_rem < _U_MAX).all(0)
-            qr, out["dqr"] = queue_delay(u_rem, nc.rem_slope_ns, nc.rem_knee_ns, nc.rem_knee_exp)
-            out["rrd"], out["rwr"] = rrd, rwr
+            qr, dqr = queue_delay(u_rem, nc.rem_slope_ns, nc.rem_knee_ns, nc.rem_knee_exp)
             lbar = lbar + lsum((self.rshare * (nc.remote_ns + qr)), 1)
         else:
             u_rem = np.zeros_like(u_loc)
         denom = self.compute + lbar
         resid = np.log(np.where(self.active, np.maximum(x, _TINY) * denom / self.capsafe, 1.0))
-        out.update(
-            lbar=lbar,
-            denom=denom,
-            resid=resid,
-            norm=np.abs(resid).max(0),
-            feasible=feasible,
-            lnode=lnode,
-            u_loc=u_loc,
-            u_rem=u_rem,
-        )
+        out = {
+            "lbar": lbar,
+            "resid": resid,
+            "norm": np.abs(resid).max(0),
+            "feasible": feasible,
+            "lnode": lnode,
+            "u_loc": u_loc,
+            "u_rem": u_rem,
+            "rd": rd,
+            "wr": wr,
+        }
+        if jac:
+            # J[t, s] = delta_ts + X_s / denom_t * d Lbar_t / d X_s, where
+            # d Lbar_t / d X_s = sum_n (left_t,n * right_s,n) over every resource
+            tot = np.maximum(rd + wr, _TINY)
+            dmr = 1.0 / nc.mem_read + nc.mem_turn * (wr / tot) ** 2
+            dmw = 1.0 / nc.mem_write + nc.mem_turn * (rd / tot) ** 2
+            pairs = [(self.share * dq_mem, self.rd_w * dmr + self.wr_w * dmw)]
+            if self.any_link:
+                rf = self.rfrac[:, None]
+                pairs.append((self.share * (rf * dq_lr), self.rd_w / nc.link_read))
+                pairs.append((self.share * ((1 - rf) * dq_lw), self.wr_w / nc.link_write))
+            if self.any_remote:
+                rtot = np.maximum(rrd + rwr, _TINY)
+                drr = 1.0 / nc.rem_read + nc.rem_turn * (rwr / rtot) ** 2
+                drw = 1.0 / nc.rem_write + nc.rem_turn * (rrd / rtot) ** 2
+                pairs.append((self.rshare * dqr, self.rrd_w * drr + self.rwr_w * drw))
+            dl = np.zeros((self.T, self.T, x.shape[1]))
+            for left, right in pairs:
+                for n in range(left.shape[1]):
+                    dl += left[:, None, n] * right[None, :, n]
+            j = dl * (x[None] / np.maximum(denom, _TINY)[:, None])
+            act = self.active[:, None] & self.active[None]
+            j = np.where(act, j, 0.0)
+            j += np.eye(self.T)[:, :, None]
+            out["jac"] = j
         return out
-
-    def jacobian(self, ev: dict[str, F64]) -> F64:
-        """Jacobian (T, T, B) of the residual in log X at the point ``ev`` was evaluated at.
-
-        ``J[t, s] = delta_ts + X_s / denom_t * d Lbar_t / d X_s``, where
-        ``d Lbar_t / d X_s = sum_n left_t,n * right_s,n`` over every resource.
-        """
-        nc, T, N = self.nc, self.T, self.N
-        rd, wr = ev["rd"], ev["wr"]
-        tot = np.maximum(rd + wr, _TINY)
-        dmr = 1.0 / nc.mem_read + nc.mem_turn * (wr / tot) ** 2
-        dmw = 1.0 / nc.mem_write + nc.mem_turn * (rd / tot) ** 2
-        sh, dq = self.share, ev["dq_mem"]
-        terms = [
-            (sh[:, n] * dq[n], self.rd_w[:, n] * dmr[n] + self.wr_w[:, n] * dmw[n])
-            for n in range(N)
-        ]
-        if self.any_link:
-            rf = self.rfrac
-            terms += [
-                (sh[:, n] * (rf * ev["dq_lr"][i]), self.rd_w[:, n] / nc.link_read[n])
-                for i, n in enumerate(self.rows_lr)
-            ]
-            terms += [
-                (sh[:, n] * ((1 - rf) * ev["dq_lw"][i]), self.wr_w[:, n] / nc.link_write[n])
-                for i, n in enumerate(self.rows_lw)
-            ]
-        if self.any_remote:
-            rrd, rwr = ev["rrd"], ev["rwr"]
-            rtot = np.maximum(rrd + rwr, _TINY)
-            drr = 1.0 / nc.rem_read + nc.rem_turn * (rwr / rtot) ** 2
-            drw = 1.0 / nc.rem_write + nc.rem_turn * (rrd / rtot) ** 2
-            terms += [
-                (self.rshare[:, n] * ev["dqr"][n], self.rrd_w[:, n] * drr[n] + self.rwr_w[:, n] * drw[n])
-                for n in range(N)
-            ]
-        # outer products added in a fixed order, into one buffer
-        j = terms[0][0][:, None] * terms[0][1][None]
-        tmp = np.empty_like(j)
-        for left, right in terms[1:]:
-            np.multiply(left[:, None], right[None], out=tmp)
-            j += tmp
-        np.divide(ev["x"][None], np.maximum(ev["denom"], _TINY)[:, None], out=tmp)
-        j *= tmp
-        if not self.all_active:
-            np.copyto(j, 0.0, where=~(self.active[:, None] & self.active[None]))
-        for t in range(T):
-            j[t, t] += 1.0
-        return j
 
 
 def _solve_small(a: F64, b: F64) -> F64:
@@ -330,8 +250,8 @@ def _solve_small(a: F64, b: F64) -> F64:
 
     The Jacobian is the identity plus a non-negative matrix with a positive
     diagonal, so elimination without pivoting is safe at these sizes.
-    ``a`` is overwritten.
     """
+    a = a.copy()
     b = b.copy()
     n = a.shape[0]
     for k in range(n):
@@ -355,20 +275,6 @@ def _pick(mask: NDArray[np.bool_], new: dict[str, F64], old: dict[str, F64]) -> 
     return {k: np.where(mask, new[k], old[k]) for k in old if k in new}
 
 
-def _reevaluate(pb: _Problem, ev: dict[str, F64], x: F64, mask: NDArray[np.bool_]) -> dict[str, F64]:
-    """``ev`` with the elements in ``mask`` evaluated again at ``x`` (only those are computed)."""
-    if not mask.any():
-        return ev
-    if mask.all():
-        return pb.evaluate(x)
-    idx = np.flatnonzero(mask)
-    new = pb.take(idx).evaluate(x[:, idx])
-    out = {k: v.copy() for k, v in ev.items()}
-    for k, v in new.items():
-        out[k][..., idx] = v
-    return out
-
-
 def solve_fixed_point(
     cap: F64,
     compute: F64,
@@ -390,9 +296,6 @@ def solve_fixed_point(
     ``remote`` (T, N, B) 1 where the node is on another socket;
     ``bg_rd``/``bg_wr`` (N, B) background traffic in GB/s (migrations);
     ``x0`` (T, B) an optional warm start (used where it is feasible).
-
-    Only the elements that need it are evaluated again (a start pulled back,
-    a cold start, an infeasible start halved); the others keep their numbers.
     """
     pb = _Problem(cap, compute, rfrac, share, remote, bg_rd, bg_wr, nc)
     active = pb.active
@@ -401,39 +304,33 @@ def solve_fixed_point(
         # Warm start from the last interval's rates, pulled back below 90% utilisation:
         # Newton is slow from the saturated side of the knee, fast from below.
         x = np.where(active, x0, 0.0)
-        ev = pb.evaluate(x)
+        ev = pb.evaluate(x, False)
         umax = np.maximum(ev["u_loc"].max(0), ev["u_rem"].max(0))
-        pull = np.minimum(1.0, 0.9 / np.maximum(umax, _TINY))
-        x = x * pull
-        ev = _reevaluate(pb, ev, x, pull < 1.0)
+        x = x * np.minimum(1.0, 0.9 / np.maximum(umax, _TINY))
+        ev = pb.evaluate(x, True)
         cold = ~ev["feasible"] | ((x <= 0) & active).any(0)
     if cold.any():
         # cold start: the zero-load demand scaled so that no resource passes 50%
-        idx = np.flatnonzero(cold)
-        cp = pb if cold.all() else pb.take(idx)
-        lat0 = lsum((cp.share * cp.nc.idle_ns), 1) + lsum(
-            (cp.share * cp.remote * cp.nc.remote_ns), 1
+        lat0 = lsum((share * nc.idle_ns), 1) + lsum((share * remote * nc.remote_ns), 1)
+        demand = np.where(active, cap / np.maximum(compute + lat0, _TINY), 0.0)
+        quiet = _Problem(cap, compute, rfrac, share, remote, bg_rd * 0.0, bg_wr * 0.0, nc).evaluate(
+            demand, False
         )
-        demand = np.where(cp.active, cp.cap / np.maximum(cp.compute + lat0, _TINY), 0.0)
-        quiet = cp.without_background().evaluate(demand)
         umax = np.maximum(quiet["u_loc"].max(0), quiet["u_rem"].max(0))
-        xc = np.where(cp.active, demand * np.minimum(1.0, 0.5 / np.maximum(umax, _TINY)), 0.0)
-        evc = cp.evaluate(xc)
-        if cp is pb:
+        xc = np.where(active, demand * np.minimum(1.0, 0.5 / np.maximum(umax, _TINY)), 0.0)
+        evc = pb.evaluate(xc, True)
+        if x0 is None:
             x, ev = xc, evc
         else:
-            x = x.copy()
-            x[:, idx] = xc
-            ev = {k: v.copy() for k, v in ev.items()}
-            for k, v in evc.items():
-                ev[k][..., idx] = v
+            x = np.where(cold, xc, x)
+            ev = {k: np.where(cold, evc[k], ev[k]) for k in ev}
     # Background traffic is capped by the caller; shrink a start that is still infeasible.
     for _ in range(60):
         bad = ~ev["feasible"]
         if not bad.any():
             break
         x = np.where(bad, x * 0.5, x)
-        ev = _reevaluate(pb, ev, x, bad)
+        ev = pb.evaluate(x, True)
     z = np.log(np.maximum(x, _TINY))
     iters = np.zeros(cap.shape[1], dtype=np.int64)
     # Newton iterations on the working set of unconverged elements; the set is
@@ -452,14 +349,14 @@ def solve_fixed_point(
             sz = z[:, work]
             sev = {k: v[..., work] for k, v in ev.items()}
             todo = np.ones(work.size, dtype=bool)
-        step = -_solve_small(sub.jacobian(sev), sev["resid"])
+        step = -_solve_small(sev["jac"], sev["resid"])
         step = np.where(sub.active & todo, step, 0.0)
         lam = np.ones_like(sev["norm"])
         pending = todo.copy()
         moved = np.zeros_like(todo)
         for _ in range(40):
             tz = sz + lam * step
-            tev = sub.evaluate(np.where(sub.active, np.exp(tz), 0.0))
+            tev = sub.evaluate(np.where(sub.active, np.exp(tz), 0.0), True)
             ok = pending & tev["feasible"] & (tev["norm"] < sev["norm"])
             if ok.any():
                 sz = np.where(ok, tz, sz)
