@@ -164,8 +164,8 @@ def build_config(args: argparse.Namespace) -> RunConfig:
         weights=args.weights,
         action_type=args.action_type,
     )
-    if args.max_tenants is not None:
-        env["max_tenants"] = args.max_tenants
+    # record the slots, so the model can be evaluated on scenarios with fewer tenants
+    env["max_tenants"] = args.max_tenants or family.max_tenants
     if args.action_type == "discrete" and args.algo in ("sac", "td3"):
         raise TrainingError(
             f"{args.algo} needs a continuous (box) action space; use --action-type box"

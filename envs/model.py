@@ -625,10 +625,11 @@ def _uniform(key: ArrayLike, counter: ArrayLike, stream: int) -> F64:
     return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
 
 
-def _normal(key: ArrayLike, counter: ArrayLike, stream: int) -> F64:
-    u1 = _uniform(key, counter, stream)
-    u2 = _uniform(key, counter, stream + 1)
-    return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
+def _normal32(key: ArrayLike, counter: ArrayLike, stream: int) -> NDArray[np.float32]:
+    """Standard normals (Box-Muller) in float32, whose log and cos numpy vectorises."""
+    u1 = _uniform(key, counter, stream).astype(np.float32)
+    u2 = _uniform(key, counter, stream + 1).astype(np.float32)
+    return np.sqrt(np.float32(-2.0) * np.log(u1)) * np.cos(np.float32(2.0 * np.pi) * u2)
 
 
 # --------------------------------------------------------------------------- state
@@ -733,7 +734,6 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     rate_mbps = action.promote_mbps  # (B,)
     promo_on = rate_mbps > 0
     is_dram = ~p.is_cxl  # (N, B)
-    place = state.place.copy()  # (T, K, N, B)
 
     # ---- 1. tenants: phase, activity, working-set targets, frees and churn
     phase = np.maximum(lsum((p.phase_at <= now), 1) - 1, 0)  # (T, B)
@@ -744,19 +744,21 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     )
     ws = np.where(active, np.maximum(ws, 1e-6), 0.0)
     bucket_size = ws[:, None] * np.diff(BUCKET_EDGES)[:, None]  # (T, K, B)
-    cur = lsum(place, 2)
-    keep = np.where(cur > bucket_size, bucket_size / np.maximum(cur, 1e-300), 1.0)
-    keep = keep * (1.0 - np.clip(_gather(p.churn_per_s, phase) * dt, 0.0, 1.0))[:, None]
-    place *= keep[:, :, None]
+    cur = lsum(state.place, 2)
+    # share of each bucket kept: bucket_size / cur where the bucket is too big, else 1
+    # (the same numbers as np.where(cur > bucket_size, ..., 1.0) for pages >= 0)
+    keep = np.minimum(bucket_size / np.maximum(cur, 1e-300), 1.0)
+    keep *= (1.0 - np.clip(_gather(p.churn_per_s, phase) * dt, 0.0, 1.0))[:, None]
+    place = state.place * keep[:, :, None]  # (T, K, N, B), a new array: state is not modified
 
     # ---- 2. allocation by interleave weights, local-first fallback
-    w_new = _normalise_weights(p, np.moveaxis(action.weights, 0, -1), phase)
+    w_new = _normalise_weights(p, np.ascontiguousarray(np.moveaxis(action.weights, 0, -1)), phase)
     w = np.where(active[:, None], w_new, state.weights)
     high = _gather(p.memory_high_gib, phase)
     low = _gather(p.memory_low_gib, phase)
     deficit = np.maximum(bucket_size - lsum(place, 2), 0.0)  # (T, K, B)
     need = lsum(deficit, 1)
-    got = _allocate(p, place, need, w, high)  # (T, N, B)
+    got = _allocate(p, lsum(place, 1), need, w, high)  # (T, N, B)
     frac = deficit / np.maximum(need, 1e-300)[:, None]
     for n in range(N):
         place[:, :, n] += got[:, n][:, None] * frac
@@ -765,7 +767,10 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     # interval kswapd runs whenever a promotion finds too little free memory
     # above HIGH, so the demotion below also makes room for the promotions
     # wanted here; promotion then takes what room there is.
-    used = lsum(place, (0, 1))  # (N, B)
+    # sums of the placement, reused below while it is unchanged
+    tenant_node = lsum(place, 1)  # (T, N, B)
+    used = lsum(tenant_node, 0)  # (N, B), the same as lsum(place, (0, 1))
+    dram_use = lsum((tenant_node * is_dram), 1)  # (T, B)
     local = _gather(p.local_dram, phase)  # (T, B)
     loc1h = _onehot(local, N)  # (T, N, B)
     share_k = _gather(p.access_share, phase)  # (T, K, B)
@@ -776,20 +781,25 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     plenty_t = lsum((loc1h * plentiful), 1) > 0  # (T, B)
     th_t = lsum((loc1h * state.threshold_ms), 1) / 1000.0
     window = np.where(plenty_t, p.scan_period_s, th_t)
-    # float32 is plenty for a detection probability and 4x faster to exponentiate here
-    detect = -np.expm1(-(per_page * window[:, None]).astype(np.float32)).astype(float)
-    detect = np.where(p.active_only, detect * detect, detect)
-    # sampling noise of the scanner: log-normal per tenant and interval, mean 1
-    sigma = p.detect_noise
+    # 1 - exp(-y) = 2 tanh(y/2) / (1 + tanh(y/2)): float32 is plenty for a detection
+    # probability, and numpy vectorises float32 tanh (not expm1), 5x faster here
+    th = np.tanh((per_page * (0.5 * window)[:, None]).astype(np.float32))
+    detect = ((th + th) / (th + np.float32(1.0))).astype(float)
+    if p.active_only.any():
+        detect = np.where(p.active_only, detect * detect, detect)
+    # sampling noise of the scanner: log-normal per tenant and interval, mean 1 (float32)
+    sigma = p.detect_noise.astype(np.float32)
     noise = np.exp(
-        sigma * _normal(state.key, _counter(state.t, T), 11) - 0.5 * sigma * sigma
-    )  # (T, B)
+        sigma * _normal32(state.key, _counter(state.t, T), 11) - np.float32(0.5) * sigma * sigma
+    ).astype(float)  # (T, B)
     scanned = np.minimum(1.0, p.scan_gib_per_s * dt / np.maximum(ws, 1e-300))  # (T, B)
-    pick = np.clip(detect * noise[:, None], 0.0, 1.0) * scanned[:, None]  # (T, K, B)
-    pick = np.where((active & promo_on)[:, None], pick, 0.0)[:, :, None]
+    scanned = np.where(active & promo_on, scanned, 0.0)  # no candidates while off
+    pick = np.clip(np.multiply(detect, noise[:, None], out=detect), 0.0, 1.0, out=detect)
+    pick *= scanned[:, None]  # (T, K, B)
     cxl_nodes = [n for n in range(N) if p.is_cxl[n].any()]
-    cand = {n: place[:, :, n] * (pick[:, :, 0] * p.is_cxl[n]) for n in cxl_nodes}  # (T, K, B) each
-    dram_use = lsum((lsum(place, 1) * is_dram), 1)  # (T, B)
+    cand = {  # (T, K, B) each
+        n: place[:, :, n] * (pick if p.is_cxl[n].all() else pick * p.is_cxl[n]) for n in cxl_nodes
+    }
     # per-tenant scale of its candidates: memcg throttle, memory.high room
     tscale = np.ones_like(dram_use)
     if p.promo_throttle.any():
@@ -808,7 +818,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     # ---- 4. demotion: memory.high excess, then kswapd back to its watermark
     dem_from = np.zeros_like(p.capacity_gib)  # (N, B) GiB demoted from each node
     dem_to = np.zeros_like(p.capacity_gib)
-    used = lsum(place, (0, 1))  # (N, B)
+    demoted = False  # the placement (and its sums above) changed
     for m in range(N):
         tgt = p.demote_target[m]
         can = is_dram[m] & (tgt >= 0)
@@ -817,8 +827,10 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         dst = _onehot(np.maximum(tgt, 0), N)  # (N, B)
         tfree = lsum(((p.capacity_gib - used - p.wm_low) * dst), 0)
         on_m = place[:, :, m]  # (T, K, B)
-        size_m = lsum(on_m, 1)  # (T, B)
-        dram_use = lsum((lsum(place, 1) * is_dram), 1)  # (T, B)
+        if demoted:
+            tenant_node = lsum(place, 1)
+            dram_use = lsum((tenant_node * is_dram), 1)  # (T, B)
+        size_m = tenant_node[:, m]  # (T, B)
         excess = np.maximum(dram_use - high, 0.0) * size_m / np.maximum(dram_use, 1e-300)
         free_m = p.capacity_gib[m] - used[m]
         tpp = p.demote_wm_frac > 0
@@ -838,10 +850,15 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         total = lsum(amount, 0)
         fit = np.minimum(1.0, np.maximum(tfree, 0.0) / np.maximum(total, 1e-300))
         amount = np.where(can, amount * fit, 0.0)
+        if not amount.any():
+            continue  # nothing to demote in any element (moving zeros changes nothing)
+        demoted = True
         take = _take_coldest(on_m, amount)  # (T, K, B)
         place[:, :, m] -= take
         for n in range(N):
-            if dst[n].any():
+            if dst[n].all():
+                place[:, :, n] += take
+            elif dst[n].any():
                 place[:, :, n] += take * dst[n]
         moved = lsum(take, (0, 1))
         dem_from[m] += moved
@@ -849,21 +866,29 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         used = used + moved * (dst - (np.arange(N) == m)[:, None])
 
     # ---- 5. promotion into the room there is above HIGH
-    free = p.capacity_gib - lsum(place, (0, 1))
+    if demoted:
+        used = lsum(lsum(place, 1), 0)
+    free = p.capacity_gib - used
     budget = np.minimum(want, np.maximum(free - p.wm_high, 0.0))
     tscale = tscale * lsum(
         (loc1h * np.minimum(1.0, budget / np.maximum(cand_node, 1e-300))), 1
     )  # (T, B)
-    promo_tk = np.zeros_like(share_k)  # (T, K, B) GiB promoted per bucket
+    promo_tk = None  # (T, K, B) GiB promoted per bucket
     promo_from = np.zeros_like(p.capacity_gib)  # (N, B)
     for n, c in cand.items():
-        moved = c * tscale[:, None]
+        moved = np.multiply(c, tscale[:, None], out=c)
         place[:, :, n] -= moved
-        promo_tk += moved
+        promo_tk = moved if promo_tk is None else np.add(promo_tk, moved, out=promo_tk)
         promo_from[n] = lsum(moved, (0, 1))
+    if promo_tk is None:
+        promo_tk = np.zeros_like(share_k)
     promo_t = lsum(promo_tk, 1)  # (T, B)
     for n in range(N):
-        if is_dram[n].any():
+        if not is_dram[n].any():
+            continue
+        if loc1h[:, n].all():  # every tenant's local DRAM (times 1 changes nothing)
+            place[:, :, n] += promo_tk
+        else:
             place[:, :, n] += promo_tk * loc1h[:, n][:, None]
     promo_to = lsum((promo_t[:, None] * loc1h), 0)
     # NUMA-balancing hot-threshold adaptation, per target node, once a period
@@ -884,11 +909,12 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     cpu_loss = np.clip(promoted_pages * p.migrate_cpu_us * 1e-6 / (threads * dt), 0.0, 0.9)
 
     # ---- 7. the fixed point
-    size_now = np.maximum(lsum(place, 2), 1e-300)  # (T, K, B)
-    density = share_k / size_now
-    node_share = np.stack(
-        [lsum((density * place[:, :, n]), 1) for n in range(N)], axis=1
-    )  # (T, N, B)
+    tenant_bucket = lsum(place, 2)  # (T, K, B)
+    tenant_node = lsum(place, 1)  # (T, N, B)
+    density = share_k / np.maximum(tenant_bucket, 1e-300)
+    node_share = np.empty_like(tenant_node)  # (T, N, B)
+    for n in range(N):
+        node_share[:, n] = lsum(np.multiply(place[:, :, n], density), 1)
     node_share = np.where(active[:, None], node_share, 0.0)
     cap = np.where(
         active, LINE_BYTES * threads * _gather(p.mlp, phase) * state.jit[0] * (1.0 - cpu_loss), 0.0
@@ -913,7 +939,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         c.link_read / np.maximum(mix, 1e-300), c.link_write / np.maximum(1 - mix, 1e-300)
     )
     dram_share = lsum((node_share * is_dram), 1)
-    dram_res = lsum((lsum(place, 1) * is_dram), 1)
+    dram_res = lsum((tenant_node * is_dram), 1)
     solo = _gather(state.solo_gbps, phase)
     out = Outputs(
         node_bandwidth_gbps=bw.T,
@@ -922,7 +948,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         node_peak_gbps=np.minimum(mem_peak, link_peak).T,
         node_utilization=np.maximum(sol.node_util, sol.remote_util).T,
         node_latency_ns=sol.node_latency_ns.T,
-        node_capacity_used_gib=lsum(place, (0, 1)).T,
+        node_capacity_used_gib=lsum(tenant_node, 0).T,
         tenant_active=active.T,
         tenant_throughput_gbps=x.T,
         tenant_demand_gbps=demand.T,
@@ -930,7 +956,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         tenant_latency_ns=np.where(active, sol.tenant_latency_ns, 0.0).T,
         tenant_dram_access_share=np.where(active, dram_share, 0.0).T,
         tenant_dram_resident_gib=dram_res.T,
-        tenant_resident_gib=lsum(place, (1, 2)).T,
+        tenant_resident_gib=lsum(tenant_bucket, 1).T,
         tenant_working_set_gib=ws.T,
         tenant_read_fraction=np.where(active, rfrac, 0.0).T,
         promotion_mbps=lsum(promo_from, 0) * (GIB / 1e6) / dt,
@@ -959,8 +985,8 @@ def _counter(t: NDArray[np.int64], T: int) -> NDArray[np.uint64]:
     return t.astype(np.uint64) * np.uint64(T) + np.arange(T, dtype=np.uint64)[:, None]
 
 
-def _allocate(p: Params, place: F64, need: F64, w: F64, high: F64) -> F64:
-    """GiB each tenant gets on each node (T, N, B).
+def _allocate(p: Params, tenant_node: F64, need: F64, w: F64, high: F64) -> F64:
+    """GiB each tenant gets on each node (T, N, B); ``tenant_node`` (T, N, B) is what it has.
 
     First by its weights into free memory above each node's LOW watermark,
     then what is left in its fallback order (above LOW, then above MIN).
@@ -969,18 +995,20 @@ def _allocate(p: Params, place: F64, need: F64, w: F64, high: F64) -> F64:
     """
     N = p.n_nodes
     is_dram = ~p.is_cxl
-    used = lsum(place, (0, 1))  # (N, B)
-    room0 = np.maximum(high - lsum((lsum(place, 1) * is_dram), 1), 0.0)  # (T, B)
-    got = np.zeros_like(w)
+    used = lsum(tenant_node, 0)  # (N, B)
+    room0 = np.maximum(high - lsum((tenant_node * is_dram), 1), 0.0)  # (T, B)
 
     def grant(req: F64, free: F64, room: F64) -> F64:
         dram_req = lsum((req * is_dram), 1)
-        req = np.where(
-            is_dram, req * np.minimum(1.0, room / np.maximum(dram_req, 1e-300))[:, None], req
-        )
+        scale = np.minimum(1.0, room / np.maximum(dram_req, 1e-300))  # (T, B)
+        for n in range(N):  # DRAM rows scaled to the memory.high room
+            if is_dram[n].all():
+                req[:, n] *= scale
+            elif is_dram[n].any():
+                req[:, n] = np.where(is_dram[n], req[:, n] * scale, req[:, n])
         return req * np.minimum(1.0, np.maximum(free, 0.0) / np.maximum(lsum(req, 0), 1e-300))
 
-    got += grant(need[:, None] * w, p.capacity_gib - used - p.wm_low, room0)
+    got = grant(need[:, None] * w, p.capacity_gib - used - p.wm_low, room0)
     for mark in (p.wm_low, p.wm_min):
         for r in range(N):
             left = need - lsum(got, 1)

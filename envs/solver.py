@@ -29,6 +29,15 @@ result does not depend on what else is in the batch. The residual is
 ``max_t |log X_t + log(compute_t + Lbar_t) - log C_t|``, the relative error of
 Little's law; the default tolerance is 1e-8.
 
+Cost: a step from a warm start typically takes one evaluation at the start
+and two Newton iterations (a Jacobian, a T x T solve and an evaluation each).
+The Jacobian is built only where a Newton step is taken, not at trial points;
+whatever concerns only some elements (a start pulled back, a cold start,
+backtracking, the unconverged tail) is computed on those elements alone, by
+gathering them into a sub-problem. Every array operation is element-wise or a
+fixed-order sum over a leading axis, so an element gets the same numbers in
+any sub-problem as in the whole batch.
+
 Layout: the batch axis is the *last* axis of every array here (``(T, N, B)``
 and so on). numpy reduces over a small leading axis of a batch-last array about
 30x faster than over a small trailing axis of a batch-first one (measured in
@@ -38,7 +47,8 @@ times. The public API (:mod:`envs.model`) speaks batch-first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, fields
 
 import numpy as np
 from numpy.typing import NDArray
@@ -46,6 +56,7 @@ from numpy.typing import NDArray
 __all__ = ["NodeCurves", "Solution", "lsum", "solve_fixed_point"]
 
 F64 = NDArray[np.float64]
+Ev = dict[str, np.ndarray]  # an evaluation: named arrays, float and bool
 TOL = 1e-8
 MAX_ITER = 60
 _U_MAX = 1.0 - 1e-12
@@ -72,6 +83,9 @@ class NodeCurves:
     rem_slope_ns: F64
     rem_knee_ns: F64
     rem_knee_exp: F64
+
+
+_CURVES = [f.name for f in fields(NodeCurves)]
 
 
 @dataclass
@@ -104,10 +118,22 @@ def lsum(x: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
         return x
     if x.dtype == np.bool_:
         x = x.astype(np.int64)
-    pre = (slice(None),) * axis
-    out = x[(*pre, 0)].copy()
-    for i in range(1, x.shape[axis]):
-        out += x[(*pre, i)]
+    xs = np.moveaxis(x, axis, 0)  # a view: slice i is xs[i]
+    n = xs.shape[0]
+    if n == 1:
+        return xs[0].copy()
+    out = np.add(xs[0], xs[1])  # the same as copying slice 0 and adding slice 1
+    for i in range(2, n):
+        out += xs[i]
+    return out
+
+
+def lmax(x: np.ndarray) -> np.ndarray:
+    """Maximum over the leading axis (NaN propagates, as in ``x.max(0)``), by slices:
+    a few calls of np.maximum cost less than a reduction over a small axis."""
+    out = x[0]
+    for i in range(1, x.shape[0]):
+        out = np.maximum(out, x[i])
     return out
 
 
@@ -118,7 +144,7 @@ def mix_utilisation(rd: F64, wr: F64, r: F64, w: F64, c: F64) -> F64:
 
 def queue_delay(u: F64, slope: F64, knee: F64, e: F64) -> tuple[F64, F64]:
     """Queueing delay (ns) and its derivative at utilisation u < 1."""
-    u = np.clip(u, 1e-12, _U_MAX)
+    u = np.minimum(np.maximum(u, 1e-12), _U_MAX)  # np.clip, without its overhead
     ue = np.exp(e * np.log(u))
     inv = 1.0 / (1.0 - u)
     kq = knee * ue * inv
@@ -126,7 +152,14 @@ def queue_delay(u: F64, slope: F64, knee: F64, e: F64) -> tuple[F64, F64]:
 
 
 class _Problem:
-    """One batch of fixed-point problems; arrays batch-last."""
+    """One batch of fixed-point problems; arrays batch-last.
+
+    :meth:`evaluate` gives the residual at a point together with what the
+    Jacobian needs; :meth:`jacobian` builds the Jacobian from that only where
+    Newton takes a step (trial points of the line search and converged
+    elements need none). Every element's numbers depend on its own inputs
+    alone, so a sub-problem (:meth:`take`) gives the same numbers as the batch.
+    """
 
     def __init__(
         self,
@@ -139,54 +172,138 @@ class _Problem:
         bg_wr: F64,
         nc: NodeCurves,
     ) -> None:
-        self.cap, self.compute, self.nc = cap, compute, nc
-        self.active = cap > 0
-        self.capsafe = np.maximum(cap, _TINY)
-        self.share = share
-        self.rshare = share * remote  # (T, N, B)
-        self.remote = remote
-        self.rd_w = share * rfrac[:, None]  # read share per unit throughput
-        self.wr_w = share - self.rd_w
-        self.rrd_w = self.rd_w * remote
-        self.rwr_w = self.wr_w * remote
-        self.bg_rd, self.bg_wr = bg_rd, bg_wr
-        self.rfrac = rfrac
-        self.T = cap.shape[0]
+        self.T, self.N = share.shape[0], share.shape[1]
+        # Structure (which terms exist) is decided for the whole batch and kept by
+        # sub-problems, so they return the same entries; a term that is absent for
+        # an element adds an exact zero to it.
         self.any_remote = bool(remote.any())
-        self.any_link = bool(np.isfinite(nc.link_read).any() or np.isfinite(nc.link_write).any())
+        # Node rows whose link direction is absent (inf) in every element have zero
+        # utilisation there: their queueing delay is a constant (computed once below,
+        # by the same function) and their Jacobian terms are exactly zero (skipped).
+        self.rows_lr = [n for n in range(self.N) if np.isfinite(nc.link_read[n]).any()]
+        self.rows_lw = [n for n in range(self.N) if np.isfinite(nc.link_write[n]).any()]
+        self.any_link = bool(self.rows_lr or self.rows_lw)
+        self.const_link = self.any_link and len(self.rows_lr) + len(self.rows_lw) < 2 * self.N
+        self.sel_lr, self.sel_lw = _rows(self.rows_lr), _rows(self.rows_lw)
+        self.cap, self.compute, self.rfrac = cap, compute, rfrac
+        self.share, self.remote = share, remote
+        # read and write shares per unit throughput, stacked: (2, T, N, B)
+        self.rw_w = np.empty((2, *np.broadcast_shapes(share.shape, rfrac[:, None].shape)))
+        self.rd_w = np.multiply(share, rfrac[:, None], out=self.rw_w[0])
+        self.wr_w = np.subtract(share, self.rd_w, out=self.rw_w[1])
+        if self.any_remote:
+            self.rshare = share * remote  # (T, N, B)
+            self.rrd_w = self.rd_w * remote
+            self.rwr_w = self.wr_w * remote
+        self.bg = np.stack(
+            [bg_rd, bg_wr] if bg_rd.shape == bg_wr.shape else np.broadcast_arrays(bg_rd, bg_wr)
+        )  # (2, N, B) background traffic
+        self.bg_rd, self.bg_wr = self.bg
+        self.nc = nc
+        if self.const_link:
+            # rows without a link in one direction or the other
+            rows = [n for n in range(self.N) if n not in self.rows_lr or n not in self.rows_lw]
+            self.q_link0 = np.zeros_like(nc.slope_ns)
+            self.q_link0[rows] = queue_delay(
+                np.zeros_like(nc.slope_ns[rows]),
+                nc.slope_ns[rows],
+                nc.knee_ns[rows],
+                nc.knee_exp[rows],
+            )[0]
+        self._derived()
+        self._pack: tuple[F64, F64, F64] | None = None
+
+    def _derived(self) -> None:
+        self.active = self.cap > 0
+        self.all_active = bool(self.active.all())
+        self.capsafe = np.maximum(self.cap, _TINY)
+        nc = self.nc
+        curve = [nc.slope_ns, nc.knee_ns, nc.knee_exp]
+        if self.any_link:
+            # the memory's rows then the link rows of each direction: one queue_delay call
+            lr, lw = self.sel_lr, self.sel_lw
+            curve = [np.concatenate([c, c[lr], c[lw]]) for c in curve]
+        self.local_curve = curve
+
+    def _packed(self) -> tuple[F64, F64, F64]:
+        """The inputs packed by shape, (k, T, B), (k, T, N, B) and (k, N, B), built once:
+        a sub-problem is then three gathers."""
+        if self._pack is None:
+            per_tn = [self.share, self.remote, self.rd_w, self.wr_w]  # rw_w: items 2 and 3
+            if self.any_remote:
+                per_tn += [self.rshare, self.rrd_w, self.rwr_w]
+            per_n = [self.bg_rd, self.bg_wr, *(getattr(self.nc, f) for f in _CURVES)]  # bg: 0, 1
+            if self.const_link:
+                per_n.append(self.q_link0)
+            self._pack = (
+                np.stack(np.broadcast_arrays(self.cap, self.compute, self.rfrac)),
+                np.stack(np.broadcast_arrays(*per_tn)),
+                np.stack(np.broadcast_arrays(*per_n)),
+            )
+        return self._pack
 
     def take(self, idx: NDArray[np.int64]) -> _Problem:
         """The sub-problem of batch elements ``idx``."""
-        nc = NodeCurves(**{k: v[..., idx] for k, v in vars(self.nc).items()})
-        return _Problem(
-            self.cap[:, idx],
-            self.compute[:, idx],
-            self.rfrac[:, idx],
-            self.share[..., idx],
-            self.remote[..., idx],
-            self.bg_rd[:, idx],
-            self.bg_wr[:, idx],
-            nc,
-        )
+        per_t, per_tn, per_n = self._packed()
+        per_t, per_tn, per_n = per_t[..., idx], per_tn[..., idx], per_n[..., idx]
+        sub = copy.copy(self)
+        sub._pack = (per_t, per_tn, per_n)
+        sub.cap, sub.compute, sub.rfrac = per_t
+        sub.share, sub.remote, sub.rd_w, sub.wr_w = per_tn[:4]
+        sub.rw_w = per_tn[2:4]
+        if self.any_remote:
+            sub.rshare, sub.rrd_w, sub.rwr_w = per_tn[4:7]
+        sub.bg = per_n[:2]
+        sub.bg_rd, sub.bg_wr = sub.bg
+        k = 2 + len(_CURVES)
+        sub.nc = NodeCurves(*per_n[2:k])
+        if self.const_link:
+            sub.q_link0 = per_n[k]
+        sub._derived()
+        return sub
 
-    def evaluate(self, x: F64, jac: bool) -> dict[str, F64]:
-        nc = self.nc
-        xs = x[:, None]
-        rd = lsum((xs * self.rd_w), 0) + self.bg_rd
-        wr = lsum((xs * self.wr_w), 0) + self.bg_wr
+    def without_background(self) -> _Problem:
+        """The same problem without background (migration) traffic."""
+        quiet = copy.copy(self)
+        quiet.bg = self.bg * 0.0
+        quiet.bg_rd, quiet.bg_wr = quiet.bg
+        quiet._pack = None
+        return quiet
+
+    def _link_rows(self, q: F64, rows: list[int], sel: slice | list[int]) -> F64:
+        """A link direction's delay (N, B) from its link rows' ``q``."""
+        if len(rows) == self.N:
+            return q
+        full = self.q_link0.copy()
+        full[sel] = q
+        return full
+
+    def evaluate(self, x: F64) -> Ev:
+        """Residual, norm, feasibility, latencies and utilisations at throughput ``x`` (T, B),
+        and what :meth:`jacobian` needs."""
+        nc, N = self.nc, self.N
+        rd, wr = lsum(x[None, :, None] * self.rw_w, 1) + self.bg  # (N, B) each
         u_mem = mix_utilisation(rd, wr, nc.mem_read, nc.mem_write, nc.mem_turn)
-        q_mem, dq_mem = queue_delay(u_mem, nc.slope_ns, nc.knee_ns, nc.knee_exp)
-        lnode = nc.idle_ns + q_mem  # (N, B) latency of a read probe
-        lbar = lsum((self.share * lnode), 1)  # (T, B)
-        u_loc = u_mem
-        feasible = (u_mem < _U_MAX).all(0)
+        out = {"x": x, "rd": rd, "wr": wr}
         if self.any_link:
             # the link's two directions queue in series with the memory behind them:
             # reads wait on device-to-host, writes on host-to-device
             u_lr = rd / nc.link_read
             u_lw = wr / nc.link_write
-            q_lr, dq_lr = queue_delay(u_lr, nc.slope_ns, nc.knee_ns, nc.knee_exp)
-            q_lw, dq_lw = queue_delay(u_lw, nc.slope_ns, nc.knee_ns, nc.knee_exp)
+            u = np.concatenate([u_mem, u_lr[self.sel_lr], u_lw[self.sel_lw]])
+        else:
+            u = u_mem
+        q, dq = queue_delay(u, *self.local_curve)  # memory rows, then link rows
+        q_mem = q[:N]
+        out["dq_mem"] = dq[:N]
+        lnode = nc.idle_ns + q_mem  # (N, B) latency of a read probe
+        lbar = lsum((self.share * lnode), 1)  # (T, B)
+        u_loc = u_mem
+        if self.any_link:
+            k = N + len(self.rows_lr)
+            q_lr = self._link_rows(q[N:k], self.rows_lr, self.sel_lr)
+            q_lw = self._link_rows(q[k:], self.rows_lw, self.sel_lw)
+            out["dq_lr"], out["dq_lw"] = dq[N:k], dq[k:]
             lnode = lnode + q_lr
             lbar = (
                 lbar
@@ -194,55 +311,93 @@ class _Problem:
                 + (1 - self.rfrac) * lsum((self.share * q_lw), 1)
             )
             u_loc = np.maximum(u_mem, np.maximum(u_lr, u_lw))
-            feasible &= (u_lr < _U_MAX).all(0) & (u_lw < _U_MAX).all(0)
         if self.any_remote:
+            xs = x[:, None]
             rrd = lsum((xs * self.rrd_w), 0)
             rwr = lsum((xs * self.rwr_w), 0)
             u_rem = mix_utilisation(rrd, rwr, nc.rem_read, nc.rem_write, nc.rem_turn)
-            feasible &= (u_rem < _U_MAX).all(0)
-            qr, dqr = queue_delay(u_rem, nc.rem_slope_ns, nc.rem_knee_ns, nc.rem_knee_exp)
+            qr, out["dqr"] = queue_delay(u_rem, nc.rem_slope_ns, nc.rem_knee_ns, nc.rem_knee_exp)
+            out["rrd"], out["rwr"] = rrd, rwr
             lbar = lbar + lsum((self.rshare * (nc.remote_ns + qr)), 1)
+            feasible = (lmax(u_loc) < _U_MAX) & (lmax(u_rem) < _U_MAX)
         else:
             u_rem = np.zeros_like(u_loc)
+            feasible = lmax(u_loc) < _U_MAX  # u_loc covers the memory and the link
         denom = self.compute + lbar
-        resid = np.log(np.where(self.active, np.maximum(x, _TINY) * denom / self.capsafe, 1.0))
-        out = {
-            "lbar": lbar,
-            "resid": resid,
-            "norm": np.abs(resid).max(0),
-            "feasible": feasible,
-            "lnode": lnode,
-            "u_loc": u_loc,
-            "u_rem": u_rem,
-            "rd": rd,
-            "wr": wr,
-        }
-        if jac:
-            # J[t, s] = delta_ts + X_s / denom_t * d Lbar_t / d X_s, where
-            # d Lbar_t / d X_s = sum_n (left_t,n * right_s,n) over every resource
-            tot = np.maximum(rd + wr, _TINY)
-            dmr = 1.0 / nc.mem_read + nc.mem_turn * (wr / tot) ** 2
-            dmw = 1.0 / nc.mem_write + nc.mem_turn * (rd / tot) ** 2
-            pairs = [(self.share * dq_mem, self.rd_w * dmr + self.wr_w * dmw)]
-            if self.any_link:
-                rf = self.rfrac[:, None]
-                pairs.append((self.share * (rf * dq_lr), self.rd_w / nc.link_read))
-                pairs.append((self.share * ((1 - rf) * dq_lw), self.wr_w / nc.link_write))
-            if self.any_remote:
-                rtot = np.maximum(rrd + rwr, _TINY)
-                drr = 1.0 / nc.rem_read + nc.rem_turn * (rwr / rtot) ** 2
-                drw = 1.0 / nc.rem_write + nc.rem_turn * (rrd / rtot) ** 2
-                pairs.append((self.rshare * dqr, self.rrd_w * drr + self.rwr_w * drw))
-            dl = np.zeros((self.T, self.T, x.shape[1]))
-            for left, right in pairs:
-                for n in range(left.shape[1]):
-                    dl += left[:, None, n] * right[None, :, n]
-            j = dl * (x[None] / np.maximum(denom, _TINY)[:, None])
-            act = self.active[:, None] & self.active[None]
-            j = np.where(act, j, 0.0)
-            j += np.eye(self.T)[:, :, None]
-            out["jac"] = j
+        ratio = np.maximum(x, _TINY) * denom / self.capsafe
+        resid = np.log(ratio if self.all_active else np.where(self.active, ratio, 1.0))
+        out.update(
+            lbar=lbar,
+            denom=denom,
+            resid=resid,
+            norm=lmax(np.abs(resid)),
+            feasible=feasible,
+            lnode=lnode,
+            u_loc=u_loc,
+            u_rem=u_rem,
+        )
         return out
+
+    def jacobian(self, ev: Ev) -> F64:
+        """Jacobian (T, T, B) of the residual in log X at the point ``ev`` was evaluated at.
+
+        ``J[t, s] = delta_ts + X_s / denom_t * d Lbar_t / d X_s``, where
+        ``d Lbar_t / d X_s = sum_n left_t,n * right_s,n`` over every resource
+        (a node row without a link in a direction would add exact zeros: skipped).
+        """
+        nc, T, N = self.nc, self.T, self.N
+        rd, wr = ev["rd"], ev["wr"]
+        tot = np.maximum(rd + wr, _TINY)
+        dmr = 1.0 / nc.mem_read + nc.mem_turn * (wr / tot) ** 2
+        dmw = 1.0 / nc.mem_write + nc.mem_turn * (rd / tot) ** 2
+        sh, dq = self.share, ev["dq_mem"]
+        terms = [
+            (sh[:, n] * dq[n], self.rd_w[:, n] * dmr[n] + self.wr_w[:, n] * dmw[n])
+            for n in range(N)
+        ]
+        if self.any_link:
+            rf = self.rfrac
+            terms += [
+                (sh[:, n] * (rf * ev["dq_lr"][i]), self.rd_w[:, n] / nc.link_read[n])
+                for i, n in enumerate(self.rows_lr)
+            ]
+            terms += [
+                (sh[:, n] * ((1 - rf) * ev["dq_lw"][i]), self.wr_w[:, n] / nc.link_write[n])
+                for i, n in enumerate(self.rows_lw)
+            ]
+        if self.any_remote:
+            rrd, rwr = ev["rrd"], ev["rwr"]
+            rtot = np.maximum(rrd + rwr, _TINY)
+            drr = 1.0 / nc.rem_read + nc.rem_turn * (rwr / rtot) ** 2
+            drw = 1.0 / nc.rem_write + nc.rem_turn * (rrd / rtot) ** 2
+            terms += [
+                (
+                    self.rshare[:, n] * ev["dqr"][n],
+                    self.rrd_w[:, n] * drr[n] + self.rwr_w[:, n] * drw[n],
+                )
+                for n in range(N)
+            ]
+        # outer products added in a fixed order, into one buffer (the first is what
+        # adding it to zeros gives)
+        j = terms[0][0][:, None] * terms[0][1][None]
+        tmp = np.empty_like(j)
+        for left, right in terms[1:]:
+            np.multiply(left[:, None], right[None], out=tmp)
+            j += tmp
+        np.divide(ev["x"][None], np.maximum(ev["denom"], _TINY)[:, None], out=tmp)
+        j *= tmp
+        if not self.all_active:
+            np.copyto(j, 0.0, where=~(self.active[:, None] & self.active[None]))
+        for t in range(T):
+            j[t, t] += 1.0
+        return j
+
+
+def _rows(rows: list[int]) -> slice | list[int]:
+    """An index for ``rows``: a slice (a view, no copy) where they are consecutive."""
+    if rows and rows == list(range(rows[0], rows[-1] + 1)):
+        return slice(rows[0], rows[-1] + 1)
+    return rows
 
 
 def _solve_small(a: F64, b: F64) -> F64:
@@ -250,17 +405,17 @@ def _solve_small(a: F64, b: F64) -> F64:
 
     The Jacobian is the identity plus a non-negative matrix with a positive
     diagonal, so elimination without pivoting is safe at these sizes.
+    ``a`` is overwritten.
     """
-    a = a.copy()
     b = b.copy()
     n = a.shape[0]
     for k in range(n):
         piv = a[k, k]
         piv = np.where(np.abs(piv) < 1e-300, 1e-300, piv)
-        for i in range(k + 1, n):
-            f = a[i, k] / piv
-            a[i, k:] -= f * a[k, k:]
-            b[i] -= f * b[k]
+        if k + 1 < n:  # eliminate column k from every row below at once
+            f = a[k + 1 :, k] / piv
+            a[k + 1 :, k:] -= f[:, None] * a[k, k:]
+            b[k + 1 :] -= f * b[k]
         a[k, k] = piv
     x = np.empty_like(b)
     for k in range(n - 1, -1, -1):
@@ -269,10 +424,35 @@ def _solve_small(a: F64, b: F64) -> F64:
     return x
 
 
-def _pick(mask: NDArray[np.bool_], new: dict[str, F64], old: dict[str, F64]) -> dict[str, F64]:
+def _pick(mask: NDArray[np.bool_], new: Ev, old: Ev) -> Ev:
     if mask.all():
         return new
     return {k: np.where(mask, new[k], old[k]) for k in old if k in new}
+
+
+def _scatter(ev: Ev, idx: NDArray[np.int64], new: Ev) -> Ev:
+    """A copy of ``ev`` with batch elements ``idx`` replaced by ``new``'s (one per index)."""
+    out = {k: v.copy() for k, v in ev.items()}
+    for k, v in out.items():
+        v[..., idx] = new[k]
+    return out
+
+
+def _reevaluate(pb: _Problem, ev: Ev, x: F64, mask: NDArray[np.bool_]) -> Ev:
+    """``ev`` with the elements in ``mask`` evaluated again at ``x`` (only those are computed)."""
+    if not mask.any():
+        return ev
+    if mask.all():
+        return pb.evaluate(x)
+    idx = np.flatnonzero(mask)
+    return _scatter(ev, idx, pb.take(idx).evaluate(x[:, idx]))
+
+
+def _zero_load_demand(pb: _Problem) -> F64:
+    """Each tenant's throughput (T, B) at idle latencies (0 where inactive)."""
+    nc = pb.nc
+    lat0 = lsum((pb.share * nc.idle_ns), 1) + lsum((pb.share * pb.remote * nc.remote_ns), 1)
+    return np.where(pb.active, pb.cap / np.maximum(pb.compute + lat0, _TINY), 0.0)
 
 
 def solve_fixed_point(
@@ -296,41 +476,49 @@ def solve_fixed_point(
     ``remote`` (T, N, B) 1 where the node is on another socket;
     ``bg_rd``/``bg_wr`` (N, B) background traffic in GB/s (migrations);
     ``x0`` (T, B) an optional warm start (used where it is feasible).
+
+    Only the elements that need it are evaluated again (a start pulled back,
+    a cold start, an infeasible start halved); the others keep their numbers.
     """
     pb = _Problem(cap, compute, rfrac, share, remote, bg_rd, bg_wr, nc)
     active = pb.active
     cold = np.ones(cap.shape[1], dtype=bool)
     if x0 is not None:
-        # Warm start from the last interval's rates, pulled back below 90% utilisation:
-        # Newton is slow from the saturated side of the knee, fast from below.
+        # Warm start from the last interval's rates (a tenant without one, just started,
+        # from its zero-load demand), pulled back below 90% utilisation: Newton is slow
+        # from the saturated side of the knee, fast from below.
         x = np.where(active, x0, 0.0)
-        ev = pb.evaluate(x, False)
-        umax = np.maximum(ev["u_loc"].max(0), ev["u_rem"].max(0))
-        x = x * np.minimum(1.0, 0.9 / np.maximum(umax, _TINY))
-        ev = pb.evaluate(x, True)
+        new = active & (x <= 0)
+        if new.any():
+            x = np.where(new, _zero_load_demand(pb), x)
+        ev = pb.evaluate(x)
+        umax = np.maximum(lmax(ev["u_loc"]), lmax(ev["u_rem"]))
+        pull = np.minimum(1.0, 0.9 / np.maximum(umax, _TINY))
+        x = x * pull
+        ev = _reevaluate(pb, ev, x, pull < 1.0)
         cold = ~ev["feasible"] | ((x <= 0) & active).any(0)
     if cold.any():
         # cold start: the zero-load demand scaled so that no resource passes 50%
-        lat0 = lsum((share * nc.idle_ns), 1) + lsum((share * remote * nc.remote_ns), 1)
-        demand = np.where(active, cap / np.maximum(compute + lat0, _TINY), 0.0)
-        quiet = _Problem(cap, compute, rfrac, share, remote, bg_rd * 0.0, bg_wr * 0.0, nc).evaluate(
-            demand, False
-        )
-        umax = np.maximum(quiet["u_loc"].max(0), quiet["u_rem"].max(0))
-        xc = np.where(active, demand * np.minimum(1.0, 0.5 / np.maximum(umax, _TINY)), 0.0)
-        evc = pb.evaluate(xc, True)
-        if x0 is None:
+        idx = np.flatnonzero(cold)
+        cp = pb if cold.all() else pb.take(idx)
+        demand = _zero_load_demand(cp)
+        quiet = cp.without_background().evaluate(demand)
+        umax = np.maximum(lmax(quiet["u_loc"]), lmax(quiet["u_rem"]))
+        xc = np.where(cp.active, demand * np.minimum(1.0, 0.5 / np.maximum(umax, _TINY)), 0.0)
+        evc = cp.evaluate(xc)
+        if cp is pb:
             x, ev = xc, evc
         else:
-            x = np.where(cold, xc, x)
-            ev = {k: np.where(cold, evc[k], ev[k]) for k in ev}
+            x = x.copy()
+            x[:, idx] = xc
+            ev = _scatter(ev, idx, evc)
     # Background traffic is capped by the caller; shrink a start that is still infeasible.
     for _ in range(60):
         bad = ~ev["feasible"]
         if not bad.any():
             break
         x = np.where(bad, x * 0.5, x)
-        ev = pb.evaluate(x, True)
+        ev = _reevaluate(pb, ev, x, bad)
     z = np.log(np.maximum(x, _TINY))
     iters = np.zeros(cap.shape[1], dtype=np.int64)
     # Newton iterations on the working set of unconverged elements; the set is
@@ -349,20 +537,36 @@ def solve_fixed_point(
             sz = z[:, work]
             sev = {k: v[..., work] for k, v in ev.items()}
             todo = np.ones(work.size, dtype=bool)
-        step = -_solve_small(sev["jac"], sev["resid"])
+        step = -_solve_small(sub.jacobian(sev), sev["resid"])
         step = np.where(sub.active & todo, step, 0.0)
         lam = np.ones_like(sev["norm"])
         pending = todo.copy()
         moved = np.zeros_like(todo)
+        few: tuple[NDArray[np.int64], _Problem] | None = None  # backtracking sub-problem
         for _ in range(40):
-            tz = sz + lam * step
-            tev = sub.evaluate(np.where(sub.active, np.exp(tz), 0.0), True)
-            ok = pending & tev["feasible"] & (tev["norm"] < sev["norm"])
-            if ok.any():
-                sz = np.where(ok, tz, sz)
-                sev = _pick(ok, tev, sev)
-                moved |= ok
-                pending &= ~ok
+            if pending.mean() > 0.5:
+                tz = sz + lam * step
+                tev = sub.evaluate(np.where(sub.active, np.exp(tz), 0.0))
+                ok = pending & tev["feasible"] & (tev["norm"] < sev["norm"])
+                if ok.any():
+                    sz = np.where(ok, tz, sz)
+                    sev = _pick(ok, tev, sev)
+            else:
+                # backtracking for a few elements: only those are evaluated again
+                idx = np.flatnonzero(pending)
+                if few is None or not np.array_equal(few[0], idx):
+                    few = (idx, sub.take(idx))
+                tz = sz[:, idx] + lam[idx] * step[:, idx]
+                tev = few[1].evaluate(np.where(few[1].active, np.exp(tz), 0.0))
+                ok_few = tev["feasible"] & (tev["norm"] < sev["norm"][idx])
+                ok = np.zeros_like(pending)
+                ok[idx] = ok_few
+                if ok_few.any():
+                    sz = sz.copy()
+                    sz[:, idx[ok_few]] = tz[:, ok_few]
+                    sev = _scatter(sev, idx[ok_few], {k: v[..., ok_few] for k, v in tev.items()})
+            moved |= ok
+            pending &= ~ok
             if not pending.any():
                 break
             lam = np.where(pending, lam * 0.5, lam)
