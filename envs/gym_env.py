@@ -145,37 +145,17 @@ class Engine:
     def observe(self, idx: NDArray[np.int64] | None = None) -> NDArray[np.float32]:
         """Observations (B, size) from the last interval (or the reset state)."""
         p, s = self.params, self.state
-        c = p.curves
-        present = p.present & (p.start_s <= 0)
         obs = self.encoder.encode(
             self.last,
-            idle_ns=c.idle_ns.T,
+            idle_ns=p.curves.idle_ns.T,
             capacity_gib=p.capacity_gib.T,
             peak_gbps=self.peak_gbps,
             weights=np.moveaxis(s.weights, -1, 0),
             t=s.t,
             steps=p.episode_steps,
-            present=present.T,
+            present=(p.present & (p.start_s <= 0)).T,
+            read_fraction=p.read_fraction[:, 0].T,
         )
-        fresh = s.t == 0
-        if fresh.any():  # at a reset: only presence, read fraction and weights are known
-            reset = self.encoder.encode(
-                None,
-                idle_ns=c.idle_ns.T,
-                capacity_gib=p.capacity_gib.T,
-                peak_gbps=self.peak_gbps,
-                weights=np.moveaxis(s.weights, -1, 0),
-                t=s.t,
-                steps=p.episode_steps,
-                present=present.T,
-            )
-            start = 3 * self.N
-            per = self.encoder.per_tenant
-            tenant = reset[:, start : start + self.T * per].reshape(-1, self.T, per)
-            tenant[:, :, 0] = present.T
-            tenant[:, :, 5] = p.read_fraction[:, 0].T * present.T
-            tenant[:, :, 6:] = np.moveaxis(s.weights, -1, 0) * present.T[:, :, None]
-            obs = np.where(fresh[:, None], reset, obs)
         return obs if idx is None else obs[idx]
 
     def info(self, out: Outputs, terms: dict[str, NDArray[np.float64]]) -> dict[str, Any]:

@@ -203,8 +203,14 @@ class ObservationEncoder:
         t: NDArray[np.int64],
         steps: NDArray[np.int64],
         present: NDArray[np.bool_],
+        read_fraction: F64,
     ) -> NDArray[np.float32]:
-        """Observation (B, size). ``out`` None means before the first interval (a reset)."""
+        """Observation (B, size) after an interval (``out``), batch-first arguments.
+
+        Rows with ``t == 0`` (just reset; ``out`` None means every row) only know
+        the tenants present at the start (``present``, (B, T)), their
+        ``read_fraction`` and the ``weights`` in force, and the time.
+        """
         bsz = t.shape[0]
         obs = np.zeros((bsz, self.size), dtype=np.float32)
         N, T = self.N, self.T
@@ -234,6 +240,15 @@ class ObservationEncoder:
             )
             obs[:, : 3 * N] = node.reshape(bsz, -1)
             obs[:, -3:-1] = glob
+        fresh = (t == 0) if out is not None else np.ones(bsz, dtype=bool)
+        if fresh.any():
+            start = np.zeros((bsz, T, self.per_tenant))
+            start[:, :, 0] = present
+            start[:, :, 5] = read_fraction * present
+            start[:, :, 6:] = weights * present[:, :, None]
+            tenant = np.where(fresh[:, None, None], start, tenant)
+            obs[fresh, : 3 * N] = 0.0
+            obs[fresh, -3:-1] = 0.0
         obs[:, 3 * N : 3 * N + T * self.per_tenant] = tenant.reshape(bsz, -1)
         obs[:, -1] = t / np.maximum(steps, 1)
         np.clip(obs, 0.0, 1.0, out=obs)
