@@ -48,6 +48,7 @@ times. The public API (:mod:`envs.model`) speaks batch-first.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -467,6 +468,7 @@ def solve_fixed_point(
     x0: F64 | None = None,
     tol: float = TOL,
     max_iter: int = MAX_ITER,
+    retry: bool = True,
 ) -> Solution:
     """Solve every batch element's fixed point (arrays batch-last).
 
@@ -479,6 +481,10 @@ def solve_fixed_point(
 
     Only the elements that need it are evaluated again (a start pulled back,
     a cold start, an infeasible start halved); the others keep their numbers.
+    With ``retry``, an element that Newton leaves above the tolerance (deep
+    saturation reached from a poor start) is solved again from a cold start
+    and, if that fails too, by continuation: the bytes in flight raised in
+    stages from 10% to 100%, each stage started from the last one's solution.
     """
     pb = _Problem(cap, compute, rfrac, share, remote, bg_rd, bg_wr, nc)
     active = pb.active
@@ -580,7 +586,7 @@ def solve_fixed_point(
         if not moved.any():
             break  # nothing can improve further (machine precision)
     x = np.where(active, np.exp(z), 0.0)
-    return Solution(
+    sol = Solution(
         throughput=x,
         tenant_latency_ns=ev["lbar"],
         node_latency_ns=ev["lnode"],
@@ -591,3 +597,43 @@ def solve_fixed_point(
         residual=ev["norm"],
         iterations=iters,
     )
+    if retry and (sol.residual > tol).any():
+        _retry(sol, (cap, compute, rfrac, share, remote, bg_rd, bg_wr), nc, tol, max_iter)
+    return sol
+
+
+_CONTINUATION = (0.1, 0.3, 0.6, 0.85, 1.0)
+
+
+def _retry(
+    sol: Solution, arrays: tuple[F64, ...], nc: NodeCurves, tol: float, max_iter: int
+) -> None:
+    """Solve the unconverged elements of ``sol`` again (cold, then by continuation), in place."""
+    idx = np.flatnonzero(sol.residual > tol)
+    cap, compute, rfrac, share, remote, bg_rd, bg_wr = (a[..., idx] for a in arrays)
+    snc = NodeCurves(**{k: v[..., idx] for k, v in vars(nc).items()})
+    rest = (compute, rfrac, share, remote, bg_rd, bg_wr, snc)
+    best = solve_fixed_point(cap, *rest, x0=None, tol=tol, max_iter=max_iter, retry=False)
+    if (best.residual > tol).any():
+        xk = None
+        for lam in _CONTINUATION:
+            cont = solve_fixed_point(
+                cap * lam, *rest, x0=xk, tol=tol, max_iter=max_iter, retry=False
+            )
+            xk = cont.throughput
+        _replace(best, cont, cont.residual < best.residual)
+    _replace(sol, best, best.residual < sol.residual[idx], idx)
+
+
+def _replace(
+    dst: Solution, src: Solution, mask: NDArray[np.bool_], idx: NDArray[np.int64] | None = None
+) -> None:
+    """Rows ``mask`` of ``src`` into ``dst`` (at ``idx`` when ``dst`` is the larger batch)."""
+    rows = np.flatnonzero(mask)
+    at = rows if idx is None else idx[rows]
+    for f in dataclasses.fields(Solution):
+        d, s_ = getattr(dst, f.name), getattr(src, f.name)
+        if f.name == "iterations":
+            d[at] += s_[rows]
+        else:
+            d[..., at] = s_[..., rows]
