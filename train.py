@@ -170,10 +170,9 @@ def build_config(args: argparse.Namespace) -> RunConfig:
         raise TrainingError(
             f"{args.algo} needs a continuous (box) action space; use --action-type box"
         )
-    n_envs = args.num_envs or int(hp.pop("n_envs", 16))
-    hp.pop("n_envs", None)
-    total = args.timesteps or int(hp.pop("total_timesteps", DEFAULT_TIMESTEPS))
-    hp.pop("total_timesteps", None)
+    file_envs, file_total = hp.pop("n_envs", 16), hp.pop("total_timesteps", DEFAULT_TIMESTEPS)
+    n_envs = args.num_envs or int(file_envs)
+    total = args.timesteps or int(file_total)
     if args.algo == "ppo" and args.timesteps is None and args.hyperparams is None and not args.set:
         total = DEFAULT_TIMESTEPS
     if args.algo in ON_POLICY:

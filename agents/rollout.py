@@ -187,8 +187,8 @@ def run_episodes(
         action, state = policy.predict(
             obs, state=state, episode_start=start, deterministic=deterministic
         )
-        obs, reward, term, trunc, infos = env.step(np.asarray(action))
-        info = step_info(infos)
+        obs, reward, term, trunc, _ = env.step(np.asarray(action))
+        info = env.engine.last_info  # every instance, finished ones included
         if observe is not None:
             observe(info)
         m = live.astype(float)

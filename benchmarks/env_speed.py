@@ -115,39 +115,20 @@ def loop_rate(batch: int, steps: int, rng: np.random.Generator) -> float:
     return batch * steps / (time.perf_counter() - t0)
 
 
-def vec_rate(n: int, steps: int, scenario: str) -> float:
+def env_rate(n: int, steps: int, scenario: str, mode: str, warmup: int) -> float:
+    """Environment steps per second of ``gym.make_vec`` with ``vectorization_mode=mode``."""
     import gymnasium as gym
 
     env = gym.make_vec(
-        "tiergym/TieredMemory-v0",
-        num_envs=n,
-        vectorization_mode="vector_entry_point",
-        scenario=scenario,
+        "tiergym/TieredMemory-v0", num_envs=n, vectorization_mode=mode, scenario=scenario
     )
     env.reset(seed=0)
     env.action_space.seed(0)
-    acts = [env.action_space.sample() for _ in range(steps + 3)]
-    for a in acts[:3]:
+    acts = [env.action_space.sample() for _ in range(steps + warmup)]
+    for a in acts[:warmup]:
         env.step(a)
     t0 = time.perf_counter()
-    for a in acts[3:]:
-        env.step(a)
-    return n * steps / (time.perf_counter() - t0)
-
-
-def sync_rate(n: int, steps: int, scenario: str) -> float:
-    import gymnasium as gym
-
-    env = gym.make_vec(
-        "tiergym/TieredMemory-v0", num_envs=n, vectorization_mode="sync", scenario=scenario
-    )
-    env.reset(seed=0)
-    env.action_space.seed(0)
-    acts = [env.action_space.sample() for _ in range(steps + 2)]
-    for a in acts[:2]:
-        env.step(a)
-    t0 = time.perf_counter()
-    for a in acts[2:]:
+    for a in acts[warmup:]:
         env.step(a)
     return n * steps / (time.perf_counter() - t0)
 
@@ -208,8 +189,10 @@ def main() -> None:
     print("| N | native steps/s | SyncVectorEnv steps/s | native / sync |")
     print("|---:|---:|---:|---:|")
     for n in [16, 64] if args.quick else [64, 1024, 4096]:
-        native = vec_rate(n, 3 if args.quick else max(10, 20000 // n), "mixed")
-        sync = sync_rate(min(n, 256), 2 if args.quick else 4, "mixed")
+        native = env_rate(
+            n, 3 if args.quick else max(10, 20000 // n), "mixed", "vector_entry_point", 3
+        )
+        sync = env_rate(min(n, 256), 2 if args.quick else 4, "mixed", "sync", 2)
         print(f"| {n} | {native:,.0f} | {sync:,.0f} | {native / sync:.0f}x |")
 
     print("\n## PPO (stable-baselines3 MlpPolicy) on the native vector env through the adapter\n")
