@@ -1,208 +1,28 @@
-"""Gymnasium environments over the batched model: a single env and a native vector env.
+"""Gymnasium environments over the environment core: a single env and a native vector env.
 
-Both are thin adapters over one :class:`Engine`, which holds a batch of
-model instances and does everything else once: draw scenarios from a family,
-decode actions, step the model, encode observations, compute rewards, build
-the info arrays, and autoreset finished instances in the same step.
+Both are thin adapters over the pure functions of :mod:`envs.core`: they hold
+the frozen :class:`~envs.core.EnvParams` and the current
+:class:`~envs.core.EnvState`, and turn the step's :class:`~envs.core.Metrics`
+into Gymnasium's ``info``. Nothing is computed here that the core does not
+compute for every other caller.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
-from numpy.typing import NDArray
 
-from envs.families import ScenarioFamily, make_family
-from envs.model import (
-    KernelConfig,
-    Outputs,
-    Params,
-    State,
-    _splitmix,
-    init_state,
-    reset_rows,
-    step,
-)
-from envs.scenario import Scenario
-from envs.spaces import REWARDS, ActionCodec, ObservationEncoder, reward_terms
+from envs import core
+from envs.core import EnvParams, EnvState, Hardware, ScenarioSpec
 
-__all__ = ["ENV_ID", "Engine", "TieredMemoryEnv", "TieredMemoryVecEnv"]
+__all__ = ["ENV_ID", "ScenarioSpec", "TieredMemoryEnv", "TieredMemoryVecEnv"]
 
 ENV_ID = "tiergym/TieredMemory-v0"
-ScenarioSpec = str | Path | Mapping[str, Any] | Scenario | ScenarioFamily
-
-# info keys copied from the model's outputs (section 5 of the design brief)
-_INFO_KEYS = (
-    "node_bandwidth_gbps",
-    "node_utilization",
-    "node_latency_ns",
-    "node_capacity_used_gib",
-    "tenant_active",
-    "tenant_throughput_gbps",
-    "tenant_norm_perf",
-    "tenant_latency_ns",
-    "tenant_dram_access_share",
-    "tenant_dram_resident_gib",
-    "promotion_mbps",
-    "demotion_mbps",
-    "total_throughput_gbps",
-    "solver_residual",
-)
-
-
-def _kernel(kernel: KernelConfig | Mapping[str, Any] | None) -> KernelConfig:
-    if kernel is None:
-        return KernelConfig()
-    if isinstance(kernel, KernelConfig):
-        return kernel
-    known = {f.name for f in dataclasses.fields(KernelConfig)}
-    bad = sorted(set(kernel) - known)
-    if bad:
-        raise ValueError(f"kernel: unknown option(s) {bad}, expected some of {sorted(known)}")
-    return KernelConfig(**kernel)
-
-
-class Engine:
-    """A batch of environment instances over the model core (arrays batch-first at its surface)."""
-
-    def __init__(
-        self,
-        num_envs: int,
-        scenario: ScenarioSpec = "mixed",
-        split: str = "train",
-        max_tenants: int | None = None,
-        reward: str = "log-geomean",
-        weights: str = "per-tenant",
-        action_type: str = "box",
-        max_promote_mbps: float = 65536.0,
-        kernel: KernelConfig | Mapping[str, Any] | None = None,
-        jitter: float = 0.05,
-        pool_size: int = 512,
-    ) -> None:
-        if reward not in REWARDS:
-            raise ValueError(f"reward: got {reward!r}, expected one of {list(REWARDS)}")
-        self.family = make_family(scenario, pool_size=pool_size)
-        self.split = split
-        self.family.scenario(split, 0)  # validates the split
-        self.T = max_tenants or self.family.max_tenants
-        if self.family.max_tenants > self.T:
-            raise ValueError(
-                f"scenario {self.family.name!r} has up to {self.family.max_tenants} tenants, "
-                f"more than max_tenants={self.T} slots"
-            )
-        self.kernel = _kernel(kernel)
-        self.pool = self.family.pool(split, self.T, self.kernel, jitter)
-        self.num_envs = num_envs
-        self.N = self.pool.n_nodes
-        self.reward_name = reward
-        self.codec = ActionCodec(self.T, self.N, weights, action_type, max_promote_mbps)
-        self.encoder = ObservationEncoder(self.T, self.N)
-        # every instance starts on pool row 0; reset() draws the real ones
-        self.params: Params = self.pool.subset(np.zeros(num_envs, dtype=np.int64))
-        self.state: State = init_state(self.params, np.zeros(num_envs, dtype=np.uint64))
-        self.base_seed = np.zeros(num_envs, dtype=np.uint64)
-        self.episode = np.zeros(num_envs, dtype=np.uint64)
-        self.kernel_weights = np.zeros((num_envs, self.T, self.N), dtype=np.int64)
-        self.promote_mbps = np.zeros(num_envs)
-        self.last: Outputs | None = None
-        self.last_info: dict[str, Any] = {}
-
-    # ---------------------------------------------------------------- helpers
-    @property
-    def node_names(self) -> list[str]:
-        return self.params.node_names
-
-    @property
-    def peak_gbps(self) -> NDArray[np.float64]:
-        """(B,) the machine's read peak: the sum of the nodes' read peaks."""
-        c = self.params.curves
-        return np.minimum(c.mem_read, c.link_read).sum(0)
-
-    def _episode_seeds(self, idx: NDArray[np.int64]) -> NDArray[np.uint64]:
-        with np.errstate(over="ignore"):
-            return _splitmix(
-                self.base_seed[idx] * np.uint64(0x9E3779B97F4A7C15) + _splitmix(self.episode[idx])
-            )
-
-    def reset_instances(self, idx: NDArray[np.int64]) -> None:
-        """New episodes for instances ``idx``: draw a pool scenario and a fresh state (vectorized)."""
-        if idx.size == 0:
-            return
-        seeds = self._episode_seeds(idx)
-        rows = (seeds % np.uint64(self.pool.batch_size)).astype(np.int64)
-        self.params.set_rows(idx, self.pool.subset(rows))
-        reset_rows(self.params, self.state, idx, seeds)
-        self.kernel_weights[idx] = 0
-        self.promote_mbps[idx] = 0.0
-
-    def observe(self, idx: NDArray[np.int64] | None = None) -> NDArray[np.float32]:
-        """Observations (B, size) from the last interval (or the reset state)."""
-        p, s = self.params, self.state
-        obs = self.encoder.encode(
-            self.last,
-            idle_ns=p.curves.idle_ns.T,
-            capacity_gib=p.capacity_gib.T,
-            peak_gbps=self.peak_gbps,
-            weights=np.moveaxis(s.weights, -1, 0),
-            t=s.t,
-            steps=p.episode_steps,
-            present=(p.present & (p.start_s <= 0)).T,
-            read_fraction=p.read_fraction[:, 0].T,
-        )
-        return obs if idx is None else obs[idx]
-
-    def info(self, out: Outputs, terms: dict[str, NDArray[np.float64]]) -> dict[str, Any]:
-        """Batched info: every value is an array with the batch axis first."""
-        d: dict[str, Any] = {k: getattr(out, k) for k in _INFO_KEYS}
-        for k, v in terms.items():
-            d[f"reward_{k.replace('-', '_')}"] = v
-        d["interleave_weights"] = self.kernel_weights.copy()
-        d["promote_rate_mbps"] = self.promote_mbps.copy()
-        d["episode_step"] = self.state.t.copy()
-        return d
-
-    # ---------------------------------------------------------------- API
-    def reset(self, seeds: NDArray[np.uint64]) -> NDArray[np.float32]:
-        self.base_seed = np.asarray(seeds, dtype=np.uint64).copy()
-        self.episode = np.zeros(self.num_envs, dtype=np.uint64)
-        self.last = None
-        self.reset_instances(np.arange(self.num_envs))
-        return self.observe()
-
-    def step(self, actions: Any, autoreset: bool = True) -> tuple[Any, ...]:
-        """One interval for every instance; finished instances restart in the same step
-        (unless ``autoreset`` is False: the single env leaves that to its ``reset()``).
-
-        Returns ``obs, reward, terminated, truncated, info, done_idx, final_obs, final_info``.
-        """
-        act, w = self.codec.decode(np.asarray(actions).reshape(self.num_envs, -1))
-        self.kernel_weights = np.broadcast_to(w, (self.num_envs, self.T, self.N)).copy()
-        self.promote_mbps = act.promote_mbps
-        self.state, out = step(self.params, self.state, act, check=False)
-        self.last = out
-        terms = reward_terms(out, self.peak_gbps)
-        reward = terms[self.reward_name].astype(np.float64)
-        info = self.info(out, terms)
-        self.last_info = info  # every instance's metrics of this step, before any autoreset
-        truncated = self.state.t >= self.params.episode_steps
-        terminated = np.zeros(self.num_envs, dtype=bool)
-        obs = self.observe()
-        done = np.flatnonzero(truncated)
-        final_obs = final_info = None
-        if done.size and autoreset:
-            final_obs = obs[done].copy()
-            final_info = {k: v[done] for k, v in info.items()}
-            self.episode[done] += np.uint64(1)
-            self.reset_instances(done)
-            obs[done] = self.observe(done)
-        return obs, reward, terminated, truncated, info, done, final_obs, final_info
 
 
 _DOC_ARGS = """
@@ -315,50 +135,51 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
     def __init__(self, render_mode: str | None = None, **kwargs: Any) -> None:
         if render_mode is not None:
             raise ValueError(f"render_mode: got {render_mode!r}, this environment does not render")
-        self.engine = Engine(1, **kwargs)
-        self.action_space = self.engine.codec.space()
-        self.observation_space = self.engine.encoder.space()
-        self._seeded = False
+        self.params: EnvParams = core.make_params(**kwargs)
+        self.num_envs = 1
+        self.action_space = self.params.codec.space()
+        self.observation_space = self.params.encoder.space()
+        self.state: EnvState | None = None
+
+    def _state(self) -> EnvState:
+        if self.state is None:
+            raise RuntimeError("call reset() before step()")
+        return self.state
 
     @property
     def tenant_names(self) -> list[str]:
-        return self.engine.params.tenant_names[0]
+        return self._state().instance.tenant_names[0]
 
     @property
     def node_names(self) -> list[str]:
-        return self.engine.node_names
+        return self.params.node_names
+
+    def hardware(self) -> Hardware:
+        """The machine of the current episode (arrays with a batch axis of 1)."""
+        return core.hardware(self._state())
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
-        e = self.engine
-        if seed is not None or not self._seeded:
+        if seed is not None or self.state is None:
             base = seed if seed is not None else int(self.np_random.integers(2**63))
-            obs = e.reset(np.array([base], dtype=np.uint64))
-            self._seeded = True
+            self.state, obs = core.reset(self.params, np.array([base], dtype=np.uint64))
         else:
-            e.episode += np.uint64(1)
-            e.last = None
-            e.reset_instances(np.arange(1))
-            obs = e.observe()
-        return obs[0], {"scenario": e.params.scenario_names[0], "tenant_names": self.tenant_names}
+            self.state, obs = core.reset_where(self.params, self.state, np.ones(1, dtype=bool))
+        inst = self.state.instance
+        return obs[0], {"scenario": inst.scenario_names[0], "tenant_names": inst.tenant_names[0]}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        e = self.engine
-        if e.state.t[0] >= e.params.episode_steps[0]:
+        state = self._state()
+        if state.done[0]:
             raise RuntimeError("step() after the episode ended: call reset()")
         a = np.asarray(action)
         if a.shape != self.action_space.shape:
             raise ValueError(f"action: got shape {a.shape}, expected {self.action_space.shape}")
-        obs, reward, term, trunc, info, *_ = e.step(a[None], autoreset=False)
-        return (
-            obs[0],
-            float(reward[0]),
-            bool(term[0]),
-            bool(trunc[0]),
-            {k: v[0] for k, v in info.items()},
-        )
+        self.state, obs, reward, term, trunc, metrics = core.step(self.params, state, a[None])
+        info = {k: v[0] for k, v in metrics.items()}
+        return obs[0], float(reward[0]), bool(term[0]), bool(trunc[0]), info
 
 
 TieredMemoryEnv.__doc__ = (TieredMemoryEnv.__doc__ or "").replace("{args}", _DOC_ARGS)
@@ -383,13 +204,24 @@ class TieredMemoryVecEnv(VectorEnv):
             raise ValueError(f"render_mode: got {render_mode!r}, this environment does not render")
         if num_envs < 1:
             raise ValueError(f"num_envs: got {num_envs}, expected at least 1")
-        self.engine = Engine(num_envs, **kwargs)
+        self.params: EnvParams = core.make_params(**kwargs)
         self.num_envs = num_envs
-        self.single_action_space = self.engine.codec.space()
+        self.single_action_space = self.params.codec.space()
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self.single_observation_space = self.engine.encoder.space()
+        self.single_observation_space = self.params.encoder.space()
         self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.state: EnvState | None = None
         self._mask = np.ones(num_envs, dtype=bool)
+        self._mask.flags.writeable = False
+
+    def _state(self) -> EnvState:
+        if self.state is None:
+            raise RuntimeError("call reset() before step()")
+        return self.state
+
+    def hardware(self) -> Hardware:
+        """Every instance's machine in its current episode (arrays (num_envs, N))."""
+        return core.hardware(self._state())
 
     def reset(
         self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None
@@ -407,21 +239,21 @@ class TieredMemoryVecEnv(VectorEnv):
             seeds = np.asarray(list(seed), dtype=np.uint64)
             if seeds.shape != (self.num_envs,):
                 raise ValueError(f"seed: got {len(seeds)} seeds, expected {self.num_envs}")
-        obs = self.engine.reset(seeds)
-        everyone = np.arange(self.num_envs)
+        self.state, obs = core.reset(self.params, seeds)
         infos: dict[str, Any] = {}
-        for k, v in self._reset_info(everyone).items():
+        for k, v in self._reset_info(np.arange(self.num_envs)).items():
             infos[k] = v
             infos[f"_{k}"] = self._mask
         return obs, infos
 
     def _reset_info(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         """What a single env's reset() returns, for instances ``idx``, as object arrays."""
+        inst = self._state().instance
         scen = np.full(self.num_envs, None, dtype=object)
         names = np.full(self.num_envs, None, dtype=object)
         for i in idx:
-            scen[i] = self.engine.params.scenario_names[i]
-            names[i] = self.engine.params.tenant_names[i]
+            scen[i] = inst.scenario_names[i]
+            names[i] = inst.tenant_names[i]
         return {"scenario": scen, "tenant_names": names}
 
     def step(
@@ -430,44 +262,44 @@ class TieredMemoryVecEnv(VectorEnv):
         a = np.asarray(actions)
         if a.shape != self.action_space.shape:
             raise ValueError(f"actions: got shape {a.shape}, expected {self.action_space.shape}")
-        obs, reward, term, trunc, info, done, final_obs, final_info = self.engine.step(a)
+        self.state, obs, reward, term, trunc, metrics, final_obs = core.step_autoreset(
+            self.params, self._state(), a
+        )
+        done = term | trunc
         # The layout of SyncVectorEnv in SAME_STEP mode: a finished instance's step
         # info moves to final_info, and its top-level entries are its reset info.
         infos: dict[str, Any] = {}
-        live = np.ones(self.num_envs, dtype=bool)
-        live[done] = False
-        if live.any():
-            for k, v in info.items():
-                infos[k] = (
-                    v
-                    if not done.size
-                    else np.where(live.reshape((-1,) + (1,) * (v.ndim - 1)), v, np.zeros_like(v))
-                )
-                infos[f"_{k}"] = live
-        if done.size:
-            mask = ~live
-            fo = np.full(self.num_envs, None, dtype=object)
-            for j, i in enumerate(done):
-                fo[i] = final_obs[j]
-            fi: dict[str, Any] = {}
-            for k, v in final_info.items():
-                arr = np.zeros((self.num_envs, *v.shape[1:]), dtype=v.dtype)
-                arr[done] = v
-                fi[k] = arr
-                fi[f"_{k}"] = mask
-            infos["final_obs"] = fo
-            infos["_final_obs"] = mask
-            infos["final_info"] = fi
-            infos["_final_info"] = mask
-            for k, v in self._reset_info(done).items():
+        if final_obs is None:
+            for k, v in metrics.items():
                 infos[k] = v
-                infos[f"_{k}"] = mask
+                infos[f"_{k}"] = self._mask
+            return obs, reward, term, trunc, infos
+        live = ~done
+        shape = (-1,) + (1,) * 2
+        if live.any():
+            for k, v in metrics.items():
+                infos[k] = np.where(live.reshape(shape[: v.ndim]), v, np.zeros_like(v))
+                infos[f"_{k}"] = live
+        fo = np.full(self.num_envs, None, dtype=object)
+        for i in np.flatnonzero(done):
+            fo[i] = final_obs[i]
+        fi: dict[str, Any] = {}
+        for k, v in metrics.items():
+            fi[k] = np.where(done.reshape(shape[: v.ndim]), v, np.zeros_like(v))
+            fi[f"_{k}"] = done
+        infos["final_obs"] = fo
+        infos["_final_obs"] = done
+        infos["final_info"] = fi
+        infos["_final_info"] = done
+        for k, v in self._reset_info(np.flatnonzero(done)).items():
+            infos[k] = v
+            infos[f"_{k}"] = done
         return obs, reward, term, trunc, infos
 
     @property
     def tenant_names(self) -> list[list[str]]:
-        return self.engine.params.tenant_names
+        return self._state().instance.tenant_names
 
     @property
     def node_names(self) -> list[str]:
-        return self.engine.node_names
+        return self.params.node_names

@@ -46,6 +46,9 @@ from envs.kernel import (
     zone_watermarks,
 )
 from envs.scenario import HotColdHotness, Scenario, TenantSpec, ZipfHotness
+from envs.rng import normal32 as _normal32
+from envs.rng import splitmix as _splitmix
+from envs.rng import uniform as _uniform
 from envs.solver import NodeCurves, lsum, solve_fixed_point
 
 __all__ = [
@@ -123,9 +126,13 @@ class KernelConfig:
 # public surface (Action, Outputs, ``State.placement``) is batch-first.
 
 
-@dataclass
+@dataclass(frozen=True)
 class Params:
-    """Frozen parameters of a batch; arrays batch-last (shapes in comments)."""
+    """Frozen parameters of a batch; arrays batch-last (shapes in comments).
+
+    Never written after :func:`compile_params`: :meth:`subset` and
+    :meth:`replace_rows` return new objects.
+    """
 
     node_names: list[str]
     tenant_names: list[list[str]]  # per batch element (padded slots are "")
@@ -190,11 +197,16 @@ class Params:
     def n_phases(self) -> int:
         return int(self.phase_at.shape[1])
 
-    def set_rows(self, idx: Sequence[int] | NDArray[np.int64], other: Params) -> None:
-        """Replace batch elements ``idx`` by the elements of ``other`` (same T, N, P)."""
+    def replace_rows(self, idx: Sequence[int] | NDArray[np.int64], other: Params) -> Params:
+        """A copy whose batch elements ``idx`` are the elements of ``other`` (same T, N, P).
+
+        Parameters are never written in place: a new episode draws new rows into
+        a new object (:func:`envs.core.reset_where`).
+        """
         idx = np.asarray(idx, dtype=np.int64)
         if other.node_names != self.node_names:
             raise ValueError(f"node layout differs: {other.node_names} vs {self.node_names}")
+        kw: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             a = getattr(self, f.name)
             b = getattr(other, f.name)
@@ -203,13 +215,24 @@ class Params:
                     raise ValueError(
                         f"Params.{f.name}: shape {b.shape[:-1]} does not fit {a.shape[:-1]}"
                     )
-                a[..., idx] = b
+                new = a.copy()
+                new[..., idx] = b
+                kw[f.name] = new
             elif isinstance(a, NodeCurves):
+                curves = {}
                 for g in _CURVE_FIELDS:
-                    getattr(a, g)[..., idx] = getattr(b, g)
+                    c = getattr(a, g).copy()
+                    c[..., idx] = getattr(b, g)
+                    curves[g] = c
+                kw[f.name] = NodeCurves(**curves)
             elif f.name in ("tenant_names", "scenario_names"):
+                names = list(a)
                 for i, j in enumerate(idx):
-                    a[j] = b[i]
+                    names[j] = b[i]
+                kw[f.name] = names
+            else:
+                kw[f.name] = a
+        return Params(**kw)
 
     def subset(self, idx: Sequence[int] | NDArray[np.int64]) -> Params:
         """The parameters of batch elements ``idx`` (a copy)."""
@@ -228,7 +251,7 @@ class Params:
         return Params(**kw)
 
 
-@dataclass
+@dataclass(frozen=True)
 class State:
     """Changing state of a batch (arrays batch-last)."""
 
@@ -250,9 +273,14 @@ class State:
         """Page placement, batch-first: (B, T, K, N) GiB."""
         return np.moveaxis(self.place, -1, 0)
 
-    def set_rows(self, idx: NDArray[np.int64], other: State) -> None:
+    def replace_rows(self, idx: NDArray[np.int64], other: State) -> State:
+        """A copy whose batch elements ``idx`` are the elements of ``other``."""
+        kw = {}
         for f in dataclasses.fields(self):
-            getattr(self, f.name)[..., idx] = getattr(other, f.name)
+            new = getattr(self, f.name).copy()
+            new[..., idx] = getattr(other, f.name)
+            kw[f.name] = new
+        return State(**kw)
 
 
 @dataclass
@@ -269,7 +297,7 @@ class Action:
     promote_mbps: F64
 
 
-@dataclass
+@dataclass(frozen=True)
 class Outputs:
     """What one interval reports (names of section 5 of the design brief), batch-first."""
 
@@ -599,37 +627,6 @@ def solo_throughput(p: Params, jit: F64) -> F64:
         nc=curves,
     )
     return sol.throughput.reshape(T, P, bsz)
-
-
-# --------------------------------------------------------------------------- random numbers
-
-
-def _splitmix(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
-    with np.errstate(over="ignore"):
-        z = x + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
-
-
-def _uniform(key: ArrayLike, counter: ArrayLike, stream: int) -> F64:
-    """Counter-based uniforms in (0, 1): element-wise hash of (key, stream, counter).
-
-    Each batch element draws from its own key, so its numbers do not depend
-    on what else is in the batch.
-    """
-    k = np.asarray(key, dtype=np.uint64)
-    c = np.asarray(counter, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        h = _splitmix(_splitmix(k ^ np.uint64((stream * 0x632BE59BD9B4E019) % (1 << 64))) + c)
-    return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
-
-
-def _normal32(key: ArrayLike, counter: ArrayLike, stream: int) -> NDArray[np.float32]:
-    """Standard normals (Box-Muller) in float32, whose log and cos numpy vectorises."""
-    u1 = _uniform(key, counter, stream).astype(np.float32)
-    u2 = _uniform(key, counter, stream + 1).astype(np.float32)
-    return np.sqrt(np.float32(-2.0) * np.log(u1)) * np.cos(np.float32(2.0 * np.pi) * u2)
 
 
 # --------------------------------------------------------------------------- state
@@ -1021,8 +1018,8 @@ def _allocate(p: Params, tenant_node: F64, need: F64, w: F64, high: F64) -> F64:
     return got
 
 
-def reset_rows(params: Params, state: State, idx: NDArray[np.int64], seeds: ArrayLike) -> None:
-    """Start new episodes in batch elements ``idx`` of ``state`` (in place)."""
+def reset_rows(params: Params, state: State, idx: NDArray[np.int64], seeds: ArrayLike) -> State:
+    """``state`` with new episodes in batch elements ``idx`` (a new object)."""
     if len(idx) == 0:
-        return
-    state.set_rows(idx, init_state(params.subset(idx), seeds))
+        return state
+    return state.replace_rows(idx, init_state(params.subset(idx), seeds))

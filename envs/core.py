@@ -1,0 +1,446 @@
+"""The environment core: pure functions over a batch of instances (the gymnax/brax shape).
+
+::
+
+    params = make_params("mixed", split="train")          # frozen: family, pool, codecs
+    state, obs = reset(params, seeds)                      # seeds (B,): one per instance
+    state, obs, reward, terminated, truncated, metrics = step(params, state, action)
+    state, obs = reset_where(params, state, done)          # new episodes where ``done``
+
+:class:`EnvParams` are frozen per family and split: the compiled pool of
+scenarios an episode draws from, the action codec, the observation encoder
+and the reward. Everything an episode draws (its pool row, its seed, the
+tenants' jitter) lives in :class:`EnvState`. No function here writes its
+arguments, so a state can be kept, copied, branched and replayed.
+
+:class:`Metrics` is the one batched, documented record of a step (per node,
+per tenant, system totals, reward terms, the action in force): the Gymnasium
+environments' ``info``, the SB3 adapter, the rollout loop, the callbacks and
+evaluation all read it. :class:`Hardware` is the read-only view of each
+instance's machine that a policy may read (what firmware tables and
+``/sys/devices/system/node`` give a kernel).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from envs.families import ScenarioFamily, make_family
+from envs.hardware import firmware_bandwidth
+from envs.model import (
+    KernelConfig,
+    Outputs,
+    Params,
+    State,
+    init_state,
+    reset_rows,
+)
+from envs.model import step as model_step
+from envs.rng import splitmix
+from envs.scenario import Scenario
+from envs.spaces import REWARDS, ActionCodec, ObservationEncoder, reward_terms
+
+__all__ = [
+    "EnvParams",
+    "EnvState",
+    "Hardware",
+    "Metrics",
+    "ScenarioSpec",
+    "hardware",
+    "make_params",
+    "reset",
+    "reset_where",
+    "step",
+]
+
+F64 = NDArray[np.float64]
+ScenarioSpec = str | Path | Mapping[str, Any] | Scenario | ScenarioFamily
+
+
+def kernel_config(kernel: KernelConfig | Mapping[str, Any] | None) -> KernelConfig:
+    """A :class:`KernelConfig` from itself, a dict of its fields, or ``None`` (defaults)."""
+    if kernel is None:
+        return KernelConfig()
+    if isinstance(kernel, KernelConfig):
+        return kernel
+    known = {f.name for f in dataclasses.fields(KernelConfig)}
+    bad = sorted(set(kernel) - known)
+    if bad:
+        raise ValueError(f"kernel: unknown option(s) {bad}, expected some of {sorted(known)}")
+    return KernelConfig(**kernel)
+
+
+@dataclass(frozen=True)
+class EnvParams:
+    """What every episode of an environment draws from; never changes after :func:`make_params`."""
+
+    family: ScenarioFamily
+    split: str
+    pool: Params  # the split's scenarios, compiled (batch axis = pool rows)
+    kernel: KernelConfig
+    codec: ActionCodec
+    encoder: ObservationEncoder
+    reward: str
+    jitter: float
+
+    @property
+    def n_tenants(self) -> int:
+        return self.pool.n_tenants
+
+    @property
+    def n_nodes(self) -> int:
+        return self.pool.n_nodes
+
+    @property
+    def node_names(self) -> list[str]:
+        return list(self.pool.node_names)
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments that rebuild these parameters (for run records)."""
+        return {
+            "scenario": self.family.name,
+            "split": self.split,
+            "max_tenants": self.n_tenants,
+            "reward": self.reward,
+            "weights": self.codec.weights,
+            "action_type": self.codec.action_type,
+            "max_promote_mbps": self.codec.max_promote_mbps,
+            "kernel": dataclasses.asdict(self.kernel),
+            "jitter": self.jitter,
+            "pool_size": self.family.pool_size,
+        }
+
+
+def make_params(
+    scenario: ScenarioSpec = "mixed",
+    split: str = "train",
+    max_tenants: int | None = None,
+    reward: str = "log-geomean",
+    weights: str = "per-tenant",
+    action_type: str = "box",
+    max_promote_mbps: float = 65536.0,
+    kernel: KernelConfig | Mapping[str, Any] | None = None,
+    jitter: float = 0.05,
+    pool_size: int = 512,
+) -> EnvParams:
+    """Frozen parameters of an environment (the arguments are those of ``gymnasium.make``)."""
+    if reward not in REWARDS:
+        raise ValueError(f"reward: got {reward!r}, expected one of {list(REWARDS)}")
+    family = make_family(scenario, pool_size=pool_size)
+    family.scenario(split, 0)  # validates the split
+    T = max_tenants or family.max_tenants
+    if family.max_tenants > T:
+        raise ValueError(
+            f"scenario {family.name!r} has up to {family.max_tenants} tenants, "
+            f"more than max_tenants={T} slots"
+        )
+    kern = kernel_config(kernel)
+    pool = family.pool(split, T, kern, jitter)
+    return EnvParams(
+        family=family,
+        split=split,
+        pool=pool,
+        kernel=kern,
+        codec=ActionCodec(T, pool.n_nodes, weights, action_type, max_promote_mbps),
+        encoder=ObservationEncoder(T, pool.n_nodes),
+        reward=reward,
+        jitter=jitter,
+    )
+
+
+@dataclass(frozen=True)
+class EnvState:
+    """Everything that changes: the instances' episodes and their model state."""
+
+    instance: Params  # the pool rows the running episodes drew (batch axis = instances)
+    model: State
+    base_seed: NDArray[np.uint64]  # (B,) the seed given to reset
+    episode: NDArray[np.uint64]  # (B,) episodes started since that reset (seeds the draw)
+    weights: NDArray[np.int64]  # (B, T, N) integer interleave weights in force
+    promote_mbps: F64  # (B,) promotion rate limit in force
+
+    @property
+    def num_envs(self) -> int:
+        return int(self.base_seed.shape[0])
+
+    @property
+    def done(self) -> NDArray[np.bool_]:
+        """(B,) True where the episode has run its ``episode_steps``."""
+        return self.model.t >= self.instance.episode_steps
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Read-only view of each instance's machine (arrays (B, N), batch first).
+
+    What a kernel knows about its nodes: kind, socket, capacity, the peaks and
+    idle latency firmware reports (HMAT/CDAT). ``firmware_gbps`` is
+    ``min(read, write)``, what the weighted-interleave auto mode reads.
+    """
+
+    node_names: tuple[str, ...]
+    is_cxl: NDArray[np.bool_]
+    socket: NDArray[np.int64]
+    capacity_gib: F64
+    read_gbps: F64  # read peak, a CXL node's link included
+    write_gbps: F64
+    firmware_gbps: F64
+    idle_latency_ns: F64
+
+    @property
+    def machine_read_gbps(self) -> F64:
+        """(B,) the machine's read peak: the sum of its nodes' read peaks."""
+        return self.read_gbps.sum(axis=1)
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+def hardware(state: EnvState) -> Hardware:
+    """The machine of every instance of ``state`` (read-only arrays)."""
+    p = state.instance
+    c = p.curves
+    rd = np.minimum(c.mem_read, c.link_read)
+    wr = np.minimum(c.mem_write, c.link_write)
+    return Hardware(
+        node_names=tuple(p.node_names),
+        is_cxl=_frozen(p.is_cxl.T),
+        socket=_frozen(p.node_socket.T),
+        capacity_gib=_frozen(p.capacity_gib.T),
+        read_gbps=_frozen(rd.T),
+        write_gbps=_frozen(wr.T),
+        firmware_gbps=_frozen(firmware_bandwidth(c.mem_read, c.mem_write, c.link_read, c.link_write).T),
+        idle_latency_ns=_frozen(c.idle_ns.T),
+    )
+
+
+@dataclass(frozen=True)
+class Metrics(Outputs):
+    """One step of every instance (arrays, batch first): the model's outputs plus the env's.
+
+    The model's fields (:class:`envs.model.Outputs`): per node ``node_bandwidth_gbps``
+    (GB/s, reads + writes, migrations included), ``node_read_gbps``, ``node_write_gbps``,
+    ``node_peak_gbps`` (at this interval's mix), ``node_utilization`` (0..1, the
+    bottleneck resource), ``node_latency_ns`` (loaded latency of a local access),
+    ``node_capacity_used_gib``; per tenant slot ``tenant_active``,
+    ``tenant_throughput_gbps``, ``tenant_demand_gbps`` (at idle latencies),
+    ``tenant_norm_perf`` (over the same tenant alone in local DRAM),
+    ``tenant_latency_ns``, ``tenant_dram_access_share``, ``tenant_dram_resident_gib``,
+    ``tenant_resident_gib``, ``tenant_working_set_gib``, ``tenant_read_fraction``;
+    totals ``promotion_mbps``, ``demotion_mbps``, ``promotion_candidates_mbps``,
+    ``total_throughput_gbps``, ``solver_residual``, ``solver_iterations``.
+
+    Added by the environment: every reward term (``reward_log_geomean``,
+    ``reward_throughput``, ``reward_weighted_speedup``, ``reward_harmonic``), the
+    action in force (``interleave_weights`` (B, T, N) integers, 0 everywhere
+    meaning local-first; ``promote_rate_mbps``), ``episode_step`` (steps done in
+    the episode, this one included) and ``node_capacity_gib``.
+
+    A mapping too: ``metrics["tenant_norm_perf"]`` and ``dict(metrics)`` work, so
+    code written against the Gymnasium ``info`` dict reads it unchanged.
+    """
+
+    reward_log_geomean: F64
+    reward_throughput: F64
+    reward_weighted_speedup: F64
+    reward_harmonic: F64
+    interleave_weights: NDArray[np.int64]
+    promote_rate_mbps: F64
+    episode_step: NDArray[np.int64]
+    node_capacity_gib: F64
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in _METRIC_NAMES:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_METRIC_NAMES)
+
+    def __len__(self) -> int:
+        return len(_METRIC_NAMES)
+
+    def keys(self) -> tuple[str, ...]:
+        return _METRIC_NAMES
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        return ((k, getattr(self, k)) for k in _METRIC_NAMES)
+
+    def __contains__(self, key: object) -> bool:
+        return key in _METRIC_SET
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key) if key in _METRIC_SET else default
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every metric by name (the arrays themselves, not copies)."""
+        return {k: getattr(self, k) for k in _METRIC_NAMES}
+
+    def rows(self, idx: ArrayLike) -> Metrics:
+        """The metrics of instances ``idx``."""
+        return Metrics(**{k: getattr(self, k)[idx] for k in _METRIC_NAMES})
+
+
+_METRIC_NAMES = tuple(f.name for f in dataclasses.fields(Metrics))
+_METRIC_SET = frozenset(_METRIC_NAMES)
+_OUTPUT_NAMES = tuple(f.name for f in dataclasses.fields(Outputs))
+
+
+# --------------------------------------------------------------------------- the functions
+
+
+def _episode_seeds(base: NDArray[np.uint64], episode: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    with np.errstate(over="ignore"):
+        return splitmix(base * np.uint64(0x9E3779B97F4A7C15) + splitmix(episode))
+
+
+def observe(params: EnvParams, state: EnvState, out: Outputs | None) -> NDArray[np.float32]:
+    """Observations (B, size) after an interval's outputs (``None``: just reset)."""
+    p, s = state.instance, state.model
+    c = p.curves
+    return params.encoder.encode(
+        out,
+        idle_ns=c.idle_ns.T,
+        capacity_gib=p.capacity_gib.T,
+        peak_gbps=np.minimum(c.mem_read, c.link_read).sum(0),
+        weights=np.moveaxis(s.weights, -1, 0),
+        t=s.t,
+        steps=p.episode_steps,
+        present=(p.present & (p.start_s <= 0)).T,
+        read_fraction=p.read_fraction[:, 0].T,
+    )
+
+
+def reset(params: EnvParams, seeds: ArrayLike) -> tuple[EnvState, NDArray[np.float32]]:
+    """New episodes for a batch: instance ``i`` draws its scenario and state from ``seeds[i]``."""
+    base = np.asarray(seeds, dtype=np.uint64).reshape(-1)
+    B, T, N = base.shape[0], params.n_tenants, params.n_nodes
+    if B < 1:
+        raise ValueError("seeds: expected at least one seed (one per instance)")
+    episode = np.zeros(B, dtype=np.uint64)
+    ep_seeds = _episode_seeds(base, episode)
+    rows = (ep_seeds % np.uint64(params.pool.batch_size)).astype(np.int64)
+    inst = params.pool.subset(rows)
+    state = EnvState(
+        instance=inst,
+        model=init_state(inst, ep_seeds),
+        base_seed=base.copy(),
+        episode=episode,
+        weights=np.zeros((B, T, N), dtype=np.int64),
+        promote_mbps=np.zeros(B),
+    )
+    return state, observe(params, state, None)
+
+
+def reset_where(
+    params: EnvParams, state: EnvState, done: ArrayLike
+) -> tuple[EnvState, NDArray[np.float32]]:
+    """``state`` with the next episode started where ``done`` (B,) is true.
+
+    Returns the new state and the first observations of the new episodes
+    (``(n_done, size)``, in the order of ``np.flatnonzero(done)``).
+    """
+    idx = np.flatnonzero(np.asarray(done, dtype=bool))
+    if idx.size == 0:
+        return state, np.zeros((0, params.encoder.size), dtype=np.float32)
+    episode = state.episode.copy()
+    episode[idx] += np.uint64(1)
+    ep_seeds = _episode_seeds(state.base_seed[idx], episode[idx])
+    rows = (ep_seeds % np.uint64(params.pool.batch_size)).astype(np.int64)
+    inst = state.instance.replace_rows(idx, params.pool.subset(rows))
+    weights = state.weights.copy()
+    weights[idx] = 0
+    promote = state.promote_mbps.copy()
+    promote[idx] = 0.0
+    new = EnvState(
+        instance=inst,
+        model=reset_rows(inst, state.model, idx, ep_seeds),
+        base_seed=state.base_seed,
+        episode=episode,
+        weights=weights,
+        promote_mbps=promote,
+    )
+    return new, observe(params, new, None)[idx]
+
+
+def step(
+    params: EnvParams, state: EnvState, action: ArrayLike
+) -> tuple[EnvState, NDArray[np.float32], F64, NDArray[np.bool_], NDArray[np.bool_], Metrics]:
+    """One interval of every instance: ``(state, obs, reward, terminated, truncated, metrics)``.
+
+    ``action`` is the batch of policy actions (B, action size) in the codec's
+    space. Instances whose episode has ended must be restarted first
+    (:func:`reset_where`); this function does not restart them.
+
+    Raises:
+        ValueError: a wrong action shape, NaN, or choices out of range.
+    """
+    B = state.num_envs
+    act, w = params.codec.decode(np.asarray(action).reshape(B, -1))
+    weights = np.broadcast_to(w, (B, params.n_tenants, params.n_nodes)).copy()
+    model, out = model_step(state.instance, state.model, act, check=False)
+    c = state.instance.curves
+    peak = np.minimum(c.mem_read, c.link_read).sum(0)
+    terms = reward_terms(out, peak)
+    new = EnvState(
+        instance=state.instance,
+        model=model,
+        base_seed=state.base_seed,
+        episode=state.episode,
+        weights=weights,
+        promote_mbps=act.promote_mbps,
+    )
+    metrics = Metrics(
+        **{k: getattr(out, k) for k in _OUTPUT_NAMES},
+        reward_log_geomean=terms["log-geomean"],
+        reward_throughput=terms["throughput"],
+        reward_weighted_speedup=terms["weighted-speedup"],
+        reward_harmonic=terms["harmonic"],
+        interleave_weights=weights,
+        promote_rate_mbps=act.promote_mbps,
+        episode_step=model.t,
+        node_capacity_gib=state.instance.capacity_gib.T,
+    )
+    reward = terms[params.reward].astype(np.float64)
+    truncated = model.t >= state.instance.episode_steps
+    terminated = np.zeros(B, dtype=bool)
+    return new, observe(params, new, out), reward, terminated, truncated, metrics
+
+
+def step_autoreset(
+    params: EnvParams, state: EnvState, action: ArrayLike
+) -> tuple[
+    EnvState,
+    NDArray[np.float32],
+    F64,
+    NDArray[np.bool_],
+    NDArray[np.bool_],
+    Metrics,
+    NDArray[np.float32] | None,
+]:
+    """:func:`step`, then finished instances restart in the same step (``SAME_STEP``).
+
+    Returns :func:`step`'s values, the observations of the restarted
+    instances replaced by their new episodes' first ones, plus ``final_obs``:
+    the last observation of every instance (``None`` when none finished).
+    ``metrics`` are those of the interval just run, finished instances included.
+    """
+    state, obs, reward, term, trunc, metrics = step(params, state, action)
+    done = term | trunc
+    final_obs = None
+    if done.any():
+        final_obs = obs
+        state, first = reset_where(params, state, done)
+        obs = obs.copy()
+        obs[done] = first
+    return state, obs, reward, term, trunc, metrics, final_obs
