@@ -13,14 +13,15 @@ from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback
 
-__all__ = ["CheckpointCallback", "EnvMetricsCallback", "EvalCallback", "StopOnSignal"]
+__all__ = ["CheckpointAtRollout", "EnvMetricsCallback", "EvalAgainstReferences", "StopOnSignal"]
 
 
 class EnvMetricsCallback(BaseCallback):
     """Aggregates the environment's batched info into the ``env/`` namespace, once per rollout.
 
-    Reads the adapter's ``last_info`` (arrays, batch first) after every step and
-    keeps running sums, so nothing per instance is stored: per node bandwidth,
+    Reads the step's batched :class:`~envs.core.Metrics` (``infos[i]["metrics"]``
+    of :class:`~envs.sb3.TierGymVecEnv`, one object for the whole batch) after
+    every step and keeps running sums, so nothing per instance is stored: per node bandwidth,
     utilisation and latency; per tenant slot normalised performance and DRAM
     access share (over active tenants); promotion and demotion MB/s; every
     reward term; and ``time/env_sps``, environment steps per second of wall
@@ -41,11 +42,9 @@ class EnvMetricsCallback(BaseCallback):
         self._counts[key] = self._counts.get(key, 0.0) + count
 
     def _on_step(self) -> bool:
-        venv = self.training_env
-        info = getattr(venv, "last_info", None) or getattr(
-            getattr(venv, "venv", None), "last_info", None
-        )
-        if not info:
+        infos = self.locals.get("infos") or [{}]
+        info = infos[0].get("metrics")
+        if info is None:
             return True
         n = info["total_throughput_gbps"].shape[0]
         for j, name in enumerate(self.node_names):
@@ -78,9 +77,11 @@ class EnvMetricsCallback(BaseCallback):
         for k, v in info.items():
             if k.startswith("reward_"):
                 self._add(f"env/{k}", float(v.sum()), n)
-        timer = getattr(venv, "step_seconds", None)
+        # TierGymVecEnv's documented timers (VecEnvWrapper forwards attribute reads)
+        timer = getattr(self.training_env, "env_seconds", None)
         if timer is not None:
-            self._env_time, self._env_steps = timer, getattr(venv, "steps_taken", 0)
+            self._env_time = timer
+            self._env_steps = getattr(self.training_env, "env_steps", 0)
         return True
 
     def _on_rollout_end(self) -> None:
@@ -92,7 +93,7 @@ class EnvMetricsCallback(BaseCallback):
             self.logger.record("time/env_sps", self._env_steps / self._env_time)
 
 
-class EvalCallback(BaseCallback):
+class EvalAgainstReferences(BaseCallback):
     """Every ``interval`` timesteps, scores the current policy on held-out seeds.
 
     ``evaluate(model) -> float`` runs the learned policy through the same rollout
@@ -168,7 +169,7 @@ class StopOnSignal(BaseCallback):
         return self._rollout_start if (self.stopped and self.on_policy) else self.num_timesteps
 
 
-class CheckpointCallback(BaseCallback):
+class CheckpointAtRollout(BaseCallback):
     """Saves a checkpoint every ``interval`` timesteps at a rollout boundary (``save(model)``)."""
 
     def __init__(self, save: Callable[[Any, int], Path], interval: int) -> None:

@@ -11,19 +11,22 @@ parts of the protocol, used when present:
 
 - ``policy.kernel``: the :class:`~envs.model.KernelConfig` its system sets; the
   environment is built with it;
-- ``policy.bind(env)``: called with the evaluation environment before the first
-  step (a heuristic reads the node layout, codec and tenant slots there);
-- ``policy.observe(info)``: called after every step with the step's batched
-  ``info`` (arrays, batch first, every instance, including one that just
-  finished: :func:`step_info`), as a kernel policy reads its counters;
+- ``policy.bind(params, num_envs)``: called with the evaluation environment's
+  :class:`~envs.core.EnvParams` and batch size before the first step (the
+  codec, node names and tenant slots are there);
+- ``policy.observe(metrics, hardware)``: called after the reset (``metrics``
+  ``None``) and after every step with the step's :class:`~envs.core.Metrics`
+  (every instance, including one that just finished) and the
+  :class:`~envs.core.Hardware` view of the episodes now running, as a kernel
+  policy reads its counters;
 - ``policy.name``: the name written in the records.
 
 :func:`rollout` runs ``n_episodes`` episodes as ``n_episodes`` instances of one
-:class:`~envs.gym_env.TieredMemoryVecEnv` (instance ``i`` gets seed ``seed + i``:
-every policy sees the same scenarios and seeds) and steps every instance
-through exactly its first episode. :func:`run_episodes` is the loop itself, on
-an environment and seeds given by the caller (``static-best`` evaluates its
-whole grid in one call).
+batch of the environment core (:mod:`envs.core`; instance ``i`` gets seed
+``seed + i``: every policy sees the same scenarios and seeds) and steps every
+instance through exactly its first episode. :func:`run_episodes` is the loop
+itself, on parameters and seeds given by the caller (``static-best`` evaluates
+its whole grid in one call).
 """
 
 from __future__ import annotations
@@ -36,10 +39,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from envs.gym_env import ScenarioSpec, TieredMemoryVecEnv
+from envs import core
+from envs.core import EnvParams, Metrics, ScenarioSpec, kernel_config
 from envs.model import KernelConfig
 
-__all__ = ["EpisodeStats", "make_env", "records", "rollout", "run_episodes", "step_info"]
+__all__ = ["EpisodeStats", "make_params", "records", "rollout", "run_episodes"]
 
 F64 = NDArray[np.float64]
 
@@ -68,6 +72,26 @@ class EpisodeStats:
     t_latency: F64
     t_share: F64
     series: dict[str, Any] | None = field(default=None)
+
+    def add(self, m: Metrics, reward: F64, live: NDArray[np.bool_]) -> None:
+        """Add one step's metrics of the instances still in their first episode (``live``)."""
+        w = live.astype(float)
+        act = m.tenant_active & live[:, None]
+        actf = act.astype(float)
+        x = m.tenant_throughput_gbps
+        self.reward += w * reward
+        has = live & m.tenant_active.any(axis=1)
+        self.log_geomean += np.where(has, m.reward_log_geomean, 0.0)
+        self.tenant_steps += has
+        self.throughput += w * m.total_throughput_gbps
+        self.latency_x += (actf * x * m.tenant_latency_ns).sum(axis=1)
+        self.promotion += w * m.promotion_mbps
+        self.demotion += w * m.demotion_mbps
+        self.t_active += act
+        self.t_perf += actf * m.tenant_norm_perf
+        self.t_throughput += actf * x
+        self.t_latency += actf * m.tenant_latency_ns
+        self.t_share += actf * m.tenant_dram_access_share
 
     def metrics(self) -> dict[str, F64]:
         """Per-instance episode metrics (B,) under the names of the record contract."""
@@ -104,14 +128,13 @@ class EpisodeStats:
         }
 
 
-def make_env(
+def make_params(
     policy: Any,
     scenario: ScenarioSpec,
-    num_envs: int,
     split: str = "test",
     env_kwargs: Mapping[str, Any] | None = None,
-) -> TieredMemoryVecEnv:
-    """The evaluation environment for ``policy``: built with ``policy.kernel`` if it has one.
+) -> EnvParams:
+    """The evaluation environment's parameters for ``policy``: with ``policy.kernel`` if it has one.
 
     Raises:
         ValueError: ``env_kwargs`` names a ``kernel`` that differs from the policy's.
@@ -120,49 +143,48 @@ def make_env(
     pk: KernelConfig | None = getattr(policy, "kernel", None)
     if pk is not None:
         asked = kw.get("kernel")
-        if isinstance(asked, Mapping):
-            asked = KernelConfig(**asked)
-        if asked is not None and asked != pk:
+        if asked is not None and kernel_config(asked) != pk:
             raise ValueError(
                 f"env_kwargs['kernel'] = {kw['kernel']!r} differs from the policy's kernel {pk!r}; "
                 "a heuristic sets its own kernel configuration (drop env_kwargs['kernel'])"
             )
         kw["kernel"] = pk
-    return TieredMemoryVecEnv(num_envs=num_envs, scenario=scenario, split=split, **kw)
+    kw.setdefault("split", split)
+    return core.make_params(scenario=scenario, **kw)
 
 
 def run_episodes(
     policy: Any,
-    env: TieredMemoryVecEnv,
+    params: EnvParams,
     seeds: Sequence[int] | NDArray[np.integer],
     record_series: bool = False,
     deterministic: bool = True,
 ) -> EpisodeStats:
-    """Step every instance of ``env`` through its first episode under ``policy``.
+    """Step one instance per seed through its first episode under ``policy``.
 
-    ``seeds`` (one per instance) go to ``env.reset``. The policy is bound to
-    ``env`` if it has ``bind`` and observes every step's info if it has
-    ``observe``; the loop runs until the longest first episode ends (finished
-    instances autoreset and keep stepping, outside the sums). With
-    ``record_series`` the first instance's per-step series is kept
-    (:func:`rollout` documents its format).
+    The policy is bound to ``(params, len(seeds))`` if it has ``bind`` and
+    observes every step's metrics if it has ``observe``; the loop runs until
+    the longest first episode ends (finished instances restart and keep
+    stepping, outside the sums). With ``record_series`` the first instance's
+    per-step series is kept (:func:`rollout` documents its format).
     """
+    seeds = np.asarray([int(s) for s in seeds], dtype=np.uint64)
+    B, T = seeds.size, params.n_tenants
     if hasattr(policy, "bind"):
-        policy.bind(env)
-    obs, _ = env.reset(seed=[int(s) for s in seeds])
-    e = env.engine
-    B, T = env.num_envs, e.T
-    node_names = list(e.node_names)
-    tenant_names = [list(n) for n in e.params.tenant_names]
-    scenario_names = list(e.params.scenario_names)
-    steps = e.params.episode_steps.astype(np.int64).copy()
+        policy.bind(params, B)
+    state, obs = core.reset(params, seeds)
     observe = getattr(policy, "observe", None)
+    if observe is not None:
+        observe(None, core.hardware(state))
+    inst = state.instance
+    node_names = list(params.node_names)
+    tenant_names = [list(n) for n in inst.tenant_names]
     z = np.zeros(B)
     zt = np.zeros((B, T))
     st = EpisodeStats(
-        scenario_names=scenario_names,
+        scenario_names=list(inst.scenario_names),
         tenant_names=tenant_names,
-        steps=steps,
+        steps=inst.episode_steps.astype(np.int64).copy(),
         reward=z.copy(),
         log_geomean=z.copy(),
         tenant_steps=np.zeros(B, dtype=np.int64),
@@ -178,72 +200,29 @@ def run_episodes(
     )
     series: dict[str, Any] | None = None
     if record_series:
-        series = _new_series(tenant_names[0], node_names, e.codec.weights == "global")
+        series = _new_series(tenant_names[0], node_names, params.codec.weights == "global")
     live = np.ones(B, dtype=bool)
     start = np.ones(B, dtype=bool)
-    state: Any = None
+    pstate: Any = None
     k = 0
     while live.any():
-        action, state = policy.predict(
-            obs, state=state, episode_start=start, deterministic=deterministic
+        action, pstate = policy.predict(
+            obs, state=pstate, episode_start=start, deterministic=deterministic
         )
-        obs, reward, term, trunc, _ = env.step(np.asarray(action))
-        info = env.engine.last_info  # every instance, finished ones included
+        state, obs, reward, term, trunc, m, _ = core.step_autoreset(
+            params, state, np.asarray(action)
+        )
         if observe is not None:
-            observe(info)
-        m = live.astype(float)
-        act = info["tenant_active"] & live[:, None]
-        actf = act.astype(float)
-        x = info["tenant_throughput_gbps"]
-        st.reward += m * reward
-        has = live & info["tenant_active"].any(axis=1)
-        st.log_geomean += np.where(has, info["reward_log_geomean"], 0.0)
-        st.tenant_steps += has
-        st.throughput += m * info["total_throughput_gbps"]
-        st.latency_x += (actf * x * info["tenant_latency_ns"]).sum(axis=1)
-        st.promotion += m * info["promotion_mbps"]
-        st.demotion += m * info["demotion_mbps"]
-        st.t_active += act
-        st.t_perf += actf * info["tenant_norm_perf"]
-        st.t_throughput += actf * x
-        st.t_latency += actf * info["tenant_latency_ns"]
-        st.t_share += actf * info["tenant_dram_access_share"]
+            observe(m, core.hardware(state))
+        st.add(m, reward, live)
         if series is not None and live[0]:
-            _append_series(series, k, info, tenant_names[0], node_names)
+            _append_series(series, k, m, tenant_names[0], node_names)
         done = term | trunc
         start = done
         live &= ~done
         k += 1
     st.series = series
     return st
-
-
-def step_info(infos: Mapping[str, Any]) -> dict[str, Any]:
-    """The step's metrics for every instance, batch-first, from a vector env's ``infos``.
-
-    In ``SAME_STEP`` autoreset an instance that finished holds its step's
-    metrics in ``infos["final_info"]`` (its top-level entries are its reset
-    info); this merges them back so every key of the environment's info table
-    is one array over all instances. Mask entries (``_key``) and reset entries
-    are dropped.
-    """
-    final = infos.get("final_info")
-    out: dict[str, Any] = {}
-    if final is None:
-        for k, v in infos.items():
-            if not k.startswith("_") and k not in ("final_obs", "scenario", "tenant_names"):
-                out[k] = v
-        return out
-    mask = np.asarray(infos["_final_info"], dtype=bool)
-    for k, v in final.items():
-        if k.startswith("_"):
-            continue
-        top = infos.get(k)
-        if top is None:
-            out[k] = v
-        else:
-            out[k] = np.where(mask.reshape((-1,) + (1,) * (np.ndim(v) - 1)), v, top)
-    return out
 
 
 def _new_series(tenants: list[str], nodes: list[str], global_weights: bool) -> dict[str, Any]:
@@ -257,7 +236,7 @@ def _new_series(tenants: list[str], nodes: list[str], global_weights: bool) -> d
 
 
 def _append_series(
-    series: dict[str, Any], k: int, info: Mapping[str, Any], tenants: list[str], nodes: list[str]
+    series: dict[str, Any], k: int, info: Metrics, tenants: list[str], nodes: list[str]
 ) -> None:
     series["t"].append(k)
     active = info["tenant_active"][0]
@@ -324,9 +303,9 @@ def rollout(
     """Evaluate ``policy`` on ``n_episodes`` episodes of ``scenario``, vectorized over episodes.
 
     ``policy`` is an object with the ``predict`` protocol (see the module
-    docstring) or a baseline name (``baselines.make_policy``). One
-    :class:`~envs.gym_env.TieredMemoryVecEnv` with ``num_envs=n_episodes`` is
-    built with the policy's ``kernel`` (if any) and ``env_kwargs`` (reward,
+    docstring) or a baseline name (``baselines.make_policy``). One batch of
+    ``n_episodes`` instances of the environment core is built with the
+    policy's ``kernel`` (if any) and ``env_kwargs`` (reward,
     weights mode, max_tenants, ... as a trained model dictates), reset with
     ``seed`` so instance ``i`` gets seed ``seed + i``, and every instance runs
     exactly its first episode (``params.episode_steps`` long).
@@ -365,9 +344,9 @@ def rollout(
         from baselines import make_policy  # the registry lives with the heuristics
 
         policy = make_policy(policy)
-    env = make_env(policy, scenario, n_episodes, split, env_kwargs)
+    params = make_params(policy, scenario, split, env_kwargs)
     seeds = [seed + i for i in range(n_episodes)]
-    stats = run_episodes(policy, env, seeds, record_series=record_series)
+    stats = run_episodes(policy, params, seeds, record_series=record_series)
     name = policy_name or getattr(policy, "name", None) or type(policy).__name__
-    scen = scenario if isinstance(scenario, str) else env.engine.family.name
+    scen = scenario if isinstance(scenario, str) else params.family.name
     return records(stats, scen, name, seeds)

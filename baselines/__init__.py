@@ -3,13 +3,15 @@
 - :func:`make_policy` builds a baseline by name (:func:`policy_names`): ``dram-first``,
   ``interleave``, ``weighted-interleave``, ``numa-tiering``, ``tpp``, ``memcg-fair``,
   ``colloid``, ``caption``, ``damon-tiering``, ``static:W1:W2[:...][@RATE]``,
-  ``static-best``, ``random``;
+  ``random`` (``static-best``, a search over the static family, lives with evaluation:
+  :mod:`agents.static_best`);
 - :mod:`baselines.policies`: the policies (what each does, its source, its mapping onto
   the environment; the table is in ``baselines/README.md``);
 - :mod:`baselines.algorithms`: each system's decision logic, independent of the environment;
-- ``python -m baselines``: every baseline's score on every shipped scenario.
+- ``python evaluate.py``: every baseline's score on every shipped scenario.
 
-Evaluate with :func:`agents.rollout.rollout`.
+Layers import one way: ``envs`` <- ``baselines`` <- ``agents``. Evaluate with
+:func:`agents.rollout.rollout`.
 """
 
 from baselines.policies import (
@@ -25,13 +27,10 @@ from baselines.policies import (
     MemcgFair,
     NumaTiering,
     RandomPolicy,
-    StaticBest,
     StaticWeights,
     WeightedInterleave,
-    default_cache_dir,
     make_policy,
     policy_names,
-    static_weight_grid,
 )
 
 __all__ = [
@@ -47,11 +46,8 @@ __all__ = [
     "MemcgFair",
     "NumaTiering",
     "RandomPolicy",
-    "StaticBest",
     "StaticWeights",
     "WeightedInterleave",
-    "default_cache_dir",
     "make_policy",
     "policy_names",
-    "static_weight_grid",
 ]

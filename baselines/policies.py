@@ -27,14 +27,9 @@ environment's actions and kernel switches is tabled in ``baselines/README.md``.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
-import os
 import re
-from collections.abc import Callable, Sequence
-from importlib import resources
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -53,12 +48,10 @@ from baselines.algorithms import (
     node_mem_bp,
     reduce_weights,
 )
-from envs.gym_env import Engine, TieredMemoryVecEnv
+from envs.core import EnvParams, Hardware
 from envs.model import KernelConfig
 
 __all__ = [
-    "DEFAULT_RATES_MBPS",
-    "DEFAULT_RATIOS",
     "STATIC_KERNEL",
     "TPP",
     "TPP_KERNEL",
@@ -71,13 +64,10 @@ __all__ = [
     "MemcgFair",
     "NumaTiering",
     "RandomPolicy",
-    "StaticBest",
     "StaticWeights",
     "WeightedInterleave",
-    "default_cache_dir",
     "make_policy",
     "policy_names",
-    "static_weight_grid",
 ]
 
 F64 = NDArray[np.float64]
@@ -103,18 +93,21 @@ TPP_KERNEL = KernelConfig(
 KERNEL_RATE_MBPS = 65536.0
 
 
-def _engine(env: Any) -> Engine:
-    if isinstance(env, Engine):
-        return env
-    eng = getattr(env, "engine", None)
-    if eng is None:
-        eng = getattr(getattr(env, "unwrapped", None), "engine", None)
-    if not isinstance(eng, Engine):
+def _env_params(env: Any, num_envs: int | None) -> tuple[EnvParams, int]:
+    """``(params, num_envs)`` from an :class:`EnvParams` or a TierGym environment."""
+    if isinstance(env, EnvParams):
+        if num_envs is None:
+            raise TypeError("bind(params, num_envs): give the batch size with the parameters")
+        return env, int(num_envs)
+    params = getattr(env, "params", None)
+    if not isinstance(params, EnvParams):
+        params = getattr(getattr(env, "unwrapped", None), "params", None)
+    if not isinstance(params, EnvParams):
         raise TypeError(
-            f"bind: expected a TierGym environment (TieredMemoryEnv, TieredMemoryVecEnv, "
-            f"TierGymVecEnv or Engine), got {type(env).__name__}"
+            f"bind: expected EnvParams or a TierGym environment (TieredMemoryEnv, "
+            f"TieredMemoryVecEnv, TierGymVecEnv), got {type(env).__name__}"
         )
-    return eng
+    return params, int(num_envs if num_envs is not None else getattr(env, "num_envs", 1))
 
 
 class HeuristicPolicy:
@@ -123,54 +116,72 @@ class HeuristicPolicy:
     A subclass sets ``name`` and ``kernel`` and implements ``_decide`` (weights
     ``(B, R, N)`` integers, ``R`` the codec's weight rows, and the promotion
     rate limit ``(B,)`` MB/s), and if it keeps state ``_reset(mask)`` and
-    ``_observe(info)``. All state is arrays with the batch axis first; no
-    method loops over instances.
+    ``_observe(metrics)``. All state is arrays with the batch axis first; no
+    method loops over instances. The machine is read from the
+    :class:`~envs.core.Hardware` view handed to :meth:`observe`.
     """
 
     name: str = "heuristic"
     kernel: KernelConfig = STATIC_KERNEL
 
     def __init__(self) -> None:
-        self.engine: Engine | None = None
+        self.params: EnvParams | None = None
+        self.hw: Hardware | None = None
         self._B = 0
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
 
     # ----------------------------------------------------------------- binding
-    def bind(self, env: Any) -> HeuristicPolicy:
-        """Attach to ``env`` (its codec, nodes and batch size) and reset all state."""
-        eng = _engine(env)
-        if eng.codec.action_type != "box":
+    def bind(self, env: Any, num_envs: int | None = None) -> HeuristicPolicy:
+        """Attach to an environment's parameters and batch size, and reset all state.
+
+        ``env`` is an :class:`~envs.core.EnvParams` (then give ``num_envs``) or a
+        TierGym environment (its ``params`` and ``num_envs``).
+        """
+        params, n = _env_params(env, num_envs)
+        if params.codec.action_type != "box":
             raise ValueError(
                 f"{self.name}: heuristics emit box actions; build the environment with "
-                f"action_type='box' (got {eng.codec.action_type!r})"
+                f"action_type='box' (got {params.codec.action_type!r})"
             )
-        self.engine = eng
-        self._B = eng.num_envs
+        self.params = params
+        self._B = n
+        self.hw = None
         self._bound()
         self._reset(np.ones(self._B, dtype=bool))
         return self
 
     def _bound(self) -> None:
-        """Hook: the policy was bound to ``self.engine``."""
+        """Hook: the policy was bound to ``self.params``."""
 
-    def _eng(self) -> Engine:
-        if self.engine is None:
+    def _p(self) -> EnvParams:
+        if self.params is None:
             raise RuntimeError(
                 f"{self.name}: not bound to an environment; call bind(env) or make_policy(name, env)"
             )
-        return self.engine
+        return self.params
+
+    def _hw(self) -> Hardware:
+        if self.hw is None:
+            raise RuntimeError(
+                f"{self.name}: no hardware view yet; call observe(None, env.hardware()) after reset"
+            )
+        return self.hw
 
     # --------------------------------------------------------- hardware views
     @property
     def n_rows(self) -> int:
         """Weight rows of the action: tenant slots, or 1 with global weights."""
-        return self._eng().codec.n_weight_rows
+        return self._p().codec.n_weight_rows
+
+    @property
+    def n_nodes(self) -> int:
+        return self._p().n_nodes
 
     def is_cxl(self) -> NDArray[np.bool_]:
         """(B, N) whether each node is a CXL node."""
-        return self._eng().params.is_cxl.T
+        return self._hw().is_cxl
 
     def node_bandwidth_gbps(self) -> F64:
         """(B, N) a node's firmware bandwidth: ``min(read, write)`` peak incl. the CXL link.
@@ -178,19 +189,16 @@ class HeuristicPolicy:
         What HMAT/CDAT report and what the kernel's weighted-interleave auto mode
         reads (``mempolicy_set_node_perf``).
         """
-        c = self._eng().params.curves
-        rd = np.minimum(c.mem_read, c.link_read)
-        wr = np.minimum(c.mem_write, c.link_write)
-        return node_bandwidth_for_weights(rd, wr).T
+        return self._hw().firmware_gbps
 
     def capacity_gib(self) -> F64:
         """(B, N) node capacities."""
-        return self._eng().params.capacity_gib.T
+        return self._hw().capacity_gib
 
     def _rows(self, w: NDArray) -> I64:
         """Per-node weights (B, N) or (N,) -> the same for every weight row (B, R, N)."""
         w = np.asarray(w, dtype=np.int64)
-        n = self._eng().N
+        n = self.n_nodes
         return np.broadcast_to(w.reshape(-1, 1, n), (self._B, self.n_rows, n)).copy()
 
     # ----------------------------------------------------------------- protocol
@@ -202,7 +210,7 @@ class HeuristicPolicy:
         deterministic: bool = True,
     ) -> tuple[NDArray[np.float32], Any]:
         """Box actions for a batch of observations (or one observation of a single env)."""
-        eng = self._eng()
+        params = self._p()
         obs = np.asarray(observation)
         single = obs.ndim == 1
         obs2 = obs[None] if single else obs
@@ -216,22 +224,32 @@ class HeuristicPolicy:
             if start.any():
                 self._reset(start)
         w, rate = self._decide(obs2)
-        act = eng.codec.encode_box(w, np.broadcast_to(np.asarray(rate, dtype=float), (self._B,)))
+        act = params.codec.encode_box(
+            w, np.broadcast_to(np.asarray(rate, dtype=float), (self._B,))
+        )
         return (act[0] if single else act), state
 
-    def observe(self, info: dict[str, Any]) -> None:
-        """Read the step's metrics (batched info; a single env's info is batched here)."""
-        active = info.get("tenant_active")
-        if active is not None and np.ndim(active) == 1:  # a single env's info
-            info = {k: np.asarray(v)[None] for k, v in info.items()}
-        self._observe(info)
+    def observe(self, metrics: Mapping[str, Any] | None, hardware: Hardware) -> None:
+        """Read the machine and, after a step, the step's metrics, as a kernel reads counters.
+
+        ``metrics`` is the step's :class:`~envs.core.Metrics` (or a Gymnasium info
+        dict; a single env's unbatched info is batched here), ``None`` right after
+        a reset; ``hardware`` is the environment's :class:`~envs.core.Hardware`
+        view of the episodes now running (``env.hardware()``).
+        """
+        self.hw = hardware
+        if metrics is None:
+            return
+        if np.ndim(metrics["tenant_active"]) == 1:  # a single env's info
+            metrics = {k: np.asarray(v)[None] for k, v in metrics.items()}
+        self._observe(metrics)
 
     # ----------------------------------------------------------------- to override
     def _reset(self, mask: NDArray[np.bool_]) -> None:
         """Reset the controller state of instances ``mask`` (B,)."""
 
-    def _observe(self, info: dict[str, Any]) -> None:
-        """Update the controller from batched ``info``."""
+    def _observe(self, info: Mapping[str, Any]) -> None:
+        """Update the controller from the step's batched metrics."""
 
     def _decide(self, obs: NDArray) -> tuple[I64, F64]:
         raise NotImplementedError
@@ -267,7 +285,7 @@ class LocalFirst(_Static):
     name = "dram-first"
 
     def _decide(self, obs: NDArray) -> tuple[I64, F64]:
-        return self._rows(np.zeros(self._eng().N)), np.zeros(self._B)
+        return self._rows(np.zeros(self.n_nodes)), np.zeros(self._B)
 
 
 class Interleave(_Static):
@@ -284,7 +302,7 @@ class Interleave(_Static):
     name = "interleave"
 
     def _decide(self, obs: NDArray) -> tuple[I64, F64]:
-        return self._rows(np.ones(self._eng().N)), np.zeros(self._B)
+        return self._rows(np.ones(self.n_nodes)), np.zeros(self._B)
 
 
 class WeightedInterleave(_Static):
@@ -355,11 +373,11 @@ class StaticWeights(_Static):
         self.name = "static:" + ":".join(str(int(x)) for x in self.weights) + rate
 
     def _bound(self) -> None:
-        eng = self._eng()
-        if self.weights.size != eng.N:
+        params = self._p()
+        if self.weights.size != params.n_nodes:
             raise ValueError(
-                f"{self.name}: {self.weights.size} weights for a machine of {eng.N} nodes "
-                f"{eng.node_names}"
+                f"{self.name}: {self.weights.size} weights for a machine of {params.n_nodes} "
+                f"nodes {params.node_names}"
             )
 
     def _decide(self, obs: NDArray) -> tuple[I64, F64]:
@@ -392,7 +410,7 @@ class NumaTiering(HeuristicPolicy):
         self.rate_mbps = float(rate_mbps)
 
     def _decide(self, obs: NDArray) -> tuple[I64, F64]:
-        return self._rows(np.zeros(self._eng().N)), np.full(self._B, self.rate_mbps)
+        return self._rows(np.zeros(self.n_nodes)), np.full(self._B, self.rate_mbps)
 
 
 class TPP(NumaTiering):
@@ -558,7 +576,7 @@ class ColloidPolicy(HeuristicPolicy):
         for f in self._FIELDS:
             setattr(self.ctl, f, np.where(rows, getattr(new, f), getattr(self.ctl, f)))
 
-    def _observe(self, info: dict[str, Any]) -> None:
+    def _observe(self, info: Mapping[str, Any]) -> None:
         assert self.ctl is not None
         cxl = self.is_cxl()
         lat, bw = info["node_latency_ns"], info["node_bandwidth_gbps"]
@@ -656,7 +674,7 @@ class CaptionPolicy(HeuristicPolicy):
         for f in self._FIELDS:
             setattr(self.ctl, f, np.where(mask, getattr(new, f), getattr(self.ctl, f)))
 
-    def _observe(self, info: dict[str, Any]) -> None:
+    def _observe(self, info: Mapping[str, Any]) -> None:
         assert self.ctl is not None
         active = info["tenant_active"]
         n = active.sum(axis=1)
@@ -732,7 +750,7 @@ class DamonTiering(HeuristicPolicy):
         self.tuner.esz_bp = np.where(mask, new.esz_bp, self.tuner.esz_bp)
         self.tuner.quota_bytes = np.where(mask, new.quota_bytes, self.tuner.quota_bytes)
 
-    def _observe(self, info: dict[str, Any]) -> None:
+    def _observe(self, info: Mapping[str, Any]) -> None:
         assert self.tuner is not None
         dram = ~self.is_cxl()
         used = np.where(dram, info["node_capacity_used_gib"], 0.0).sum(axis=1)
@@ -742,7 +760,7 @@ class DamonTiering(HeuristicPolicy):
     def _decide(self, obs: NDArray) -> tuple[I64, F64]:
         assert self.tuner is not None
         rate = np.maximum(self.tuner.quota_bytes, 1.0) / 1e6  # bytes per 1 s -> MB/s
-        return self._rows(np.zeros(self._eng().N)), rate
+        return self._rows(np.zeros(self.n_nodes)), rate
 
 
 class RandomPolicy(HeuristicPolicy):
@@ -773,264 +791,10 @@ class RandomPolicy(HeuristicPolicy):
         episode_start: NDArray | None = None,
         deterministic: bool = True,
     ) -> tuple[NDArray[np.float32], Any]:
-        eng = self._eng()
         obs = np.asarray(observation)
         b = 1 if obs.ndim == 1 else obs.shape[0]
-        a = self.rng.uniform(-1.0, 1.0, (b, eng.codec.size)).astype(np.float32)
+        a = self.rng.uniform(-1.0, 1.0, (b, self._p().codec.size)).astype(np.float32)
         return (a[0] if obs.ndim == 1 else a), state
-
-
-# =============================================================================== static-best
-
-#: DRAM:CXL per-node weight ratios searched by ``static-best`` (besides local-first and the
-#: auto weights): DRAM only, CXL only, and interleave ratios from 1:4 to 32:1.
-DEFAULT_RATIOS: tuple[tuple[int, int], ...] = (
-    (1, 0),
-    (0, 1),
-    (1, 1),
-    (3, 2),
-    (2, 1),
-    (3, 1),
-    (4, 1),
-    (6, 1),
-    (8, 1),
-    (12, 1),
-    (16, 1),
-    (32, 1),
-    (2, 3),
-    (1, 2),
-    (1, 4),
-)
-#: Promotion rate limits searched by ``static-best`` (0 = off; 65536 = kernel default).
-DEFAULT_RATES_MBPS: tuple[float, ...] = (0.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 65536.0)
-
-
-def static_weight_grid(
-    is_cxl: NDArray[np.bool_],
-    bandwidth_gbps: F64,
-    ratios: Sequence[tuple[int, int]] = DEFAULT_RATIOS,
-    weightiness: int = 32,
-) -> I64:
-    """Weight vectors (K, N) searched by ``static-best`` for one machine.
-
-    Local-first (all 0), every DRAM node ``a`` and every CXL node ``b`` for
-    each ratio ``(a, b)``, and the kernel's auto weights; each reduced by its
-    gcd, duplicates removed (first kept).
-    """
-    cxl = np.asarray(is_cxl, dtype=bool)
-    rows: list[NDArray[np.int64]] = [np.zeros(cxl.size, dtype=np.int64)]
-    for a, b in ratios:
-        w = np.where(cxl, b, a).astype(np.int64)
-        if w.any():
-            rows.append(w)
-    rows.append(auto_interleave_weights(np.asarray(bandwidth_gbps, dtype=float), weightiness))
-    out: list[NDArray[np.int64]] = []
-    seen: set[tuple[int, ...]] = set()
-    for w in rows:
-        pos = w > 0
-        r = np.zeros_like(w)
-        if pos.any():
-            r[pos] = reduce_weights(w[pos])
-        key = tuple(int(v) for v in r)
-        if key not in seen:
-            seen.add(key)
-            out.append(r)
-    return np.stack(out)
-
-
-def default_cache_dir() -> Path:
-    """``$TIERGYM_CACHE``, else ``$XDG_CACHE_HOME/tiergym``, else ``~/.cache/tiergym``."""
-    if os.environ.get("TIERGYM_CACHE"):
-        return Path(os.environ["TIERGYM_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tiergym"
-
-
-def _model_fingerprint() -> str:
-    """Hash of the model's source: a cached search is stale when the model changes."""
-    h = hashlib.sha256()
-    pkg = resources.files("envs")
-    for name in ("model.py", "solver.py", "kernel.py", "spaces.py", "families.py", "gym_env.py"):
-        h.update((pkg / name).read_bytes())
-    return h.hexdigest()[:16]
-
-
-class _FixedActions:
-    """A policy that plays one fixed action per instance (the static-best grid)."""
-
-    def __init__(self, actions: NDArray[np.float32]) -> None:
-        self.actions = actions
-
-    def predict(self, observation: Any, state: Any = None, **_: Any) -> tuple[NDArray, Any]:
-        return self.actions, state
-
-
-class StaticBest(HeuristicPolicy):
-    """``static-best``: the best fixed weights and rate for the scenario (grid search).
-
-    An upper bound for any static policy, and an in-sample oracle, not a
-    deployable policy: at ``bind`` it evaluates every configuration of the
-    grid (:func:`static_weight_grid` x ``rates``: local-first, DRAM only, CXL
-    only, DRAM:CXL ratios 1:4..32:1 and the auto weights, times promotion rate
-    limits 0..65536 MB/s) on the bound environment's scenario and split, with
-    ``n_episodes`` episodes of seeds ``seed, seed+1, ...`` (what
-    :func:`agents.rollout.rollout` uses by default), all in ONE batched
-    environment of ``configs x n_episodes`` instances, and keeps the
-    configuration with the best mean ``metric``. Since the grid holds the
-    static heuristics' configurations (``dram-first`` = local-first at rate 0,
-    ``interleave`` = 1:1, ``weighted-interleave`` = auto, ``numa-tiering`` =
-    local-first at 65536) under the same kernel (:data:`STATIC_KERNEL`), it is
-    at least as good as each of them on those episodes.
-
-    The result is cached as JSON under ``cache_dir`` (default
-    :func:`default_cache_dir`), keyed by a hash of the scenarios' content
-    (every scenario of the split's pool), the environment settings, the grid,
-    the episodes, the metric and the model's source. Reads no info.
-
-    Args:
-        n_episodes: episodes per configuration (8).
-        seed: first episode seed (0).
-        ratios: DRAM:CXL ratios of the weight grid (:data:`DEFAULT_RATIOS`).
-        rates_mbps: promotion rate limits of the grid (:data:`DEFAULT_RATES_MBPS`).
-        metric: ``"geomean_perf"`` (default) or another rollout metric (higher is better).
-        cache_dir: where results are cached (``None``: the default; ``False``: no cache).
-    """
-
-    name = "static-best"
-    kernel = STATIC_KERNEL
-
-    def __init__(
-        self,
-        n_episodes: int = 8,
-        seed: int = 0,
-        ratios: Sequence[tuple[int, int]] = DEFAULT_RATIOS,
-        rates_mbps: Sequence[float] = DEFAULT_RATES_MBPS,
-        metric: str = "geomean_perf",
-        cache_dir: str | Path | bool | None = None,
-    ) -> None:
-        super().__init__()
-        if n_episodes < 1:
-            raise ValueError(f"static-best n_episodes: got {n_episodes}, expected at least 1")
-        self.n_episodes = int(n_episodes)
-        self.seed = int(seed)
-        self.ratios = tuple((int(a), int(b)) for a, b in ratios)
-        self.rates_mbps = tuple(float(r) for r in rates_mbps)
-        self.metric = metric
-        self.cache_dir = cache_dir
-        self.result: dict[str, Any] | None = None
-        self.weights = np.zeros(0, dtype=np.int64)
-        self.rate_mbps = 0.0
-        self.searched = False  # whether the last bind ran the search (False: from the cache)
-
-    def _cache_path(self, key: str) -> Path | None:
-        if self.cache_dir is False:
-            return None
-        d = default_cache_dir() if self.cache_dir in (None, True) else Path(str(self.cache_dir))
-        return d / f"static-best-{key}.json"
-
-    def _bound(self) -> None:
-        eng = self._eng()
-        fam = eng.family
-        grid_w = static_weight_grid(
-            eng.params.is_cxl[:, 0], self.node_bandwidth_gbps()[0], self.ratios
-        )
-        settings = {
-            "scenario": fam.name,
-            "split": eng.split,
-            "max_tenants": eng.T,
-            "reward": eng.reward_name,
-            "weights": eng.codec.weights,
-            "max_promote_mbps": eng.codec.max_promote_mbps,
-            "jitter": float(eng.params.jitter[0]),
-            "pool_size": fam.pool_size,
-        }
-        content = hashlib.sha256()
-        for i in range(fam.pool_size):
-            content.update(fam.scenario(eng.split, i).model_dump_json().encode())
-        desc = {
-            "version": 1,
-            "model": _model_fingerprint(),
-            "content": content.hexdigest(),
-            "settings": settings,
-            "kernel": dataclasses.asdict(self.kernel),
-            "grid_weights": grid_w.tolist(),
-            "grid_rates": list(self.rates_mbps),
-            "n_episodes": self.n_episodes,
-            "seed": self.seed,
-            "metric": self.metric,
-        }
-        key = hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:24]
-        path = self._cache_path(key)
-        result = None
-        if path is not None and path.exists():
-            try:
-                result = json.loads(path.read_text())
-            except (OSError, ValueError):
-                result = None
-        self.searched = result is None
-        if result is None:
-            result = self._search(eng, settings, grid_w)
-            result["key"] = desc
-            if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".{os.getpid()}.tmp")
-                tmp.write_text(json.dumps(result, indent=1))
-                tmp.replace(path)
-        self.result = result
-        self.weights = np.asarray(result["weights"], dtype=np.int64)
-        self.rate_mbps = float(result["rate_mbps"])
-
-    def _search(self, eng: Engine, settings: dict[str, Any], grid_w: I64) -> dict[str, Any]:
-        from agents.rollout import run_episodes  # the shared loop (agents imports baselines lazily)
-
-        rates = np.asarray(self.rates_mbps, dtype=float)
-        K, R, E = grid_w.shape[0], rates.size, self.n_episodes
-        G = K * R
-        cfg_w = np.repeat(grid_w, R, axis=0)  # (G, N): weights-major
-        cfg_r = np.tile(rates, K)  # (G,)
-        env = TieredMemoryVecEnv(
-            num_envs=G * E,
-            scenario=eng.family,
-            split=eng.split,
-            max_tenants=eng.T,
-            reward=eng.reward_name,
-            weights=eng.codec.weights,
-            action_type="box",
-            max_promote_mbps=eng.codec.max_promote_mbps,
-            kernel=self.kernel,
-            jitter=settings["jitter"],
-            pool_size=eng.family.pool_size,
-        )
-        codec = env.engine.codec
-        rows = codec.n_weight_rows
-        w_inst = np.repeat(cfg_w, E, axis=0)[:, None, :].repeat(rows, axis=1)
-        actions = codec.encode_box(w_inst, np.repeat(cfg_r, E))
-        seeds = np.tile(self.seed + np.arange(E), G)
-        stats = run_episodes(_FixedActions(actions), env, seeds)
-        met = stats.metrics()
-        if self.metric not in met:
-            raise ValueError(
-                f"static-best metric: got {self.metric!r}, expected one of {list(met)}"
-            )
-        score = np.nanmean(met[self.metric].reshape(G, E), axis=1)
-        best = int(np.nanargmax(np.where(np.isnan(score), -np.inf, score)))
-        return {
-            "weights": cfg_w[best].tolist(),
-            "rate_mbps": float(cfg_r[best]),
-            "score": float(score[best]),
-            "metric": self.metric,
-            "grid": [
-                {
-                    "weights": cfg_w[g].tolist(),
-                    "rate_mbps": float(cfg_r[g]),
-                    "score": float(score[g]),
-                }
-                for g in range(G)
-            ],
-        }
-
-    def _decide(self, obs: NDArray) -> tuple[I64, F64]:
-        return self._rows(self.weights), np.full(self._B, self.rate_mbps)
 
 
 # =============================================================================== registry
@@ -1045,7 +809,6 @@ _REGISTRY: dict[str, Callable[..., HeuristicPolicy]] = {
     "colloid": ColloidPolicy,
     "caption": CaptionPolicy,
     "damon-tiering": DamonTiering,
-    "static-best": StaticBest,
     "random": RandomPolicy,
 }
 STATIC_PATTERN = "static:W1:W2[:...][@RATE]"

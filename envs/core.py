@@ -406,10 +406,11 @@ def step(
         reward_throughput=terms["throughput"],
         reward_weighted_speedup=terms["weighted-speedup"],
         reward_harmonic=terms["harmonic"],
-        interleave_weights=weights,
-        promote_rate_mbps=act.promote_mbps,
-        episode_step=model.t,
-        node_capacity_gib=state.instance.capacity_gib.T,
+        # copies: what a step returns never aliases the state (users keep it)
+        interleave_weights=weights.copy(),
+        promote_rate_mbps=act.promote_mbps.copy(),
+        episode_step=model.t.copy(),
+        node_capacity_gib=state.instance.capacity_gib.T.copy(),
     )
     reward = terms[params.reward].astype(np.float64)
     truncated = model.t >= state.instance.episode_steps

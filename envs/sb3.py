@@ -1,18 +1,18 @@
-"""A stable-baselines3 ``VecEnv`` over the native Gymnasium vector env.
+"""A stable-baselines3 ``VecEnv`` over the environment core, and its standard wrapping.
 
 stable-baselines3 (2.x) has no adapter for a ``gymnasium.vector.VectorEnv``;
-this one keeps the whole batch in one process and one model call:
+:class:`TierGymVecEnv` keeps the whole batch in one process and one call of
+:func:`envs.core.step_autoreset`:
 
-- finished instances restart in the same step (the vector env does it); their
-  last observation goes to ``info["terminal_observation"]`` and
-  ``info["TimeLimit.truncated"]`` says the episode was cut by its length;
-- episode returns and lengths are tracked as arrays and reported as
-  ``info["episode"] = {"r", "l", "t"}`` when an instance finishes, as
-  ``stable_baselines3.common.monitor.Monitor`` would, so ``rollout/ep_rew_mean``
-  works without a per-instance wrapper;
-- the per-step metrics of every instance (finished ones included) stay batched
-  in :attr:`last_info` (arrays, batch first) for callbacks to aggregate; the
-  per-instance ``infos`` list holds only what stable-baselines3 reads.
+- finished instances restart in the same step; their last observation goes to
+  ``info["terminal_observation"]`` and ``info["TimeLimit.truncated"]`` says the
+  episode was cut by its length;
+- every instance's ``info["metrics"]`` is the step's batched
+  :class:`~envs.core.Metrics` (one shared object: row ``i`` is instance ``i``,
+  finished instances included), so callbacks aggregate arrays instead of
+  ``num_envs`` dicts;
+- episode returns and lengths come from stable-baselines3's own
+  ``VecMonitor``: build the training environment with :func:`make_vec_env`.
 """
 
 from __future__ import annotations
@@ -23,50 +23,45 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env import VecMonitor
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
-from envs.gym_env import TieredMemoryVecEnv
+from envs import core
+from envs.core import EnvParams, EnvState, Hardware
 
-__all__ = ["TierGymVecEnv"]
+__all__ = ["TierGymVecEnv", "make_vec_env"]
 
 
 class TierGymVecEnv(VecEnv):
-    """stable-baselines3 view of a :class:`~envs.gym_env.TieredMemoryVecEnv`."""
+    """stable-baselines3 view of a batch of TierGym instances (``gymnasium.make`` arguments)."""
 
-    def __init__(
-        self, venv: TieredMemoryVecEnv | None = None, num_envs: int = 1, **kwargs: Any
-    ) -> None:
-        self.venv = venv if venv is not None else TieredMemoryVecEnv(num_envs=num_envs, **kwargs)
+    def __init__(self, num_envs: int = 1, **kwargs: Any) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs: got {num_envs}, expected at least 1")
+        self.params: EnvParams = core.make_params(**kwargs)
         self.render_mode = None
-        super().__init__(
-            self.venv.num_envs, self.venv.single_observation_space, self.venv.single_action_space
-        )
-        n = self.num_envs
+        super().__init__(num_envs, self.params.encoder.space(), self.params.codec.space())
+        self.state: EnvState | None = None
         self._actions: np.ndarray | None = None
-        self._ep_return = np.zeros(n)
-        self._ep_len = np.zeros(n, dtype=np.int64)
-        self._t0 = time.time()
-        self.last_info: dict[str, Any] = {}
-        self.step_seconds = 0.0  # wall time spent stepping the environment
-        self.steps_taken = 0  # environment steps (instances x steps)
+        self.env_seconds = 0.0  # wall time spent stepping the environment
+        self.env_steps = 0  # environment steps taken (instances x steps)
 
-    @property
-    def engine(self) -> Any:
-        return self.venv.engine
+    def hardware(self) -> Hardware:
+        """Every instance's machine in its current episode."""
+        if self.state is None:
+            raise RuntimeError("call reset() first")
+        return core.hardware(self.state)
 
     def reset(self) -> np.ndarray:
         seeds = self._seeds
         if all(s is None for s in seeds):
-            seed: Any = None
+            base = np.random.SeedSequence().generate_state(self.num_envs, dtype=np.uint64)
         elif all(s is not None for s in seeds):
-            seed = [int(s) for s in seeds]  # type: ignore[arg-type]
+            base = np.asarray(seeds, dtype=np.uint64)
         else:
             raise ValueError("seed(): give every instance a seed or none")
-        obs, _ = self.venv.reset(seed=seed)
+        self.state, obs = core.reset(self.params, base)
         self._reset_seeds()
-        self._ep_return[:] = 0.0
-        self._ep_len[:] = 0
         self.reset_infos = [{} for _ in range(self.num_envs)]
         return obs
 
@@ -76,47 +71,37 @@ class TierGymVecEnv(VecEnv):
     def step_wait(self) -> VecEnvStepReturn:
         if self._actions is None:
             raise RuntimeError("step_wait() without step_async()")
+        if self.state is None:
+            raise RuntimeError("call reset() before step()")
         actions = np.asarray(self._actions)
         if isinstance(self.action_space, gym.spaces.Box):
             actions = actions.reshape((self.num_envs, *self.action_space.shape))
         t0 = time.perf_counter()
-        obs, reward, terminated, truncated, info = self.venv.step(actions)
-        self.step_seconds += time.perf_counter() - t0
-        self.steps_taken += self.num_envs
+        self.state, obs, reward, term, trunc, metrics, final_obs = core.step_autoreset(
+            self.params, self.state, actions
+        )
+        self.env_seconds += time.perf_counter() - t0
+        self.env_steps += self.num_envs
         self._actions = None
-        self.last_info = self.venv.engine.last_info  # all instances, before autoreset
-        done = terminated | truncated
-        self._ep_return += reward
-        self._ep_len += 1
-        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
-        if done.any():
-            final_obs = info["final_obs"]
-            elapsed = round(time.time() - self._t0, 6)
+        done = term | trunc
+        infos: list[dict[str, Any]] = [{"metrics": metrics} for _ in range(self.num_envs)]
+        if final_obs is not None:
             for i in np.flatnonzero(done):
-                infos[i] = {
-                    "terminal_observation": final_obs[i],
-                    "TimeLimit.truncated": bool(truncated[i] and not terminated[i]),
-                    "episode": {
-                        "r": float(self._ep_return[i]),
-                        "l": int(self._ep_len[i]),
-                        "t": elapsed,
-                    },
-                }
-            self._ep_return[done] = 0.0
-            self._ep_len[done] = 0
+                infos[i]["terminal_observation"] = final_obs[i]
+                infos[i]["TimeLimit.truncated"] = bool(trunc[i] and not term[i])
         return obs, reward.astype(np.float32), done, infos
 
     def close(self) -> None:
-        self.venv.close()
+        pass
 
-    # stable-baselines3 asks these of sub-environments; the batch has no sub-environments,
-    # so attributes are the vector env's and apply to every index.
+    # stable-baselines3 asks these of sub-environments; the batch has none, so
+    # attributes are this object's and apply to every index.
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
-        value = getattr(self.venv, attr_name) if attr_name != "render_mode" else None
+        value = getattr(self, attr_name)
         return [value for _ in self._get_indices(indices)]
 
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
-        setattr(self.venv, attr_name, value)
+        setattr(self, attr_name, value)
 
     def env_method(
         self,
@@ -125,14 +110,18 @@ class TierGymVecEnv(VecEnv):
         indices: VecEnvIndices = None,
         **method_kwargs: Any,
     ) -> list[Any]:
-        result = getattr(self.venv, method_name)(*method_args, **method_kwargs)
+        result = getattr(self, method_name)(*method_args, **method_kwargs)
         return [result for _ in self._get_indices(indices)]
 
     def env_is_wrapped(
         self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None
     ) -> list[bool]:
-        # episode statistics are reported exactly as Monitor reports them
-        return [wrapper_class is Monitor for _ in self._get_indices(indices)]
+        return [False for _ in self._get_indices(indices)]
 
     def seed(self, seed: int | None = None) -> Sequence[int | None]:
         return super().seed(seed)
+
+
+def make_vec_env(num_envs: int, **kwargs: Any) -> VecMonitor:
+    """The training environment: :class:`TierGymVecEnv` under stable-baselines3's ``VecMonitor``."""
+    return VecMonitor(TierGymVecEnv(num_envs=num_envs, **kwargs))

@@ -16,11 +16,26 @@ import numpy as np
 import pytest
 import yaml
 
-from envs import Simulator, calibrate, load_hardware, load_scenario
+from calibration.bench import SETUPS, MLCBench, mlc_scenario, preset_for
+from calibration.checks import WI_GAIN, WI_TARGETS, interleave_experiment
+from calibration.cli import main
+from calibration.data import (
+    CHECKED,
+    DATA_DIR,
+    FIG3_CSV,
+    HARDWARE_DIR,
+    MEMORIES,
+    MIXES,
+    CalibrationDataError,
+    load_series,
+)
+from calibration.metrics import memory_metrics, pooled_median
+from calibration.presets import A1000_HEADER, node_of, preset_yaml, read_preset, spr4cxl_hardware
+from envs import Simulator, load_hardware, load_scenario
 
 pytestmark = pytest.mark.skipif(
-    not (calibrate.DATA_DIR / calibrate.FIG3_CSV).is_file(),
-    reason=f"shared calibration data not found ({calibrate.DATA_DIR / calibrate.FIG3_CSV})",
+    not (DATA_DIR / FIG3_CSV).is_file(),
+    reason=f"shared calibration data not found ({DATA_DIR / FIG3_CSV})",
 )
 
 CXL_REMOTE_MIX = (
@@ -36,27 +51,25 @@ WI_2TO1 = (
 
 @pytest.fixture(scope="module")
 def series() -> dict:
-    return calibrate.load_series()
+    return load_series()
 
 
 @pytest.fixture(scope="module")
 def metrics(series: dict) -> dict:
-    return {
-        m: calibrate.memory_metrics(calibrate.preset_for(m), m, series) for m in calibrate.CHECKED
-    }
+    return {m: memory_metrics(preset_for(m), m, series) for m in CHECKED}
 
 
 @pytest.fixture(scope="module")
 def wi() -> dict:
-    return calibrate.interleave_experiment()
+    return interleave_experiment()
 
 
 # --------------------------------------------------------------------------- the data
 
 
 def test_series_cover_every_memory_and_mix(series: dict) -> None:
-    for m in calibrate.MEMORIES:
-        for mix in calibrate.MIXES:
+    for m in MEMORIES:
+        for mix in MIXES:
             s = series[(m, mix)]
             assert len(s.bandwidth) == 19
             assert np.all(np.diff(s.delay) < 0)  # lightest load first
@@ -67,22 +80,22 @@ def test_series_cover_every_memory_and_mix(series: dict) -> None:
 
 
 def test_missing_data_gives_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    with pytest.raises(calibrate.CalibrationDataError, match="--data"):
-        calibrate.load_series(tmp_path)
-    assert calibrate.main(["--data", str(tmp_path), "--check"]) == 2
+    with pytest.raises(CalibrationDataError, match="--data"):
+        load_series(tmp_path)
+    assert main(["--data", str(tmp_path), "--check"]) == 2
     assert "calibration data not found" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- must-show: curves
 
 
-@pytest.mark.parametrize("memory", calibrate.CHECKED)
+@pytest.mark.parametrize("memory", CHECKED)
 def test_peak_bandwidth_within_7_percent_every_mix(metrics: dict, memory: str) -> None:
     for mix, m in metrics[memory].items():
         assert abs(m.peak_rel) <= 0.07, (memory, mix, m.peak_model, m.peak_meas)
 
 
-@pytest.mark.parametrize("memory", calibrate.CHECKED)
+@pytest.mark.parametrize("memory", CHECKED)
 def test_idle_latency_within_5_percent(metrics: dict, memory: str) -> None:
     m = metrics[memory]["1:0"]
     assert abs(m.idle_rel) <= 0.05, (memory, m.idle_model, m.idle_meas)
@@ -103,7 +116,7 @@ def test_lowest_load_latency_of_every_mix_within_5_percent(metrics: dict, memory
     ],
 )
 def test_median_latency_error_at_most_10_percent(metrics: dict, memory: str) -> None:
-    assert calibrate.pooled_median(metrics[memory]) <= 0.10
+    assert pooled_median(metrics[memory]) <= 0.10
 
 
 def test_cxl_remote_read_only_and_mixed_curves_stay_close(metrics: dict) -> None:
@@ -123,16 +136,14 @@ def test_placement_agrees_with_the_simulator(series: dict, memory: str, mix: str
     """The calibration's probe is what a Simulator step of the MLC scenario reports."""
     s = series[(memory, mix)]
     target = 0.6 * s.peak
-    bench = calibrate.MLCBench(calibrate.preset_for(memory), memory, [s.read_fraction])
+    bench = MLCBench(preset_for(memory), memory, [s.read_fraction])
     lat, compute, reach = bench.place(np.array([target]))
     assert reach[0]
     sc = load_scenario(
-        calibrate.mlc_scenario(
-            calibrate.preset_for(memory), memory, s.read_fraction, compute_ns=float(compute[0])
-        )
+        mlc_scenario(preset_for(memory), memory, s.read_fraction, compute_ns=float(compute[0]))
     )
     sim = Simulator(sc)
-    node = sim.node_names.index(calibrate.SETUPS[memory].node)
+    node = sim.node_names.index(SETUPS[memory].node)
     w = np.zeros(len(sim.node_names))
     w[node] = 1.0
     out = sim.step(w)
@@ -162,21 +173,21 @@ def test_presets_have_the_required_nodes() -> None:
 
 
 def test_preset_files_keep_their_comments_and_round_trip() -> None:
-    text = (calibrate.HARDWARE_DIR / "spr-a1000.yaml").read_text()
+    text = (HARDWARE_DIR / "spr-a1000.yaml").read_text()
     assert "# fit: mmem" in text and "# fit: cxl" in text and "eurosys24-artifacts" in text
     hw = yaml.safe_load(text)
-    again = calibrate.preset_yaml(hw, calibrate.A1000_HEADER, {})
+    again = preset_yaml(hw, A1000_HEADER, {})
     assert yaml.safe_load(again) == hw
-    assert "# = 4 x spr-a1000 dram0" in (calibrate.HARDWARE_DIR / "spr-4cxl.yaml").read_text()
+    assert "# = 4 x spr-a1000 dram0" in (HARDWARE_DIR / "spr-4cxl.yaml").read_text()
 
 
 def test_spr4cxl_is_derived_from_the_fitted_nodes() -> None:
-    a = calibrate.read_preset("spr-a1000")
+    a = read_preset("spr-a1000")
     keys = ("name", "kind", "socket", "capacity_gib")
-    d = {k: v for k, v in calibrate.node_of(a, "dram0").items() if k not in keys}
-    c = {k: v for k, v in calibrate.node_of(a, "cxl0").items() if k not in keys}
-    want = calibrate.spr4cxl_hardware(d, c)
-    have = calibrate.read_preset("spr-4cxl")
+    d = {k: v for k, v in node_of(a, "dram0").items() if k not in keys}
+    c = {k: v for k, v in node_of(a, "cxl0").items() if k not in keys}
+    want = spr4cxl_hardware(d, c)
+    have = read_preset("spr-4cxl")
     for wn, hn in zip(want["nodes"], have["nodes"], strict=True):
         for k, v in wn.items():
             if isinstance(v, float):
@@ -202,7 +213,7 @@ def test_auto_weights_favour_dram(wi: dict) -> None:
 
 @pytest.mark.parametrize("mix", ["2:1", "1:1"])
 def test_dram_only_within_10_percent(wi: dict, mix: str) -> None:
-    v, t = wi[(mix, "dram-only")], calibrate.WI_TARGETS[(mix, "dram-only")]
+    v, t = wi[(mix, "dram-only")], WI_TARGETS[(mix, "dram-only")]
     assert abs(v / t - 1) <= 0.10
 
 
@@ -210,19 +221,19 @@ def test_dram_only_within_10_percent(wi: dict, mix: str) -> None:
     "mix", [pytest.param("2:1", marks=pytest.mark.xfail(strict=True, reason=WI_2TO1)), "1:1"]
 )
 def test_weighted_interleave_within_10_percent(wi: dict, mix: str) -> None:
-    v, t = wi[(mix, "weighted-interleave")], calibrate.WI_TARGETS[(mix, "weighted-interleave")]
+    v, t = wi[(mix, "weighted-interleave")], WI_TARGETS[(mix, "weighted-interleave")]
     assert abs(v / t - 1) <= 0.10
 
 
 @pytest.mark.parametrize("mix", ["2:1", "1:1"])
 def test_weighted_over_dram_only_gain(wi: dict, mix: str) -> None:
     gain = wi[(mix, "weighted-interleave")] / wi[(mix, "dram-only")]
-    assert abs(gain - calibrate.WI_GAIN[mix]) <= 0.08
+    assert abs(gain - WI_GAIN[mix]) <= 0.08
     assert gain > 1.2  # the direction and size of the effect, whatever the tolerance
 
 
 @pytest.mark.parametrize("mix", ["2:1", "1:1"])
 def test_default_interleave_loses_at_least_half_the_published_gap(wi: dict, mix: str) -> None:
-    t = calibrate.WI_TARGETS
+    t = WI_TARGETS
     published = t[(mix, "dram-only")] - t[(mix, "interleave")]
     assert wi[(mix, "dram-only")] - wi[(mix, "interleave")] >= published / 2

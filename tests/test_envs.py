@@ -111,9 +111,9 @@ def test_ppo_trains_two_rollouts_and_evaluate_policy_runs() -> None:
     from stable_baselines3 import PPO
     from stable_baselines3.common.evaluation import evaluate_policy
 
-    from envs.sb3 import TierGymVecEnv
+    from envs.sb3 import make_vec_env
 
-    venv = TierGymVecEnv(num_envs=8, scenario=SHORT)
+    venv = make_vec_env(8, scenario=SHORT)
     venv.seed(0)
     model = PPO("MlpPolicy", venv, n_steps=16, batch_size=64, n_epochs=1, seed=0, device="cpu")
     model.learn(total_timesteps=2 * 16 * 8)
