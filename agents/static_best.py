@@ -23,9 +23,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agents.rollout import run_episodes
-from baselines.algorithms import auto_interleave_weights, reduce_weights
 from baselines.policies import STATIC_KERNEL, HeuristicPolicy
 from envs.core import EnvParams, Hardware, make_params
+from envs.kernel import auto_interleave_weights, gcd_reduce
 
 __all__ = [
     "DEFAULT_RATES_MBPS",
@@ -84,10 +84,7 @@ def static_weight_grid(
     out: list[NDArray[np.int64]] = []
     seen: set[tuple[int, ...]] = set()
     for w in rows:
-        pos = w > 0
-        r = np.zeros_like(w)
-        if pos.any():
-            r[pos] = reduce_weights(w[pos])
+        r = gcd_reduce(w)
         key = tuple(int(v) for v in r)
         if key not in seen:
             seen.add(key)
@@ -276,5 +273,3 @@ class StaticBest(HeuristicPolicy):
 
     def _decide(self, obs: NDArray) -> tuple[I64, F64]:
         return self._rows(self.weights), np.full(self._B, self.rate_mbps)
-
-

@@ -3,12 +3,12 @@
 Every function works on numpy arrays with leading batch axes, and every controller keeps
 its state as arrays of the shape it was built with (``(B,)``, ``(B, T)``, ...), updating all
 elements in one vectorised call (no Python loop over the batch). Constants from each source
-are the defaults; see the module design note ``/work/shared/design/baselines.md``.
+are the defaults; see the project's design note on baselines (``shared/design/baselines.md``).
 
-The mechanisms the environment's model also runs (``min_free_kbytes``, the NUMA-balancing
-threshold adaptation, the memcg promotion throttle) are written once, in
-:mod:`envs.kernel`; this module calls them and only adds what a controller needs around
-them (integer rounding, a pressure mask, state).
+Every mechanism the environment's model also runs (watermarks, the NUMA-balancing
+threshold adaptation, memcg reclaim and the promotion throttle, the weighted-interleave
+auto weights and gcd reduction) is written once, in :mod:`envs.kernel`, and re-exported
+here where a controller uses it; this module adds only the controllers' own logic.
 
 Sources, read for this module (behaviour re-implemented, no text copied):
 
@@ -37,7 +37,13 @@ import numpy as np
 import numpy.typing as npt
 
 from envs import kernel as _kernel
-from envs.kernel import PAGE_BYTES, THRESHOLD_MAX_MS, THRESHOLD_START_MS, THRESHOLD_UNIT_MS
+from envs.kernel import (
+    MAX_WEIGHT,
+    PAGE_BYTES,
+    auto_interleave_weights,
+    gcd_reduce,
+    memcg_reclaim_scan,
+)
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -53,22 +59,14 @@ __all__ = [
     "Caption",
     "Colloid",
     "DamonQuotaTuner",
-    "NumaPromotionThreshold",
     "auto_interleave_weights",
-    "caption_estimate",
     "colloid_migration_bytes",
     "damon_feed_loop_next_input",
     "damos_quota_score",
-    "default_min_free_kbytes",
-    "gib_to_pages",
-    "memcg_dram_protection",
     "memcg_promotion_scan_fraction",
     "memcg_reclaim_scan",
-    "node_bandwidth_for_weights",
     "node_mem_bp",
-    "promote_all_when_free",
     "reduce_weights",
-    "zone_watermarks",
 ]
 
 #: ``ULONG_MAX`` on 64-bit kernels: DAMON's feedback loop saturates there.
@@ -88,27 +86,6 @@ def _f64(x: npt.ArrayLike) -> FloatArray:
 # ---------------------------------------------------------------------------------------------
 
 
-def node_bandwidth_for_weights(read_bw: npt.ArrayLike, write_bw: npt.ArrayLike) -> FloatArray:
-    """Bandwidth the kernel uses for a node's auto interleave weight: ``min(read, write)``.
-
-    Source: ``mm/mempolicy.c`` ``mempolicy_set_node_perf`` takes the smaller of the
-    firmware-reported (HMAT/CDAT ``access_coordinate``) read and write bandwidth.
-
-    Args:
-        read_bw: read bandwidth per node, any shape (e.g. GB/s).
-        write_bw: write bandwidth per node, same units, broadcastable.
-
-    Returns:
-        Elementwise minimum, float64.
-    """
-    return np.minimum(_f64(read_bw), _f64(write_bw))
-
-
-def _gcd_reduce(w: IntArray) -> IntArray:
-    g = np.gcd.reduce(w, axis=-1, keepdims=True)
-    return w // np.maximum(g, 1)
-
-
 def reduce_weights(w: npt.ArrayLike) -> IntArray:
     """Clip integer interleave weights to 1..255, then divide them by their gcd.
 
@@ -124,254 +101,12 @@ def reduce_weights(w: npt.ArrayLike) -> IntArray:
     arr = np.rint(_f64(w)).astype(np.int64)
     if arr.ndim == 0:
         raise ValueError("weights need a node axis (last axis)")
-    return _gcd_reduce(np.clip(arr, 1, 255))
-
-
-def auto_interleave_weights(
-    bandwidth_gbps: npt.ArrayLike, weightiness: int = 32, mbps_per_unit: float = 1000.0
-) -> IntArray:
-    """Weighted-interleave auto mode: weights proportional to node bandwidth.
-
-    Source: ``mm/mempolicy.c`` ``reduce_interleave_weights`` (Linux 6.16, sysfs
-    ``/sys/kernel/mm/mempolicy/weighted_interleave/auto``). With ``S = sum(bw)``::
-
-        w[n] = (weightiness * bw[n]) // S   if bw[n] > 0 and S < weightiness * bw[n]
-        w[n] = 1                            otherwise (zero bandwidth, or a share < 1)
-        w    = w // gcd(w)
-
-    i.e. ``floor(32 * bw / S)`` floored at 1, reduced by the gcd; the kernel stores the
-    result in a ``u8`` so weights are clipped to 1..255 (they never exceed ``weightiness``).
-    The kernel receives bandwidth as integer MB/s from HMAT/CDAT; inputs are converted to
-    integers with ``mbps_per_unit`` (1000 for GB/s) so that the integer arithmetic, and
-    hence rounding, is the kernel's. Feed :func:`node_bandwidth_for_weights` output here.
-
-    Examples: ``[300, 64]`` GB/s gives ``[26, 5]``; ``[100, 50]`` gives ``[21, 10]``.
-
-    Args:
-        bandwidth_gbps: per-node bandwidth, shape ``(N,)`` or batched ``(..., N)``.
-        weightiness: scale of the weights (kernel constant 32).
-        mbps_per_unit: factor from the input unit to integer MB/s (1000 for GB/s).
-
-    Returns:
-        int64 weights, same shape as the input.
-    """
-    bw = np.rint(_f64(bandwidth_gbps) * mbps_per_unit).astype(np.int64)
-    if bw.ndim == 0:
-        raise ValueError("bandwidth needs a node axis (last axis)")
-    if np.any(bw < 0):
-        raise ValueError("bandwidth must be non-negative")
-    total = bw.sum(axis=-1, keepdims=True)
-    scaled = int(weightiness) * bw
-    proportional = (bw > 0) & (total < scaled)
-    w = np.where(proportional, scaled // np.maximum(total, 1), 1).astype(np.int64)
-    return np.clip(_gcd_reduce(w), 1, 255)
-
-
-# ---------------------------------------------------------------------------------------------
-# 3. Zone watermarks (mm/page_alloc.c)
-# ---------------------------------------------------------------------------------------------
-
-
-def zone_watermarks(
-    managed_gib: npt.ArrayLike, min_free_gib: npt.ArrayLike, scale_factor: float = 10.0
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """Zone watermarks MIN, LOW, HIGH, PROMO for a given MIN (``mm/page_alloc.c``).
-
-    ``d = max(MIN/4, managed * watermark_scale_factor / 10000)``, ``LOW = MIN + d``,
-    ``HIGH = MIN + 2d``, ``PROMO = MIN + 3d``; the model's
-    :func:`envs.kernel.zone_watermarks` with an explicit ``min_gib``.
-    """
-    return _kernel.zone_watermarks(managed_gib, scale_factor=scale_factor, min_gib=min_free_gib)
-
-
-def default_min_free_kbytes(total_lowmem_kb: npt.ArrayLike) -> IntArray:
-    """Default ``vm.min_free_kbytes``: ``int_sqrt(lowmem_kb * 16)`` clamped to 128..262144.
-
-    Source: ``mm/page_alloc.c`` ``calculate_min_free_kbytes`` (the upper bound is 262144 KB,
-    i.e. 256 MiB, in current kernels; it was 65536 before 5.x). E.g. 16 GiB gives 16384 KB.
-    The formula is :func:`envs.kernel.default_min_free_kbytes` (real-valued); this returns
-    the kernel's integer ``int_sqrt`` of it (the floor of a correctly rounded square root
-    is exact for arguments below 2**52, far above the clamp).
-
-    Args:
-        total_lowmem_kb: managed low memory in KiB (all memory on 64-bit), any shape.
-
-    Returns:
-        int64 KiB, same shape.
-    """
-    return np.floor(_kernel.default_min_free_kbytes(total_lowmem_kb)).astype(np.int64)
-
-
-# ---------------------------------------------------------------------------------------------
-# 4. NUMA balancing, memory-tiering mode (kernel/sched/fair.c)
-# ---------------------------------------------------------------------------------------------
-
-
-class NumaPromotionThreshold:
-    """Hot-page threshold adaptation of NUMA balancing in memory-tiering mode.
-
-    Source: ``kernel/sched/fair.c`` ``numa_promotion_adjust_threshold`` (called from
-    ``should_numa_migrate_memory`` with ``ref_th = sysctl_numa_balancing_hot_threshold``).
-    Once per period (``numa_balancing_scan_period_max_ms``, 60 s), with ``RL`` the promote
-    rate limit::
-
-        ref  = RL * period
-        unit = ref_th * 2 / NUMA_MIGRATION_ADJUST_STEPS        (1000 * 2 / 16 = 125 ms)
-        candidates > 1.1 ref:  th = max(th - unit, unit)
-        candidates < 0.9 ref:  th = min(th + unit, 2 * ref_th)   (2000 ms)
-
-    A page whose hint-fault latency (scan to access) is below ``th`` is hot. The kernel
-    resets the threshold to ``ref_th`` when the DRAM node has plenty of free memory
-    (:func:`promote_all_when_free`); call :meth:`reset` for that.
-
-    The adaptation step is :func:`envs.kernel.adapt_promotion_threshold` with the kernel's
-    constants (``envs.kernel.THRESHOLD_*``: start 1000 ms, unit 125 ms, ceiling 2000 ms,
-    bands 1.1/0.9), the same function the environment's model runs; this class holds its
-    state for a controller.
-
-    State: ``threshold_ms`` of the given ``shape`` (one per batch element / node).
-
-    Args:
-        shape: batch shape of the state, e.g. ``B`` or ``(B, T)``.
-    """
-
-    ref_threshold_ms = THRESHOLD_START_MS
-    unit_ms = THRESHOLD_UNIT_MS
-    max_threshold_ms = THRESHOLD_MAX_MS
-
-    def __init__(self, shape: Shape = 1) -> None:
-        self.shape = _as_shape(shape)
-        self.threshold_ms: FloatArray = np.full(self.shape, self.ref_threshold_ms)
-
-    def reset(self, mask: npt.ArrayLike | None = None) -> None:
-        """Set the threshold back to ``ref_th`` (everywhere, or where ``mask`` is true)."""
-        if mask is None:
-            self.threshold_ms[...] = self.ref_threshold_ms
-        else:
-            m = np.broadcast_to(np.asarray(mask, dtype=bool), self.shape)
-            self.threshold_ms = np.where(m, self.ref_threshold_ms, self.threshold_ms)
-
-    def update(
-        self,
-        candidates_mb: npt.ArrayLike,
-        rate_limit_mbps: npt.ArrayLike,
-        period_s: float = 60.0,
-    ) -> FloatArray:
-        """One adaptation period for every element.
-
-        Args:
-            candidates_mb: promotion candidates seen in the period (MB), broadcastable to
-                ``shape``.
-            rate_limit_mbps: ``kernel.numa_balancing_promote_rate_limit_MBps`` (kernel
-                default 65536), broadcastable.
-            period_s: length of the period (60 s, ``numa_balancing_scan_period_max_ms``).
-
-        Returns:
-            The new ``threshold_ms`` (a copy).
-        """
-        cand = np.broadcast_to(_f64(candidates_mb), self.shape)
-        th = _kernel.adapt_promotion_threshold(
-            self.threshold_ms, cand, rate_limit_mbps, float(period_s)
-        )
-        self.threshold_ms = np.broadcast_to(th, self.shape).astype(np.float64)
-        return self.threshold_ms.copy()
-
-    def is_hot(self, fault_latency_ms: npt.ArrayLike) -> BoolArray:
-        """Whether a hint-fault latency counts as hot (``latency < th``; the kernel rejects
-        ``latency >= th``)."""
-        return np.asarray(_f64(fault_latency_ms) < self.threshold_ms)
-
-
-def promote_all_when_free(
-    free_gib: npt.ArrayLike,
-    promo_wmark_gib: npt.ArrayLike,
-    node_gib: npt.ArrayLike,
-    min_extra_gib: float = 1.0,
-    node_fraction: float = 1.0 / 16.0,
-) -> BoolArray:
-    """Whether the DRAM node has so much free memory that every candidate is promoted.
-
-    Source: ``kernel/sched/fair.c`` ``pgdat_free_space_enough``: a zone's free pages exceed
-    ``PROMO + max(1 GiB, node_present_pages / 16)`` (``zone_watermark_ok``: strictly above).
-
-    Args:
-        free_gib: free memory of the DRAM node, any shape.
-        promo_wmark_gib: its PROMO watermark (:func:`zone_watermarks`).
-        node_gib: its present memory.
-        min_extra_gib: the 1 GiB floor of the extra margin.
-        node_fraction: 1/16 of the node.
-
-    Returns:
-        bool array of the broadcast shape.
-    """
-    extra = np.maximum(min_extra_gib, _f64(node_gib) * node_fraction)
-    return np.asarray(_f64(free_gib) > _f64(promo_wmark_gib) + extra)
+    return gcd_reduce(np.clip(arr, 1, MAX_WEIGHT))
 
 
 # ---------------------------------------------------------------------------------------------
 # 5. Per-cgroup tiering fairness (RFC, Sept 2024)
 # ---------------------------------------------------------------------------------------------
-
-
-def gib_to_pages(gib: npt.ArrayLike, page_bytes: int = PAGE_BYTES) -> FloatArray:
-    """Convert GiB to (fractional) pages of ``page_bytes`` (4 KiB)."""
-    return _f64(gib) * float(2**30) / float(page_bytes)
-
-
-def memcg_dram_protection(
-    memory_low_gib: npt.ArrayLike, dram_gib: npt.ArrayLike, cxl_gib: npt.ArrayLike
-) -> FloatArray:
-    """DRAM share of ``memory.low`` ("locallow") of a cgroup.
-
-    Source: tiering-fairness RFC patch 2/4 (``memory_low_write``)::
-
-        locallow = memory.low * C_dram / (C_dram + C_cxl)
-
-    Any consistent unit (GiB here; the kernel uses pages).
-
-    Args:
-        memory_low_gib: the cgroup's ``memory.low``, any shape (e.g. ``(B, T)``).
-        dram_gib: capacity of the top-tier (DRAM) node(s), broadcastable.
-        cxl_gib: capacity of the CXL node(s), broadcastable.
-
-    Returns:
-        float64 protection, broadcast shape.
-    """
-    dram = _f64(dram_gib)
-    return _f64(memory_low_gib) * dram / (dram + _f64(cxl_gib))
-
-
-def memcg_reclaim_scan(
-    size_pages: npt.ArrayLike,
-    protection_pages: npt.ArrayLike,
-    usage_pages: npt.ArrayLike,
-    min_scan_pages: float = 32.0,
-) -> FloatArray:
-    """Pages of a cgroup's LRU that DRAM reclaim scans, given its DRAM protection.
-
-    Source: RFC patch 3/4 with ``mm/vmscan.c`` ``apply_proportional_protection``. A cgroup at
-    or under its protection is skipped; otherwise::
-
-        scan = size - size * protection / (usage + 1)
-
-    floored at ``SWAP_CLUSTER_MAX`` (32 pages) and capped at ``size``. All arguments are in
-    pages of 4 KiB (the ``+ 1`` is one page); convert with :func:`gib_to_pages`.
-
-    Args:
-        size_pages: LRU size of the cgroup on the DRAM node.
-        protection_pages: its effective DRAM protection (``elocallow``).
-        usage_pages: its DRAM usage.
-        min_scan_pages: ``SWAP_CLUSTER_MAX`` (32).
-
-    Returns:
-        float64 pages to scan, broadcast shape.
-    """
-    size = _f64(size_pages)
-    prot = _f64(protection_pages)
-    usage = np.maximum(_f64(usage_pages), prot)
-    scan = size - size * prot / (usage + 1.0)
-    scan = np.minimum(np.maximum(scan, min_scan_pages), size)
-    return np.where(_f64(usage_pages) <= prot, 0.0, scan)
 
 
 def memcg_promotion_scan_fraction(
@@ -547,22 +282,6 @@ CAPTION_COEFFICIENTS: dict[str, float] = {
     "l1_miss_latency": -0.04686,
     "ddr_read_latency": -0.48751,
 }
-
-
-def caption_estimate(
-    norm_ipc: npt.ArrayLike, l1_miss_latency: npt.ArrayLike, ddr_read_latency: npt.ArrayLike
-) -> FloatArray:
-    """Caption's performance estimate (the units of :class:`Caption` thresholds).
-
-    ``99.55281 * norm_ipc - 0.04686 * l1_miss_latency - 0.48751 * ddr_read_latency``
-    (``caption_ae/config.py``; window means of PCM samples in ``caption_ctrl.py``).
-    """
-    c = CAPTION_COEFFICIENTS
-    return (
-        c["norm_ipc"] * _f64(norm_ipc)
-        + c["l1_miss_latency"] * _f64(l1_miss_latency)
-        + c["ddr_read_latency"] * _f64(ddr_read_latency)
-    )
 
 
 class Caption:

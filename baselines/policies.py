@@ -44,9 +44,7 @@ from baselines.algorithms import (
     DamonQuotaTuner,
     auto_interleave_weights,
     colloid_migration_bytes,
-    node_bandwidth_for_weights,
     node_mem_bp,
-    reduce_weights,
 )
 from envs.core import EnvParams, Hardware
 from envs.model import KernelConfig
@@ -224,9 +222,7 @@ class HeuristicPolicy:
             if start.any():
                 self._reset(start)
         w, rate = self._decide(obs2)
-        act = params.codec.encode_box(
-            w, np.broadcast_to(np.asarray(rate, dtype=float), (self._B,))
-        )
+        act = params.codec.encode_box(w, np.broadcast_to(np.asarray(rate, dtype=float), (self._B,)))
         return (act[0] if single else act), state
 
     def observe(self, metrics: Mapping[str, Any] | None, hardware: Hardware) -> None:

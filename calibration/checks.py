@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 import yaml
-from numpy.typing import NDArray
 
 from calibration.bench import MLCBench, preset_for
 from calibration.data import CHECKED, F64, SATURATION, SCENARIO_DIR, Series, random_read_series
 from calibration.metrics import MixMetrics, memory_metrics, pooled_median
 from envs.hardware import firmware_bandwidth
+from envs.kernel import auto_interleave_weights
 from envs.scenario import load_scenario
 from envs.simulator import Simulator
 
@@ -70,24 +70,6 @@ def preset_firmware_bandwidth(hw: Mapping[str, Any]) -> F64:
         [n.get("link_read_gbps") or np.inf for n in nodes],
         [n.get("link_write_gbps") or np.inf for n in nodes],
     )
-
-
-def auto_interleave_weights(bandwidth_gbps: Sequence[float] | F64) -> NDArray[np.int64]:
-    """The kernel's weighted-interleave auto weights of per-node bandwidths (GB/s).
-
-    ``mm/mempolicy.c`` ``reduce_interleave_weights`` (Linux 6.16) on integer MB/s:
-    ``floor(32 * bw / sum(bw))`` floored at 1, divided by the gcd, clipped to 1..255.
-    The same arithmetic as ``baselines.algorithms.auto_interleave_weights`` (which the
-    baseline policies use), kept here so that the calibration does not import
-    ``baselines``.
-    """
-    bw = np.rint(np.asarray(bandwidth_gbps, dtype=np.float64) * 1000.0).astype(np.int64)
-    total = bw.sum(axis=-1, keepdims=True)
-    scaled = 32 * bw
-    proportional = (bw > 0) & (total < scaled)
-    w = np.where(proportional, scaled // np.maximum(total, 1), 1).astype(np.int64)
-    w = w // np.maximum(np.gcd.reduce(w, axis=-1, keepdims=True), 1)
-    return np.clip(w, 1, 255)
 
 
 def interleave_experiment(

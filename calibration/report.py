@@ -383,7 +383,7 @@ def _report_text(
         + f"{in_flight:.1f} |"
     )
     w(
-        "| auto weights input | each node's modelled peak, min(read, write), CXL capped by its link (what HMAT/CDAT report stands for) | the kernel uses min(read, write) of the firmware-reported bandwidth (`node_bandwidth_for_weights`); nominal figures (8 x 44.8 GB/s vs min(32 GB/s link, device)) give the same 23:2 |"
+        "| auto weights input | each node's modelled peak, min(read, write), CXL capped by its link (what HMAT/CDAT report stands for) | the kernel uses min(read, write) of the firmware-reported bandwidth (`envs.hardware.firmware_bandwidth`); nominal figures (8 x 44.8 GB/s vs min(32 GB/s link, device)) give the same 23:2 |"
     )
     w("")
     wts = ":".join(str(x) for x in wi["weights"])

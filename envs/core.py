@@ -219,7 +219,9 @@ def hardware(state: EnvState) -> Hardware:
         capacity_gib=_frozen(p.capacity_gib.T),
         read_gbps=_frozen(rd.T),
         write_gbps=_frozen(wr.T),
-        firmware_gbps=_frozen(firmware_bandwidth(c.mem_read, c.mem_write, c.link_read, c.link_write).T),
+        firmware_gbps=_frozen(
+            firmware_bandwidth(c.mem_read, c.mem_write, c.link_read, c.link_write).T
+        ),
         idle_latency_ns=_frozen(c.idle_ns.T),
     )
 

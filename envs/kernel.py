@@ -10,13 +10,19 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
+    "MAX_WEIGHT",
     "PAGE_BYTES",
+    "SWAP_CLUSTER_MAX",
     "THRESHOLD_MAX_MS",
     "THRESHOLD_START_MS",
     "THRESHOLD_UNIT_MS",
     "adapt_promotion_threshold",
+    "auto_interleave_weights",
     "default_min_free_kbytes",
+    "gcd_reduce",
     "memcg_promotion_scan_fraction",
+    "memcg_reclaim_scan",
+    "pgdat_free_space_enough",
     "zone_watermarks",
 ]
 
@@ -96,3 +102,83 @@ def memcg_promotion_scan_fraction(
     use = np.asarray(usage_pages, dtype=float)
     frac = np.maximum((low / (use + 1.0)) ** power, floor)
     return np.where(use > low, frac, 1.0)
+
+
+# --------------------------------------------------------------------------- mm/mempolicy.c
+
+MAX_WEIGHT = 255  # interleave weights are u8, at least 1 for a node in the mask
+
+
+def gcd_reduce(weights: ArrayLike) -> NDArray[np.int64]:
+    """Integer weights (..., N) divided by the gcd of each row's positive entries (0 stays 0)."""
+    w = np.asarray(weights, dtype=np.int64)
+    g = np.gcd.reduce(np.where(w > 0, w, 0), axis=-1, keepdims=True)
+    return np.where(g > 0, w // np.maximum(g, 1), w)
+
+
+def auto_interleave_weights(
+    bandwidth_gbps: ArrayLike, weightiness: int = 32, mbps_per_unit: float = 1000.0
+) -> NDArray[np.int64]:
+    """Weighted-interleave auto mode: weights proportional to node bandwidth.
+
+    ``mm/mempolicy.c`` ``reduce_interleave_weights`` (Linux 6.16, sysfs
+    ``weighted_interleave/auto``). With ``S = sum(bw)``: ``w[n] = (weightiness *
+    bw[n]) // S`` where ``bw[n] > 0`` and ``S < weightiness * bw[n]``, else 1;
+    then ``w // gcd(w)``, clipped to 1..255 (a ``u8``). Bandwidth arrives as
+    integer MB/s from HMAT/CDAT, so inputs are rounded to integers with
+    ``mbps_per_unit`` (1000 for GB/s) and the rounding is the kernel's. Feed it
+    :func:`envs.hardware.firmware_bandwidth`. ``[300, 64]`` GB/s gives ``[26, 5]``.
+    """
+    bw = np.rint(np.asarray(bandwidth_gbps, dtype=float) * mbps_per_unit).astype(np.int64)
+    if bw.ndim == 0:
+        raise ValueError("bandwidth needs a node axis (last axis)")
+    if np.any(bw < 0):
+        raise ValueError("bandwidth must be non-negative")
+    total = bw.sum(axis=-1, keepdims=True)
+    scaled = int(weightiness) * bw
+    proportional = (bw > 0) & (total < scaled)
+    w = np.where(proportional, scaled // np.maximum(total, 1), 1).astype(np.int64)
+    return np.clip(gcd_reduce(w), 1, MAX_WEIGHT)
+
+
+# --------------------------------------------------------------------------- kernel/sched/fair.c
+
+
+def pgdat_free_space_enough(
+    free_gib: ArrayLike, promo_wmark_gib: ArrayLike, node_gib: ArrayLike
+) -> NDArray[np.bool_]:
+    """Whether a DRAM node has so much free memory that every candidate is promoted.
+
+    ``kernel/sched/fair.c`` ``pgdat_free_space_enough``: free pages above
+    ``PROMO + max(1 GiB, node_present_pages / 16)`` (strictly, ``zone_watermark_ok``);
+    NUMA balancing then promotes without the rate limit and the hot threshold.
+    """
+    extra = np.maximum(1.0, np.asarray(node_gib, dtype=float) / 16.0)
+    return np.asarray(free_gib) > np.asarray(promo_wmark_gib) + extra
+
+
+# --------------------------------------------------------------------------- mm/vmscan.c
+
+SWAP_CLUSTER_MAX = 32  # pages: the least a reclaim pass scans of an LRU it visits
+
+
+def memcg_reclaim_scan(
+    size_pages: ArrayLike,
+    protection_pages: ArrayLike,
+    usage_pages: ArrayLike,
+    min_scan_pages: float = SWAP_CLUSTER_MAX,
+) -> NDArray[np.float64]:
+    """Pages of a cgroup's LRU that reclaim scans, given its protection (``memory.low``).
+
+    ``mm/vmscan.c`` ``apply_proportional_protection`` (with the tiering-fairness RFC's
+    DRAM protection): a cgroup at or under its protection is skipped; otherwise
+    ``scan = size - size * protection / (usage + 1)``, at least ``SWAP_CLUSTER_MAX``
+    pages and at most ``size``. All in 4 KiB pages (the ``+ 1`` is one page).
+    """
+    size = np.asarray(size_pages, dtype=float)
+    prot = np.asarray(protection_pages, dtype=float)
+    use = np.asarray(usage_pages, dtype=float)
+    usage = np.maximum(use, prot)
+    scan = size - size * prot / (usage + 1.0)
+    scan = np.minimum(np.maximum(scan, min_scan_pages), size)
+    return np.where(use <= prot, 0.0, scan)

@@ -43,12 +43,13 @@ from envs.kernel import (
     THRESHOLD_START_MS,
     adapt_promotion_threshold,
     memcg_promotion_scan_fraction,
+    pgdat_free_space_enough,
     zone_watermarks,
 )
-from envs.scenario import HotColdHotness, Scenario, TenantSpec, ZipfHotness
 from envs.rng import normal32 as _normal32
 from envs.rng import splitmix as _splitmix
 from envs.rng import uniform as _uniform
+from envs.scenario import HotColdHotness, Scenario, TenantSpec, ZipfHotness
 from envs.solver import NodeCurves, lsum, solve_fixed_point
 
 __all__ = [
@@ -716,23 +717,46 @@ def _take_coldest(pages: F64, amount: F64) -> F64:
 # --------------------------------------------------------------------------- the step
 
 
-def step(params: Params, state: State, action: Action, check: bool = True) -> tuple[State, Outputs]:
-    """Advance every batch element by one interval; ``state`` is not modified.
+@dataclass(frozen=True)
+class Tenants:
+    """Phase 1 of an interval: who runs, in which phase, and how big each bucket should be."""
 
-    ``action`` is batch-first (see :class:`Action`); ``check=False`` skips its
-    validation (callers that built it themselves).
-    """
-    if check:
-        action = validate_action(params, action)
-    p = params
-    T, N = p.n_tenants, p.n_nodes
-    dt = p.interval_s  # (B,)
-    now = state.t * dt  # time at the start of this interval
-    rate_mbps = action.promote_mbps  # (B,)
-    promo_on = rate_mbps > 0
-    is_dram = ~p.is_cxl  # (N, B)
+    phase: NDArray[np.int64]  # (T, B)
+    active: NDArray[np.bool_]  # (T, B)
+    ws: F64  # (T, B) working set this interval (jitter and growth included)
+    bucket_size: F64  # (T, K, B) GiB each hotness bucket should hold
+    high: F64  # (T, B) memory.high in force (inf: none)
+    low: F64  # (T, B) memory.low in force
+    local: NDArray[np.int64]  # (T, B) local DRAM node
+    loc1h: F64  # (T, N, B) one-hot of ``local``
 
-    # ---- 1. tenants: phase, activity, working-set targets, frees and churn
+
+@dataclass(frozen=True)
+class Candidates:
+    """Phase 3: promotion candidates found by the NUMA-balancing scanner, and what is wanted."""
+
+    by_node: dict[int, F64]  # CXL node -> (T, K, B) GiB of candidate pages there
+    tscale: F64  # (T, B) share of its candidates a tenant may promote (throttle, memory.high)
+    per_target: F64  # (N, B) candidates per target DRAM node
+    want: F64  # (N, B) GiB the promotion would move this interval (rate limit)
+    need_room: F64  # (N, B) GiB kswapd must free on the target to take them
+
+
+@dataclass(frozen=True)
+class Migration:
+    """Phases 4-5: pages moved this interval (GiB per node) and what was promoted per tenant."""
+
+    dem_from: F64  # (N, B)
+    dem_to: F64  # (N, B)
+    promo_from: F64  # (N, B)
+    promo_to: F64  # (N, B)
+    promo_t: F64  # (T, B)
+
+
+def tenant_phase(p: Params, state: State, now: F64, dt: F64) -> tuple[Tenants, F64]:
+    """Phase 1: tenants start, stop, change phase and grow; pages beyond a bucket's size
+    and churned pages are freed. Returns the tenants and the placement after the frees."""
+    N = p.n_nodes
     phase = np.maximum(lsum((p.phase_at <= now), 1) - 1, 0)  # (T, B)
     active = p.present & (p.start_s <= now) & (now < p.stop_s)
     grow = _gather(p.grow_gib_per_s, phase)
@@ -747,34 +771,65 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     keep = np.minimum(bucket_size / np.maximum(cur, 1e-300), 1.0)
     keep *= (1.0 - np.clip(_gather(p.churn_per_s, phase) * dt, 0.0, 1.0))[:, None]
     place = state.place * keep[:, :, None]  # (T, K, N, B), a new array: state is not modified
+    local = _gather(p.local_dram, phase)
+    tenants = Tenants(
+        phase=phase,
+        active=active,
+        ws=ws,
+        bucket_size=bucket_size,
+        high=_gather(p.memory_high_gib, phase),
+        low=_gather(p.memory_low_gib, phase),
+        local=local,
+        loc1h=_onehot(local, N),
+    )
+    return tenants, place
 
-    # ---- 2. allocation by interleave weights, local-first fallback
-    w_new = _normalise_weights(p, np.ascontiguousarray(np.moveaxis(action.weights, 0, -1)), phase)
-    w = np.where(active[:, None], w_new, state.weights)
-    high = _gather(p.memory_high_gib, phase)
-    low = _gather(p.memory_low_gib, phase)
-    deficit = np.maximum(bucket_size - lsum(place, 2), 0.0)  # (T, K, B)
+
+def allocate_pages(
+    p: Params, state: State, action: Action, tn: Tenants, place: F64
+) -> tuple[F64, F64]:
+    """Phase 2: missing pages allocated by the interleave weights, local-first fallback.
+
+    Returns the weights in force (T, N, B) and the placement (``place`` is updated).
+    """
+    N = p.n_nodes
+    w_new = _normalise_weights(
+        p, np.ascontiguousarray(np.moveaxis(action.weights, 0, -1)), tn.phase
+    )
+    w = np.where(tn.active[:, None], w_new, state.weights)
+    deficit = np.maximum(tn.bucket_size - lsum(place, 2), 0.0)  # (T, K, B)
     need = lsum(deficit, 1)
-    got = _allocate(p, lsum(place, 1), need, w, high)  # (T, N, B)
+    got = _allocate(p, lsum(place, 1), need, w, tn.high)  # (T, N, B)
     frac = deficit / np.maximum(need, 1e-300)[:, None]
     for n in range(N):
         place[:, :, n] += got[:, n][:, None] * frac
+    return w, place
 
-    # ---- 3. promotion candidates: hot CXL pages seen by the scanner. Within an
-    # interval kswapd runs whenever a promotion finds too little free memory
-    # above HIGH, so the demotion below also makes room for the promotions
-    # wanted here; promotion then takes what room there is.
-    # sums of the placement, reused below while it is unchanged
+
+def promotion_candidates(
+    p: Params, state: State, tn: Tenants, place: F64, rate_mbps: F64, dt: F64
+) -> Candidates:
+    """Phase 3: hot CXL pages the NUMA-balancing scanner sees, and the room they need.
+
+    A page is a candidate when its access rate makes a hint fault within the
+    hot threshold likely (the scan period while DRAM has plenty of free
+    memory, ``pgdat_free_space_enough``), with log-normal sampling noise, on
+    the share of the working set scanned this interval. Within an interval
+    kswapd runs whenever a promotion finds too little free memory above HIGH,
+    so the demotion phase also makes room for the promotions wanted here.
+    """
+    T, N = p.n_tenants, p.n_nodes
+    promo_on = rate_mbps > 0
+    is_dram = ~p.is_cxl
     tenant_node = lsum(place, 1)  # (T, N, B)
-    used = lsum(tenant_node, 0)  # (N, B), the same as lsum(place, (0, 1))
+    used = lsum(tenant_node, 0)  # (N, B)
     dram_use = lsum((tenant_node * is_dram), 1)  # (T, B)
-    local = _gather(p.local_dram, phase)  # (T, B)
-    loc1h = _onehot(local, N)  # (T, N, B)
-    share_k = _gather(p.access_share, phase)  # (T, K, B)
+    loc1h = tn.loc1h
+    share_k = _gather(p.access_share, tn.phase)  # (T, K, B)
     lines_per_s = state.throughput * (1e9 / LINE_BYTES)
-    per_page = lines_per_s[:, None] * share_k / np.maximum(bucket_size * PAGES_PER_GIB, 1.0)
+    per_page = lines_per_s[:, None] * share_k / np.maximum(tn.bucket_size * PAGES_PER_GIB, 1.0)
     free = p.capacity_gib - used  # (N, B)
-    plentiful = free > p.wm_promo + np.maximum(1.0, p.capacity_gib / 16.0)
+    plentiful = pgdat_free_space_enough(free, p.wm_promo, p.capacity_gib)
     plenty_t = lsum((loc1h * plentiful), 1) > 0  # (T, B)
     th_t = lsum((loc1h * state.threshold_ms), 1) / 1000.0
     window = np.where(plenty_t, p.scan_period_s, th_t)
@@ -789,8 +844,8 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     noise = np.exp(
         sigma * _normal32(state.key, _counter(state.t, T), 11) - np.float32(0.5) * sigma * sigma
     ).astype(float)  # (T, B)
-    scanned = np.minimum(1.0, p.scan_gib_per_s * dt / np.maximum(ws, 1e-300))  # (T, B)
-    scanned = np.where(active & promo_on, scanned, 0.0)  # no candidates while off
+    scanned = np.minimum(1.0, p.scan_gib_per_s * dt / np.maximum(tn.ws, 1e-300))  # (T, B)
+    scanned = np.where(tn.active & promo_on, scanned, 0.0)  # no candidates while off
     pick = np.clip(np.multiply(detect, noise[:, None], out=detect), 0.0, 1.0, out=detect)
     pick *= scanned[:, None]  # (T, K, B)
     cxl_nodes = [n for n in range(N) if p.is_cxl[n].any()]
@@ -801,21 +856,40 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     tscale = np.ones_like(dram_use)
     if p.promo_throttle.any():
         pressure = lsum((loc1h * (free < p.wm_promo)), 1) > 0
-        thr = memcg_promotion_scan_fraction(low * PAGES_PER_GIB, dram_use * PAGES_PER_GIB)
+        thr = memcg_promotion_scan_fraction(tn.low * PAGES_PER_GIB, dram_use * PAGES_PER_GIB)
         tscale = np.where(p.promo_throttle & pressure, thr, 1.0)
     cand_t = sum((lsum(c, 1) for c in cand.values()), np.zeros_like(dram_use)) * tscale  # (T, B)
-    room = np.maximum(high - dram_use, 0.0)
+    room = np.maximum(tn.high - dram_use, 0.0)
     tscale = tscale * np.minimum(1.0, room / np.maximum(cand_t, 1e-300))
     cand_t = np.minimum(cand_t, room)
     cand_node = lsum((cand_t[:, None] * loc1h), 0)  # (N, B) candidates per target node
     rate_gib = rate_mbps * 1e6 / GIB * dt
     want = np.where(plentiful, cand_node, np.minimum(rate_gib, cand_node))  # (N, B)
     need_room = np.maximum(want - np.maximum(free - p.wm_high, 0.0), 0.0)
+    return Candidates(cand, tscale, cand_node, want, need_room)
 
-    # ---- 4. demotion: memory.high excess, then kswapd back to its watermark
+
+def reclaim_and_demote(
+    p: Params, tn: Tenants, place: F64, need_room: F64, promo_on: NDArray[np.bool_], dt: F64
+) -> tuple[F64, F64, F64]:
+    """Phase 4: DRAM above a tenant's memory.high, then kswapd back to its watermark.
+
+    kswapd wakes below LOW (HIGH while promotion runs; TPP's demotion
+    watermark when set), demotes to HIGH (PROMO; TPP's mark), at most
+    ``kswapd_gibps``, taking from each cgroup in proportion to what memcg
+    reclaim scans of it (``memory.low`` protection, :func:`memcg_reclaim_scan`),
+    coldest pages first, into the nearest CXL node. Returns the placement
+    (``place`` is updated) and GiB demoted from and to each node (N, B).
+    """
+    N = p.n_nodes
+    is_dram = ~p.is_cxl
+    tenant_node = lsum(place, 1)
+    used = lsum(tenant_node, 0)
+    dram_use = lsum((tenant_node * is_dram), 1)
     dem_from = np.zeros_like(p.capacity_gib)  # (N, B) GiB demoted from each node
     dem_to = np.zeros_like(p.capacity_gib)
     demoted = False  # the placement (and its sums above) changed
+    high, low = tn.high, tn.low
     for m in range(N):
         tgt = p.demote_target[m]
         can = is_dram[m] & (tgt >= 0)
@@ -837,7 +911,6 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         kswapd = np.where(free_m < wake, np.maximum(target - free_m, 0.0), 0.0)
         kswapd = np.where(p.demotion, np.maximum(kswapd, need_room[m]), 0.0)
         kswapd = np.minimum(kswapd, p.kswapd_gibps * dt)
-        # memcg proportional reclaim: scan = size - size * protection / (usage + 1 page)
         prot = np.minimum(low, dram_use)
         scan = np.where(
             dram_use > low, size_m - size_m * prot / (dram_use + 1.0 / PAGES_PER_GIB), 0.0
@@ -861,24 +934,33 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         dem_from[m] += moved
         dem_to += moved * dst
         used = used + moved * (dst - (np.arange(N) == m)[:, None])
+    return place, dem_from, dem_to
 
-    # ---- 5. promotion into the room there is above HIGH
-    if demoted:
-        used = lsum(lsum(place, 1), 0)
+
+def promote(p: Params, tn: Tenants, place: F64, cand: Candidates) -> tuple[F64, F64, F64, F64]:
+    """Phase 5: candidates move to their tenant's local DRAM into the room above HIGH.
+
+    Returns the placement (``place`` is updated), GiB promoted from each node
+    and to each node (N, B), and per tenant (T, B).
+    """
+    N = p.n_nodes
+    is_dram = ~p.is_cxl
+    loc1h = tn.loc1h
+    used = lsum(lsum(place, 1), 0)
     free = p.capacity_gib - used
-    budget = np.minimum(want, np.maximum(free - p.wm_high, 0.0))
-    tscale = tscale * lsum(
-        (loc1h * np.minimum(1.0, budget / np.maximum(cand_node, 1e-300))), 1
+    budget = np.minimum(cand.want, np.maximum(free - p.wm_high, 0.0))
+    tscale = cand.tscale * lsum(
+        (loc1h * np.minimum(1.0, budget / np.maximum(cand.per_target, 1e-300))), 1
     )  # (T, B)
     promo_tk = None  # (T, K, B) GiB promoted per bucket
     promo_from = np.zeros_like(p.capacity_gib)  # (N, B)
-    for n, c in cand.items():
+    for n, c in cand.by_node.items():
         moved = np.multiply(c, tscale[:, None], out=c)
         place[:, :, n] -= moved
         promo_tk = moved if promo_tk is None else np.add(promo_tk, moved, out=promo_tk)
         promo_from[n] = lsum(moved, (0, 1))
     if promo_tk is None:
-        promo_tk = np.zeros_like(share_k)
+        promo_tk = np.zeros_like(tn.bucket_size)
     promo_t = lsum(promo_tk, 1)  # (T, B)
     for n in range(N):
         if not is_dram[n].any():
@@ -888,31 +970,74 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         else:
             place[:, :, n] += promo_tk * loc1h[:, n][:, None]
     promo_to = lsum((promo_t[:, None] * loc1h), 0)
-    # NUMA-balancing hot-threshold adaptation, per target node, once a period
-    cand_mb = state.cand_mb + cand_node * (GIB / 1e6)
+    return place, promo_from, promo_to, promo_t
+
+
+def adapt_threshold(
+    p: Params, state: State, cand: Candidates, rate_mbps: F64, dt: F64
+) -> tuple[F64, F64]:
+    """NUMA-balancing hot-threshold adaptation per target node, once a period.
+
+    ``kernel/sched/fair.c`` ``numa_promotion_adjust_threshold`` through
+    :func:`envs.kernel.adapt_promotion_threshold`. Returns the threshold (N, B)
+    and the candidate MB counted in the current period.
+    """
+    cand_mb = state.cand_mb + cand.per_target * (GIB / 1e6)
     period = np.maximum(np.round(p.threshold_period_s / dt), 1).astype(np.int64)
     period_end = (state.t + 1) % period == 0
-    adapt = period_end & p.threshold_adapt & promo_on & is_dram
+    adapt = period_end & p.threshold_adapt & (rate_mbps > 0) & ~p.is_cxl
     th_new = adapt_promotion_threshold(state.threshold_ms, cand_mb, rate_mbps, p.threshold_period_s)
-    threshold_ms = np.where(adapt, th_new, state.threshold_ms)
-    cand_mb = np.where(period_end, 0.0, cand_mb)
+    return np.where(adapt, th_new, state.threshold_ms), np.where(period_end, 0.0, cand_mb)
 
-    # ---- 6. migration traffic and CPU cost
+
+def migration_cost(p: Params, tn: Tenants, mig: Migration, dt: F64) -> tuple[F64, F64, F64]:
+    """Phase 6: migration traffic on both nodes (reads from, writes to; GB/s (N, B)) and
+    the CPU share each tenant loses to hint faults and copies (T, B)."""
     to_gbps = GB_PER_GIB / dt
-    bg_rd = (dem_from + promo_from) * to_gbps
-    bg_wr = (dem_to + promo_to) * to_gbps
-    threads = _gather(p.threads, phase)
-    promoted_pages = promo_t * PAGES_PER_GIB  # (T, B)
+    bg_rd = (mig.dem_from + mig.promo_from) * to_gbps
+    bg_wr = (mig.dem_to + mig.promo_to) * to_gbps
+    threads = _gather(p.threads, tn.phase)
+    promoted_pages = mig.promo_t * PAGES_PER_GIB  # (T, B)
     cpu_loss = np.clip(promoted_pages * p.migrate_cpu_us * 1e-6 / (threads * dt), 0.0, 0.9)
+    return bg_rd, bg_wr, cpu_loss
+
+
+def step(params: Params, state: State, action: Action, check: bool = True) -> tuple[State, Outputs]:
+    """Advance every batch element by one interval; ``state`` is not modified.
+
+    ``action`` is batch-first (see :class:`Action`); ``check=False`` skips its
+    validation (callers that built it themselves). The interval runs the
+    phases below in order, each a function of this module.
+    """
+    if check:
+        action = validate_action(params, action)
+    p = params
+    dt = p.interval_s  # (B,)
+    now = state.t * dt  # time at the start of this interval
+    rate_mbps = action.promote_mbps  # (B,)
+    promo_on = rate_mbps > 0
+    is_dram = ~p.is_cxl  # (N, B)
+
+    tn, place = tenant_phase(p, state, now, dt)  # 1
+    w, place = allocate_pages(p, state, action, tn, place)  # 2
+    cand = promotion_candidates(p, state, tn, place, rate_mbps, dt)  # 3
+    place, dem_from, dem_to = reclaim_and_demote(p, tn, place, cand.need_room, promo_on, dt)  # 4
+    place, promo_from, promo_to, promo_t = promote(p, tn, place, cand)  # 5
+    mig = Migration(dem_from, dem_to, promo_from, promo_to, promo_t)
+    threshold_ms, cand_mb = adapt_threshold(p, state, cand, rate_mbps, dt)
+    bg_rd, bg_wr, cpu_loss = migration_cost(p, tn, mig, dt)  # 6
 
     # ---- 7. the fixed point
+    phase, active = tn.phase, tn.active
+    share_k = _gather(p.access_share, phase)
     tenant_bucket = lsum(place, 2)  # (T, K, B)
     tenant_node = lsum(place, 1)  # (T, N, B)
     density = share_k / np.maximum(tenant_bucket, 1e-300)
     node_share = np.empty_like(tenant_node)  # (T, N, B)
-    for n in range(N):
+    for n in range(p.n_nodes):
         node_share[:, n] = lsum(np.multiply(place[:, :, n], density), 1)
     node_share = np.where(active[:, None], node_share, 0.0)
+    threads = _gather(p.threads, phase)
     cap = np.where(
         active, LINE_BYTES * threads * _gather(p.mlp, phase) * state.jit[0] * (1.0 - cpu_loss), 0.0
     )
@@ -954,11 +1079,11 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         tenant_dram_access_share=np.where(active, dram_share, 0.0).T,
         tenant_dram_resident_gib=dram_res.T,
         tenant_resident_gib=lsum(tenant_bucket, 1).T,
-        tenant_working_set_gib=ws.T,
+        tenant_working_set_gib=tn.ws.T,
         tenant_read_fraction=np.where(active, rfrac, 0.0).T,
         promotion_mbps=lsum(promo_from, 0) * (GIB / 1e6) / dt,
         demotion_mbps=lsum(dem_from, 0) * (GIB / 1e6) / dt,
-        promotion_candidates_mbps=lsum(cand_node, 0) * (GIB / 1e6) / dt,
+        promotion_candidates_mbps=lsum(cand.per_target, 0) * (GIB / 1e6) / dt,
         total_throughput_gbps=lsum(x, 0),
         solver_residual=sol.residual,
         solver_iterations=sol.iterations,

@@ -15,7 +15,6 @@ __all__ = ["normal32", "splitmix", "uniform"]
 F64 = NDArray[np.float64]
 
 
-
 def splitmix(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
     with np.errstate(over="ignore"):
         z = x + np.uint64(0x9E3779B97F4A7C15)

@@ -33,6 +33,7 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
+from envs.kernel import MAX_WEIGHT, gcd_reduce
 from envs.model import Action, Outputs
 
 __all__ = [
@@ -46,7 +47,6 @@ __all__ = [
 
 F64 = NDArray[np.float64]
 OFF = -0.9  # below this an entry means "off" (node out of the mask, promotion disabled)
-MAX_WEIGHT = 255
 WEIGHT_LEVELS = (0, 1, 2, 3, 4, 6, 8, 16)
 RATE_LEVELS_MBPS = (0.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 65536.0)
 REWARDS = ("log-geomean", "throughput", "weighted-speedup", "harmonic")
@@ -54,12 +54,6 @@ REWARDS = ("log-geomean", "throughput", "weighted-speedup", "harmonic")
 
 def _log_scale(a: F64, top: float) -> F64:
     return np.power(top, np.clip((a - OFF) / (1.0 - OFF), 0.0, 1.0))
-
-
-def kernel_weights(w: NDArray[np.int64]) -> NDArray[np.int64]:
-    """Integer weights (..., N) reduced by the gcd of each row's positive entries."""
-    g = np.gcd.reduce(np.where(w > 0, w, 0), axis=-1, keepdims=True)
-    return np.where(g > 0, w // np.maximum(g, 1), w)
 
 
 @dataclass(frozen=True)
@@ -125,7 +119,7 @@ class ActionCodec:
                 raise ValueError(f"action: choices out of range, expected 0 <= a < {hi.tolist()}")
             w = np.asarray(WEIGHT_LEVELS)[a[:, :-1]].reshape(-1, self.n_weight_rows, self.n_nodes)
             rate = np.asarray(RATE_LEVELS_MBPS)[a[:, -1]]
-        w = kernel_weights(w)
+        w = gcd_reduce(w)
         if self.weights == "global":
             w = np.broadcast_to(w, (w.shape[0], self.n_tenants, self.n_nodes))
         return Action(weights=w.astype(float), promote_mbps=rate.astype(float)), np.asarray(w)
