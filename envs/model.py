@@ -43,6 +43,7 @@ from envs.kernel import (
     THRESHOLD_START_MS,
     adapt_promotion_threshold,
     memcg_promotion_scan_fraction,
+    memcg_reclaim_scan,
     pgdat_free_space_enough,
     zone_watermarks,
 )
@@ -50,7 +51,8 @@ from envs.rng import normal32 as _normal32
 from envs.rng import splitmix as _splitmix
 from envs.rng import uniform as _uniform
 from envs.scenario import HotColdHotness, Scenario, TenantSpec, ZipfHotness
-from envs.solver import NodeCurves, lsum, solve_fixed_point
+from envs.hardware import mix_peak, turnaround_penalty
+from envs.solver import NodeCurves, lsum, solve_fixed_point, zero_load_demand
 
 __all__ = [
     "BUCKET_EDGES",
@@ -365,9 +367,6 @@ def _node_arrays(sc: Scenario) -> dict[str, np.ndarray]:
     wmin, wlow, whigh, wpromo = zone_watermarks(cap, total)
     inf = np.inf
 
-    def turn(r: float, w: float, m: float) -> float:
-        return max(0.0, 4.0 * (1.0 / m - 0.5 / r - 0.5 / w))
-
     return {
         "capacity_gib": cap,
         "is_cxl": np.array([n.kind == "cxl" for n in nodes]),
@@ -379,7 +378,11 @@ def _node_arrays(sc: Scenario) -> dict[str, np.ndarray]:
         "idle_ns": np.array([n.idle_latency_ns for n in nodes]),
         "mem_read": np.array([n.read_gbps for n in nodes]),
         "mem_write": np.array([n.write_gbps for n in nodes]),
-        "mem_turn": np.array([turn(n.read_gbps, n.write_gbps, n.mixed_gbps) for n in nodes]),
+        "mem_turn": turnaround_penalty(
+            [n.read_gbps for n in nodes],
+            [n.write_gbps for n in nodes],
+            [n.mixed_gbps for n in nodes],
+        ),
         "link_read": np.array([n.link_read_gbps or inf for n in nodes]),
         "link_write": np.array([n.link_write_gbps or inf for n in nodes]),
         "slope_ns": np.array([n.queue_slope_ns for n in nodes]),
@@ -388,8 +391,10 @@ def _node_arrays(sc: Scenario) -> dict[str, np.ndarray]:
         "remote_ns": np.array([n.remote_latency_ns for n in nodes]),
         "rem_read": np.array([n.remote_read_gbps for n in nodes]),
         "rem_write": np.array([n.remote_write_gbps for n in nodes]),
-        "rem_turn": np.array(
-            [turn(n.remote_read_gbps, n.remote_write_gbps, n.remote_mixed_gbps) for n in nodes]
+        "rem_turn": turnaround_penalty(
+            [n.remote_read_gbps for n in nodes],
+            [n.remote_write_gbps for n in nodes],
+            [n.remote_mixed_gbps for n in nodes],
         ),
         "rem_slope_ns": np.array([n.remote_queue_slope_ns for n in nodes]),
         "rem_knee_ns": np.array([n.remote_knee_ns for n in nodes]),
@@ -911,9 +916,13 @@ def reclaim_and_demote(
         kswapd = np.where(free_m < wake, np.maximum(target - free_m, 0.0), 0.0)
         kswapd = np.where(p.demotion, np.maximum(kswapd, need_room[m]), 0.0)
         kswapd = np.minimum(kswapd, p.kswapd_gibps * dt)
-        prot = np.minimum(low, dram_use)
-        scan = np.where(
-            dram_use > low, size_m - size_m * prot / (dram_use + 1.0 / PAGES_PER_GIB), 0.0
+        scan = (
+            memcg_reclaim_scan(
+                size_m * PAGES_PER_GIB,
+                np.minimum(low, dram_use) * PAGES_PER_GIB,
+                dram_use * PAGES_PER_GIB,
+            )
+            / PAGES_PER_GIB
         )
         scan = np.maximum(scan - excess, 0.0)
         amount = excess + np.minimum(kswapd * scan / np.maximum(lsum(scan, 0), 1e-300), scan)
@@ -1051,12 +1060,11 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     # ---- outputs (batch-first)
     x = sol.throughput
     c = p.curves
-    lat0 = lsum((node_share * (c.idle_ns + remote * c.remote_ns)), 1)
-    demand = np.where(active, cap / np.maximum(compute + lat0, 1e-300), 0.0)
+    demand = zero_load_demand(cap, compute, node_share, remote, c)
     rd, wr = sol.node_read_gbps, sol.node_write_gbps
     bw = rd + wr
     mix = rd / np.maximum(bw, 1e-300)
-    mem_peak = 1.0 / (mix / c.mem_read + (1 - mix) / c.mem_write + c.mem_turn * mix * (1 - mix))
+    mem_peak = mix_peak(c.mem_read, c.mem_write, c.mem_turn, mix)
     link_peak = np.minimum(
         c.link_read / np.maximum(mix, 1e-300), c.link_write / np.maximum(1 - mix, 1e-300)
     )

@@ -449,11 +449,20 @@ def _reevaluate(pb: _Problem, ev: Ev, x: F64, mask: NDArray[np.bool_]) -> Ev:
     return _scatter(ev, idx, pb.take(idx).evaluate(x[:, idx]))
 
 
+def zero_load_demand(cap: F64, compute: F64, share: F64, remote: F64, nc: NodeCurves) -> F64:
+    """Each tenant's throughput (T, B) at idle latencies: its bandwidth demand (0 where ``cap`` is 0).
+
+    ``cap`` (T, B) bytes in flight, ``compute`` (T, B) ns, ``share`` and
+    ``remote`` (T, N, B): Little's law with every node at its idle latency.
+    """
+    lat0 = lsum((share * nc.idle_ns), 1) + lsum((share * remote * nc.remote_ns), 1)
+    return np.where(cap > 0, cap / np.maximum(compute + lat0, _TINY), 0.0)
+
+
 def _zero_load_demand(pb: _Problem) -> F64:
-    """Each tenant's throughput (T, B) at idle latencies (0 where inactive)."""
-    nc = pb.nc
-    lat0 = lsum((pb.share * nc.idle_ns), 1) + lsum((pb.share * pb.remote * nc.remote_ns), 1)
-    return np.where(pb.active, pb.cap / np.maximum(pb.compute + lat0, _TINY), 0.0)
+    return np.where(
+        pb.active, zero_load_demand(pb.cap, pb.compute, pb.share, pb.remote, pb.nc), 0.0
+    )
 
 
 def solve_fixed_point(
