@@ -10,7 +10,13 @@ Tables printed:
    B=1 instances in a Python loop, with the ratio;
 2. the native vector env (observation and reward included) at N = 64, 1024,
    4096 against ``gymnasium.vector.SyncVectorEnv`` over N single envs;
-3. the environment's share of the wall time inside a PPO training run.
+3. what the environment adds over the model: the model core alone, the
+   environment core (``envs.core.step_autoreset``: decoding, rewards,
+   observations, metrics, autoreset) and the native vector env (Gymnasium's
+   info layout) on the same ``mixed`` instances and actions at N = 4096, over
+   more than an episode so that autoresets are included; the target is a
+   vector env at >= 60% of the model core's rate;
+4. the environment's share of the wall time inside a PPO training run.
 
 Actions are random every step (a policy that changes its mind each interval,
 the costly case for the fixed-point solver's warm start). One process, one
@@ -133,13 +139,44 @@ def env_rate(n: int, steps: int, scenario: str, mode: str, warmup: int) -> float
     return n * steps / (time.perf_counter() - t0)
 
 
+def overhead_rates(n: int, steps: int) -> tuple[float, float, float]:
+    """Steps/s of the model core, the environment core and the native vector env, same work."""
+    from envs import core
+    from envs.gym_env import TieredMemoryVecEnv
+    from envs.model import step as model_step
+
+    params = core.make_params("mixed")
+    state, _ = core.reset(params, np.arange(n))
+    rng = np.random.default_rng(1)
+    acts = [rng.uniform(-1, 1, (n, params.codec.size)).astype(np.float32) for _ in range(steps)]
+    decoded = [params.codec.decode(a)[0] for a in acts]
+    # the model core on the instances the reset drew (no autoreset: the model keeps stepping)
+    ms = state.model
+    t0 = time.perf_counter()
+    for a in decoded:
+        ms, _ = model_step(state.instance, ms, a, check=False)
+    model = n * steps / (time.perf_counter() - t0)
+    st = state
+    t0 = time.perf_counter()
+    for a in acts:
+        st, *_ = core.step_autoreset(params, st, a)
+    env_core = n * steps / (time.perf_counter() - t0)
+    venv = TieredMemoryVecEnv(num_envs=n, scenario="mixed")
+    venv.reset(seed=0)
+    t0 = time.perf_counter()
+    for a in acts:
+        venv.step(a)
+    vec = n * steps / (time.perf_counter() - t0)
+    return model, env_core, vec
+
+
 def ppo_share(n_envs: int, total: int, n_steps: int, batch_size: int) -> tuple[float, float, float]:
     """(env seconds, total seconds, env steps per second of the whole run) for a PPO run."""
     from stable_baselines3 import PPO
 
-    from envs.sb3 import TierGymVecEnv
+    from envs.sb3 import make_vec_env
 
-    venv = TierGymVecEnv(num_envs=n_envs, scenario="mixed")
+    venv = make_vec_env(n_envs, scenario="mixed")  # the adapter under VecMonitor, as train.py
     spent = [0.0]
     inner = venv.step_wait
 
@@ -194,6 +231,17 @@ def main() -> None:
         )
         sync = env_rate(min(n, 256), 2 if args.quick else 4, "mixed", "sync", 2)
         print(f"| {n} | {native:,.0f} | {sync:,.0f} | {native / sync:.0f}x |")
+
+    n_over = 256 if args.quick else 4096
+    steps_over = 5 if args.quick else 120
+    print(
+        f"\n## What the environment adds over the model (`mixed`, N = {n_over}, "
+        f"{steps_over} steps, random actions)\n"
+    )
+    print("| model core steps/s | env core steps/s | vector env steps/s | vector env / model |")
+    print("|---:|---:|---:|---:|")
+    m, c, v = overhead_rates(n_over, steps_over)
+    print(f"| {m:,.0f} | {c:,.0f} | {v:,.0f} | {v / m:.0%} |")
 
     print("\n## PPO (stable-baselines3 MlpPolicy) on the native vector env through the adapter\n")
     print("| num_envs | n_steps | batch | timesteps | env s | total s | env share | steps/s |")

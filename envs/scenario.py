@@ -8,6 +8,11 @@ was expected, for example::
 
     scenario 'kv.yaml': tenants[0].read_fraction: got 1.5, expected a number <= 1
 
+Input is bounded to what is physical and safe to compute with (the ``MAX_*``
+constants below; docs/scenarios.md, "Input limits"): files are at most 1 MiB of
+UTF-8 YAML without anchors or aliases, numbers are finite and within physical
+ranges, booleans are not numbers, and error messages stay short.
+
 Hardware is a preset name (``envs/data/hardware/*.yaml``), a preset with
 per-node changes (``{preset: spr-a1000, nodes: {dram0: {capacity_gib: 16}}}``)
 or a whole machine inline (``{nodes: [...]}``).
@@ -15,7 +20,10 @@ or a whole machine inline (``{nodes: [...]}``).
 
 from __future__ import annotations
 
+import codecs
 import math
+import reprlib
+import stat
 from collections.abc import Mapping
 from functools import cache
 from importlib import resources
@@ -23,7 +31,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 __all__ = [
     "HardwareSpec",
@@ -55,9 +71,117 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
 
-Pos = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Frac = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+# --------------------------------------------------------------------------- input limits
+# Bounds on what a scenario may ask for: generous for any real machine, tight enough that
+# no product or sum the model forms overflows or turns into NaN (docs/scenarios.md,
+# "Input limits"). Every shipped scenario, preset and `mixed` machine is far inside them.
+
+#: Largest scenario or preset file read (a scenario is a few KiB of YAML).
+MAX_FILE_BYTES = 1 << 20
+#: Deepest YAML nesting accepted (a scenario needs 7 levels: tenants.0.phases.0.hotness).
+MAX_YAML_DEPTH = 32
+#: Most YAML nodes (scalars, lists, mappings) in one file (a 1024-node machine needs ~25k).
+MAX_YAML_NODES = 100_000
+#: Longest repr of a bad value quoted in an error, and most problems listed in one error.
+MAX_VALUE_REPR = 80
+MAX_ERROR_LINES = 20
+#: Longest quoted file or scenario name in an error.
+MAX_SOURCE_REPR = 256
+#: Longest line of an error message (a line quoting a long list of names is cut).
+MAX_ERROR_LINE = 400
+
+#: 1 PiB: a memory node, working set or cgroup limit beyond this is no machine built.
+MAX_GIB = float(1 << 20)
+#: 10 TB/s: above any memory node or link (HBM3e stacks give ~1.2 TB/s each).
+MAX_GBPS = 1e4
+#: 1 ms: a memory access (idle, queueing or added latency) this slow is a fault, not memory.
+MAX_LATENCY_NS = 1e6
+#: Exponent of the latency knee: the fits use 0.3..12; u**100 is already a step at u = 1.
+MAX_KNEE_EXP = 100.0
+#: Threads of one tenant: 4096, several times the hardware threads of the largest servers.
+MAX_THREADS = 4096
+#: Misses in flight per thread: a core's fill buffers hold tens; calibration uses 64.
+MAX_MLP = 1024.0
+#: CPU time between two misses of one thread: 1 s (a thread that misses less is idle).
+MAX_COMPUTE_NS = 1e9
+#: One environment step: at most a day of simulated time.
+MAX_INTERVAL_S = 86_400.0
+#: Steps per episode: 10 million (over 100 days at 1 s steps); int64 and float-exact.
+MAX_EPISODE_STEPS = 10_000_000
+#: A tenant's start, stop and phase times: 1e9 s (~32 years) of simulated time.
+MAX_TIME_S = 1e9
+#: Working-set growth (or shrinkage, negative): 1 PiB per second, i.e. any real rate.
+MAX_GROW_GIB_PER_S = MAX_GIB
+#: Share of a tenant's pages freed and allocated again per second (1000 = each page per ms).
+MAX_CHURN_PER_S = 1e3
+#: Zipf exponent: at 10 the hottest page already gets 99.9% of the accesses.
+MAX_ZIPF_S = 10.0
+#: Memory nodes of a machine (Linux MAX_NUMNODES at its largest NODES_SHIFT, 10) and the
+#: highest socket number (every socket needs a DRAM node of its own).
+MAX_NODES = 1024
+MAX_SOCKET = MAX_NODES - 1
+#: Names and descriptions are labels in logs and reports.
+MAX_NAME_CHARS = 128
+MAX_DESCRIPTION_CHARS = 4096
+
+
+def _number_input(value: Any) -> Any:
+    """Refuse booleans where a number is expected (pydantic's lax mode reads True as 1)."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("bool_not_number", "Input should be a number, not a boolean")
+    return value
+
+
+#: Largest integer a float holds exactly; every integer bound here is far below it.
+_EXACT_INT = 2**53
+
+
+def _integer_input(value: Any) -> Any:
+    """Refuse booleans where an integer is expected; read integral floats (1000.0) as ints.
+
+    An integral float beyond 2**53 is refused here: it is no exact integer, and pydantic
+    would report one above 2**63 as "unable to parse input string".
+    """
+    if isinstance(value, bool):
+        raise PydanticCustomError("bool_not_integer", "Input should be an integer, not a boolean")
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        if abs(value) > _EXACT_INT:
+            raise PydanticCustomError(
+                "integer_too_large",
+                "Input should be a much smaller integer (this one is over 2**53)",
+            )
+        return int(value)
+    return value
+
+
+_NUMBER = BeforeValidator(_number_input)
+_INTEGER = BeforeValidator(_integer_input)
+
+# Finite numbers (inf and NaN are refused everywhere: "none" is spelled null where allowed).
+Pos = Annotated[float, Field(gt=0, allow_inf_nan=False), _NUMBER]
+NonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False), _NUMBER]
+Frac = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False), _NUMBER]
+GiB = Annotated[float, Field(gt=0, le=MAX_GIB, allow_inf_nan=False), _NUMBER]
+GiBLimit = Annotated[float, Field(ge=0, le=MAX_GIB, allow_inf_nan=False), _NUMBER]
+GiBRate = Annotated[
+    float, Field(ge=-MAX_GROW_GIB_PER_S, le=MAX_GROW_GIB_PER_S, allow_inf_nan=False), _NUMBER
+]
+Gbps = Annotated[float, Field(gt=0, le=MAX_GBPS, allow_inf_nan=False), _NUMBER]
+LatencyNs = Annotated[float, Field(gt=0, le=MAX_LATENCY_NS, allow_inf_nan=False), _NUMBER]
+AddedNs = Annotated[float, Field(ge=0, le=MAX_LATENCY_NS, allow_inf_nan=False), _NUMBER]
+KneeExp = Annotated[float, Field(gt=0, le=MAX_KNEE_EXP, allow_inf_nan=False), _NUMBER]
+Mlp = Annotated[float, Field(gt=0, le=MAX_MLP, allow_inf_nan=False), _NUMBER]
+ComputeNs = Annotated[float, Field(ge=0, le=MAX_COMPUTE_NS, allow_inf_nan=False), _NUMBER]
+TimeS = Annotated[float, Field(ge=0, le=MAX_TIME_S, allow_inf_nan=False), _NUMBER]
+IntervalS = Annotated[float, Field(gt=0, le=MAX_INTERVAL_S, allow_inf_nan=False), _NUMBER]
+ChurnPerS = Annotated[float, Field(ge=0, le=MAX_CHURN_PER_S, allow_inf_nan=False), _NUMBER]
+ZipfS = Annotated[float, Field(ge=0, le=MAX_ZIPF_S, allow_inf_nan=False), _NUMBER]
+Threads = Annotated[int, Field(ge=1, le=MAX_THREADS), _INTEGER]
+Socket = Annotated[int, Field(ge=0, le=MAX_SOCKET), _INTEGER]
+Steps = Annotated[int, Field(ge=1, le=MAX_EPISODE_STEPS), _INTEGER]
+Weight = Annotated[int, Field(ge=0, le=255), _INTEGER]
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
+Description = Annotated[str, Field(max_length=MAX_DESCRIPTION_CHARS)]
 
 
 class NodeSpec(_Strict):
@@ -74,26 +198,26 @@ class NodeSpec(_Strict):
     and curve.
     """
 
-    name: str = Field(min_length=1)
+    name: Name
     kind: Literal["dram", "cxl"]
-    socket: int = Field(ge=0)
-    capacity_gib: Pos
-    idle_latency_ns: Pos
-    read_gbps: Pos
-    write_gbps: Pos
-    mixed_gbps: Pos
-    link_read_gbps: Pos | None = None
-    link_write_gbps: Pos | None = None
-    queue_slope_ns: NonNeg = 0.0
-    knee_ns: Pos = 10.0
-    knee_exp: Pos = 1.0
-    remote_latency_ns: NonNeg = 60.0
-    remote_read_gbps: Pos = 1e3
-    remote_write_gbps: Pos = 1e3
-    remote_mixed_gbps: Pos = 1e3
-    remote_queue_slope_ns: NonNeg = 0.0
-    remote_knee_ns: Pos = 10.0
-    remote_knee_exp: Pos = 1.0
+    socket: Socket
+    capacity_gib: GiB
+    idle_latency_ns: LatencyNs
+    read_gbps: Gbps
+    write_gbps: Gbps
+    mixed_gbps: Gbps
+    link_read_gbps: Gbps | None = None
+    link_write_gbps: Gbps | None = None
+    queue_slope_ns: AddedNs = 0.0
+    knee_ns: LatencyNs = 10.0
+    knee_exp: KneeExp = 1.0
+    remote_latency_ns: AddedNs = 60.0
+    remote_read_gbps: Gbps = 1e3
+    remote_write_gbps: Gbps = 1e3
+    remote_mixed_gbps: Gbps = 1e3
+    remote_queue_slope_ns: AddedNs = 0.0
+    remote_knee_ns: LatencyNs = 10.0
+    remote_knee_exp: KneeExp = 1.0
 
     @model_validator(mode="after")
     def _check(self) -> NodeSpec:
@@ -117,9 +241,9 @@ class NodeSpec(_Strict):
 class HardwareSpec(_Strict):
     """A machine: its memory nodes and a free-text description with sources."""
 
-    name: str = "custom"
-    description: str = ""
-    nodes: list[NodeSpec] = Field(min_length=1)
+    name: Name = "custom"
+    description: Description = ""
+    nodes: list[NodeSpec] = Field(min_length=1, max_length=MAX_NODES)
 
     @model_validator(mode="after")
     def _check(self) -> HardwareSpec:
@@ -145,40 +269,40 @@ class HardwareSpec(_Strict):
 class ZipfHotness(_Strict):
     """Page popularity ~ rank**-zipf_s (0 is uniform)."""
 
-    zipf_s: NonNeg
+    zipf_s: ZipfS
 
 
 class HotColdHotness(_Strict):
     """A hot set of ``hot_fraction`` of the pages gets ``hot_access_fraction`` of the accesses."""
 
-    hot_fraction: Annotated[float, Field(gt=0, lt=1)]
+    hot_fraction: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False), _NUMBER]
     hot_access_fraction: Frac
 
 
 Hotness = ZipfHotness | HotColdHotness
-Weights = list[Annotated[int, Field(ge=0, le=255)]] | dict[str, Annotated[int, Field(ge=0, le=255)]]
+Weights = list[Weight] | dict[str, Weight]
 
 
 class _TenantKeys(_Strict):
     """The tenant keys a phase may change (all optional here)."""
 
-    threads: int | None = Field(default=None, ge=1)
-    socket: int | None = Field(default=None, ge=0)
-    mlp: Pos | None = None
-    compute_ns: NonNeg | None = None
+    threads: Threads | None = None
+    socket: Socket | None = None
+    mlp: Mlp | None = None
+    compute_ns: ComputeNs | None = None
     read_fraction: Frac | None = None
-    working_set_gib: Pos | None = None
+    working_set_gib: GiB | None = None
     hotness: Hotness | None = None
-    memory_low_gib: NonNeg | None = None
-    memory_high_gib: NonNeg | None = None
-    churn_per_s: NonNeg | None = None
-    grow_gib_per_s: float | None = Field(default=None, allow_inf_nan=False)
+    memory_low_gib: GiBLimit | None = None
+    memory_high_gib: GiBLimit | None = None
+    churn_per_s: ChurnPerS | None = None
+    grow_gib_per_s: GiBRate | None = None
 
 
 class PhaseSpec(_TenantKeys):
     """From ``at_s`` on, the given tenant keys take these values."""
 
-    at_s: NonNeg
+    at_s: TimeS
 
 
 class TenantSpec(_Strict):
@@ -192,20 +316,20 @@ class TenantSpec(_Strict):
       local DRAM only, i.e. local-first allocation).
     """
 
-    name: str = Field(min_length=1)
-    threads: int = Field(ge=1)
-    socket: int = Field(default=0, ge=0)
-    mlp: Pos
-    compute_ns: NonNeg
+    name: Name
+    threads: Threads
+    socket: Socket = 0
+    mlp: Mlp
+    compute_ns: ComputeNs
     read_fraction: Frac
-    working_set_gib: Pos
+    working_set_gib: GiB
     hotness: Hotness = ZipfHotness(zipf_s=0.0)
-    start_s: NonNeg = 0.0
-    stop_s: NonNeg | None = None
-    memory_low_gib: NonNeg = 0.0
-    memory_high_gib: NonNeg | None = None
-    churn_per_s: NonNeg = 0.0
-    grow_gib_per_s: float = Field(default=0.0, allow_inf_nan=False)
+    start_s: TimeS = 0.0
+    stop_s: TimeS | None = None
+    memory_low_gib: GiBLimit = 0.0
+    memory_high_gib: GiBLimit | None = None
+    churn_per_s: ChurnPerS = 0.0
+    grow_gib_per_s: GiBRate = 0.0
     weights: Weights | None = None
     phases: list[PhaseSpec] = Field(default_factory=list)
 
@@ -257,10 +381,10 @@ class TenantSpec(_Strict):
 class Scenario(_Strict):
     """A complete scenario: hardware, tenants and episode settings."""
 
-    name: str = Field(min_length=1)
-    description: str = ""
-    interval_s: Pos = 1.0
-    episode_steps: int = Field(ge=1)
+    name: Name
+    description: Description = ""
+    interval_s: IntervalS = 1.0
+    episode_steps: Steps
     hardware: HardwareSpec
     tenants: list[TenantSpec] = Field(min_length=1)
 
@@ -338,51 +462,210 @@ def peak_working_set_gib(t: TenantSpec, episode_s: float) -> float:
 
 # --------------------------------------------------------------------------- loading
 
+# Tags pydantic puts in an error's location for the member of a union it tried.
+_UNION_TAGS = ("ZipfHotness", "HotColdHotness")
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, the cut marked by ``...``."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _short(value: Any, limit: int = MAX_VALUE_REPR) -> str:
+    """``repr(value)`` in at most ``limit`` characters, however large or deep ``value`` is.
+
+    Error messages quote bad values with this, so a huge value (a 1 MiB string, an
+    expanded alias bomb, an int of 10**5 digits) cannot make a huge message.
+    """
+    short = reprlib.Repr()  # cuts long strings and containers in the middle, deep ones at level 3
+    short.maxlevel = 3
+    short.maxstring = short.maxother = short.maxlong = limit
+    try:
+        text = short.repr(value)
+    except Exception:  # e.g. repr of an int over 4300 digits: the error must still be told
+        text = f"<{type(value).__name__}, too large to show>"
+    return _clip(text, limit)
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    """``tenants[0].hotness.zipf_s`` from a pydantic error location (union tags dropped)."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part in _UNION_TAGS or part.startswith(("list[", "dict[")):
+            continue
+        else:
+            path += ("." if path else "") + _clip(part, MAX_VALUE_REPR)
+    return path
+
+
+def _error_line(e: ErrorDetails) -> str:
+    """One problem of a pydantic error as ``path: got VALUE, expected ...``."""
+    path = _field_path(e["loc"])
+    msg = e["msg"]
+    if e["type"] == "extra_forbidden":
+        return f"{path}: unknown key (check the spelling; see docs/scenarios.md for the keys)"
+    if e["type"] == "missing":
+        return f"{path}: missing, expected a value"
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+        return f"{path}: {msg}" if path else msg
+    expected = msg.replace("Input should be", "expected").replace("input should be", "expected")
+    for kind in ("String", "List", "Dictionary"):  # "String should have at most 128 characters"
+        expected = expected.replace(f"{kind} should have", f"expected a {kind.lower()} with")
+    return f"{path}: got {_short(e.get('input'))}, {expected}"
+
 
 def _format_errors(err: ValidationError, source: str) -> str:
-    lines = []
-    for e in err.errors():
-        path = ""
-        for part in e["loc"]:
-            if isinstance(part, int):
-                path += f"[{part}]"
-            elif part in ("ZipfHotness", "HotColdHotness", "list[...]", "dict[str,...]"):
-                continue
-            else:
-                path += ("." if path else "") + str(part)
-        msg = e["msg"]
-        if e["type"] == "extra_forbidden":
-            expected = "unknown key (check the spelling; see docs/scenarios.md for the keys)"
-            lines.append(f"{path}: {expected}")
-            continue
-        if e["type"] == "missing":
-            lines.append(f"{path}: missing, expected a value")
-            continue
-        if msg.startswith("Value error, "):
-            msg = msg[len("Value error, ") :]
-            lines.append(f"{path}: {msg}" if path else msg)
-            continue
-        expected = msg.replace("Input should be", "expected").replace("input should be", "expected")
-        lines.append(f"{path}: got {e.get('input')!r}, {expected}")
+    """A pydantic error as one line per problem, at most MAX_ERROR_LINES of them."""
     # pydantic reports one line per union member for hotness; keep them but drop exact duplicates
-    seen: list[str] = []
-    for ln in lines:
-        if ln not in seen:
-            seen.append(ln)
+    lines = list(dict.fromkeys(_clip(_error_line(e), MAX_ERROR_LINE) for e in err.errors()))
+    if len(lines) > MAX_ERROR_LINES:
+        lines = [*lines[:MAX_ERROR_LINES], f"... and {len(lines) - MAX_ERROR_LINES} more"]
     return f"scenario {source}: " + (
-        "\n  ".join(seen) if len(seen) == 1 else "\n  " + "\n  ".join(seen)
+        "\n  ".join(lines) if len(lines) == 1 else "\n  " + "\n  ".join(lines)
     )
 
 
-def _read_yaml(path: Path) -> Any:
+def _file_name(path: Path) -> str:
+    """How errors name a file: its path, quoted and cut to a readable length."""
+    return _short(str(path), MAX_SOURCE_REPR)
+
+
+def _exists(path: Path) -> bool:
+    """``path.exists()``, False for names the OS refuses (a NUL byte, too long)."""
     try:
-        text = path.read_text()
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _read_text(path: Path) -> str:
+    """The text of a scenario or preset file: at most MAX_FILE_BYTES, strict UTF-8.
+
+    A UTF-8 byte-order mark is dropped. Every failure (missing, a directory,
+    unreadable, too large, not UTF-8 text) is a :class:`ScenarioError` naming the file.
+    """
+    name = _file_name(path)
+    too_large = (
+        f"scenario file {name} is larger than {MAX_FILE_BYTES} bytes (1 MiB), the limit for "
+        "scenario files (a scenario is a few KiB of YAML)"
+    )
+    try:
+        info = path.stat()
     except FileNotFoundError:
-        raise ScenarioError(f"scenario file {str(path)!r} does not exist") from None
+        raise ScenarioError(f"scenario file {name} does not exist") from None
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ScenarioError(f"scenario file {name} cannot be read: {reason}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ScenarioError(f"scenario file {name} is a directory, expected a YAML file")
+    if info.st_size > MAX_FILE_BYTES:
+        raise ScenarioError(too_large)
     try:
-        return yaml.safe_load(text)
+        with path.open("rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)  # a pipe or device has no size to check first
+    except OSError as exc:
+        raise ScenarioError(f"scenario file {name} cannot be read: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ScenarioError(too_large)
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise ScenarioError(
+            f"scenario file {name} is not UTF-8 text (it is UTF-16); save it as UTF-8"
+        )
+    try:
+        text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            f"scenario file {name} is not UTF-8 text (invalid byte at offset {exc.start}); "
+            "save it as UTF-8"
+        ) from None
+    if "\x00" in text:
+        raise ScenarioError(f"scenario file {name} is not UTF-8 text (it has NUL bytes: binary?)")
+    return text
+
+
+class _YamlLimitError(yaml.YAMLError):
+    """A YAML construct that scenario files may not use, at a line of the file."""
+
+    def __init__(self, problem: str, mark: Any) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.line = mark.line + 1
+
+
+class _ScenarioLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with the limits scenario files need.
+
+    Checked while composing, before any Python object is built: anchors and aliases
+    are refused (a few hundred bytes of nested aliases expand to billions of values,
+    "billion laughs"; scenarios have no use for them), and so are nesting deeper than
+    MAX_YAML_DEPTH (the composer recurses once per level) and more than
+    MAX_YAML_NODES nodes.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._nodes = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            raise _YamlLimitError(
+                f"YAML aliases (*{_clip(str(event.anchor), MAX_VALUE_REPR)}) are not allowed in "
+                "scenario files; write the value out",
+                event.start_mark,
+            )
+        if getattr(event, "anchor", None) is not None:
+            raise _YamlLimitError(
+                f"YAML anchors (&{_clip(str(event.anchor), MAX_VALUE_REPR)}) are not allowed in "
+                "scenario files; write the value out",
+                event.start_mark,
+            )
+        self._nodes += 1
+        if self._nodes > MAX_YAML_NODES:
+            raise _YamlLimitError(
+                f"more than {MAX_YAML_NODES} YAML values, the limit for scenario files",
+                event.start_mark,
+            )
+        if self._depth >= MAX_YAML_DEPTH:
+            raise _YamlLimitError(
+                f"nested deeper than {MAX_YAML_DEPTH} levels, the limit for scenario files",
+                event.start_mark,
+            )
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_yaml_int(self, node: Any) -> Any:
+        """An int, or an error at its line (Python refuses ints of over 4300 digits)."""
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError as exc:
+            raise _YamlLimitError(f"integer not readable: {exc}", node.start_mark) from None
+
+
+_ScenarioLoader.add_constructor("tag:yaml.org,2002:int", _ScenarioLoader.construct_yaml_int)
+
+
+def _read_yaml(path: Path) -> Any:
+    """The data of a scenario or preset YAML file, read within the input limits."""
+    name = _file_name(path)
+    loader = _ScenarioLoader(_read_text(path))
+    loader.name = path.name  # PyYAML's own messages say 'in "<name>", line N'
+    try:
+        return loader.get_single_data()
+    except _YamlLimitError as exc:
+        raise ScenarioError(f"scenario file {name}, line {exc.line}: {exc.problem}") from None
     except yaml.YAMLError as exc:
-        raise ScenarioError(f"scenario file {str(path)!r} is not valid YAML: {exc}") from None
+        detail = _clip(str(exc), MAX_ERROR_LINE * 2)
+        raise ScenarioError(f"scenario file {name} is not valid YAML: {detail}") from None
+    finally:
+        loader.dispose()
 
 
 @cache
@@ -391,7 +674,7 @@ def hardware_presets() -> dict[str, dict[str, Any]]:
     out = {}
     for f in sorted((_DATA / "hardware").iterdir(), key=lambda p: p.name):
         if f.name.endswith(".yaml"):
-            data = yaml.safe_load(f.read_text())
+            data = _read_yaml(Path(str(f)))
             out[data["name"]] = data
     return out
 
@@ -406,19 +689,19 @@ def _resolve_hardware(hw: Any, where: str) -> Any:
     if isinstance(hw, str):
         if hw not in presets:
             raise ScenarioError(
-                f"{where}: unknown hardware preset {hw!r}, expected one of {sorted(presets)}"
+                f"{where}: unknown hardware preset {_short(hw)}, expected one of {sorted(presets)}"
             )
         return presets[hw]
     if isinstance(hw, Mapping) and "preset" in hw:
         name = hw["preset"]
-        if name not in presets:
+        if not isinstance(name, str) or name not in presets:
             raise ScenarioError(
-                f"{where}.preset: unknown hardware preset {name!r}, expected one of {sorted(presets)}"
+                f"{where}.preset: unknown hardware preset {_short(name)}, expected one of {sorted(presets)}"
             )
-        extra = sorted(set(hw) - {"preset", "nodes", "name", "description"})
+        extra = sorted(str(k) for k in set(hw) - {"preset", "nodes", "name", "description"})
         if extra:
             raise ScenarioError(
-                f"{where}: unknown key(s) {extra}, expected preset, nodes, name, description"
+                f"{where}: unknown key(s) {_short(extra)}, expected preset, nodes, name, description"
             )
         base = {k: v for k, v in presets[name].items()}
         base["nodes"] = [dict(n) for n in base["nodes"]]
@@ -429,13 +712,14 @@ def _resolve_hardware(hw: Any, where: str) -> Any:
             )
         by_name = {n["name"]: n for n in base["nodes"]}
         for node_name, ch in changes.items():
+            node = _clip(str(node_name), MAX_VALUE_REPR)
             if node_name not in by_name:
                 raise ScenarioError(
-                    f"{where}.nodes.{node_name}: unknown node of preset {name!r}, expected one of {sorted(by_name)}"
+                    f"{where}.nodes.{node}: unknown node of preset {name!r}, expected one of {sorted(by_name)}"
                 )
             if not isinstance(ch, Mapping):
                 raise ScenarioError(
-                    f"{where}.nodes.{node_name}: got {ch!r}, expected a mapping of node keys"
+                    f"{where}.nodes.{node}: got {_short(ch)}, expected a mapping of node keys"
                 )
             by_name[node_name].update(ch)
         base["name"] = hw.get("name", f"{name}*" if changes else name)
@@ -467,21 +751,23 @@ def load_scenario(spec: str | Path | Mapping[str, Any] | Scenario, **overrides: 
         if not overrides:
             return spec
         data: Any = spec.model_dump()
-        source = repr(spec.name)
+        source = _short(spec.name, MAX_SOURCE_REPR)
     elif isinstance(spec, Mapping):
         data = dict(spec)
-        source = repr(data.get("name", "<dict>"))
+        name = data.get("name")
+        source = _short(name if isinstance(name, str) else "<dict>", MAX_SOURCE_REPR)
     else:
         s = str(spec)
         path = Path(s)
-        if s in scenario_names() and not path.exists():
+        if s in scenario_names() and not _exists(path):
             path = Path(str(_DATA / "scenarios" / f"{s}.yaml"))
-        elif not (s.endswith((".yaml", ".yml")) or path.exists()):
+        elif not (s.endswith((".yaml", ".yml")) or _exists(path)):
             raise ScenarioError(
-                f"unknown scenario {s!r}: expected a YAML file or one of {scenario_names()}"
+                f"unknown scenario {_short(s, MAX_SOURCE_REPR)}: expected a YAML file or one of "
+                f"{scenario_names()}"
             )
         data = _read_yaml(path)
-        source = repr(str(spec))
+        source = _short(s, MAX_SOURCE_REPR)
     if not isinstance(data, Mapping):
         raise ScenarioError(
             f"scenario {source}: expected a mapping of keys at the top level, got {type(data).__name__}"
