@@ -1,0 +1,88 @@
+"""The layers import one way (envs <- baselines <- agents <- scripts) and without cycles."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RANK = {"envs": 0, "baselines": 1, "agents": 2, "train": 3, "evaluate": 3}
+PACKAGES = ("envs", "baselines", "agents", "calibration")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for f in sorted((ROOT / pkg).rglob("*.py")):
+            rel = f.relative_to(ROOT).with_suffix("")
+            parts = list(rel.parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = f
+    for script in ("train", "evaluate"):
+        out[script] = ROOT / f"{script}.py"
+    return out
+
+
+def _imports(path: Path) -> set[str]:
+    """Project modules a file imports (at module level or inside functions)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    top = {*PACKAGES, "train", "evaluate"}
+    return {n for n in names if n.split(".")[0] in top}
+
+
+MODULES = _modules()
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_point_down(module: str) -> None:
+    top = module.split(".")[0]
+    for name in _imports(MODULES[module]):
+        target = name.split(".")[0]
+        if top == "calibration":
+            assert target in ("calibration", "envs"), f"{module} imports {name}"
+            continue
+        assert target != "calibration", f"{module} (run time) imports the offline {name}"
+        assert RANK[target] <= RANK[top], f"{module} imports {name}, a layer above it"
+
+
+def test_no_import_cycle_between_modules() -> None:
+    graph = {
+        m: {n for n in (_imports(p)) if n in MODULES and n != m} for m, p in MODULES.items()
+    }
+    # also edges to a package's module through "from pkg.mod import name"
+    for m, p in MODULES.items():
+        for n in _imports(p):
+            parent = n.rsplit(".", 1)[0]
+            if parent in MODULES and parent != m and parent.split(".")[0] != n:
+                graph[m].add(parent)
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in sorted(graph[m]):
+            if n.count(".") == 0 and n in PACKAGES:
+                continue  # a package's __init__ re-exports; its modules carry the edges
+            if state.get(n) == 1:
+                raise AssertionError(f"import cycle: {' -> '.join([*path, m, n])}")
+            if state.get(n) is None:
+                visit(n, [*path, m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if state.get(m) is None:
+            visit(m, [])
+
+
+def test_a_layer_violation_is_caught(tmp_path: Path) -> None:
+    bad = tmp_path / "m.py"
+    bad.write_text("def f():\n    from agents.rollout import rollout\n")
+    assert "agents.rollout" in _imports(bad)
