@@ -2,9 +2,11 @@
 
 Every policy runs on the same scenarios with the same seeds (common random
 numbers), vectorized over episodes. Per scenario and policy: mean and
-interquartile mean of each episode metric with 95% stratified-bootstrap
-confidence intervals, and the ratio of the primary metric to a reference
-policy; across scenarios, the geometric mean of those ratios.
+interquartile mean of each episode metric with 95% percentile-bootstrap
+intervals over episodes, and the mean ratio of the primary metric to a
+reference policy on the same seeds; across scenarios, the geometric mean of
+those ratios with an interval stratified by scenario (README.md and
+``agents.report.summarize_records`` say exactly how).
 
 Examples::
 
@@ -12,20 +14,18 @@ Examples::
     python evaluate.py --scenarios kv-store,mixed --policies dram-first,tpp,runs/mixed__ppo__0__...
     python evaluate.py --policies static:3:1@256,numa-tiering --episodes 64 --output results/kv
 
-Outputs (in ``--output``): ``results.json`` (one record per scenario, policy,
-seed and episode, plus the summary), ``results.csv``, ``leaderboard.md``,
-``ratio.png`` and ``timeseries-<scenario>-<policy>.png``; the Markdown table
-goes to stdout.
+Outputs (in ``--output``): ``results.json`` (one record per scenario, policy
+and episode seed, plus the summary), ``results.csv``, ``table.md``,
+``leaderboard.md``, ``ratio.png`` and ``timeseries-<scenario>-<policy>.png``;
+the Markdown table and leaderboard go to stdout. The work is
+:func:`agents.evaluation.run_comparison`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import sys
 from pathlib import Path
-from typing import Any
 
 DEFAULT_POLICIES = (
     "dram-first",
@@ -86,74 +86,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
-
-
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    from tqdm import tqdm
-
-    from agents import report
-    from agents.evaluation import compare, load_policy
-
-    scenarios = [s for s in args.scenarios.split(",") if s]
-    specs = [p for p in args.policies.split(",") if p]
-    loaded = [load_policy(p) for p in specs]  # fails early, before any run
-    names = [p.name for p, _ in loaded]
-    if args.reference not in names:
-        raise ValueError(f"--reference {args.reference!r} is not among the policies {names}")
-    bar = tqdm(
-        total=len(scenarios) * len(loaded), desc="runs", disable=args.no_progress, file=sys.stderr
-    )
-
-    def progress(policy: str, scenario: str) -> None:
-        bar.set_postfix_str(f"{scenario} / {policy}")
-        bar.update(1)
-
-    records = compare(
-        loaded,
-        scenarios,
-        args.episodes,
-        seed=args.seed,
-        split=args.split,
-        record_series=not args.no_plots,
-        progress=progress,
-    )
-    bar.close()
-    series = [(r["scenario"], r["policy"], r.pop("series")) for r in records if "series" in r]
-    summary = report.summarize_records(
-        records, reference=args.reference, metric=args.metric, seed=args.seed
-    )
-    out: Path = args.output
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(
-        json.dumps({"command": sys.argv, "records": records, "summary": summary}, indent=1)
-    )
-    report.write_csv(records, out / "results.csv")
-    table = report.markdown_table(summary, metric=args.metric)
-    (out / "leaderboard.md").write_text(report.leaderboard_markdown(summary) + "\n")
-    (out / "table.md").write_text(table + "\n")
-    if not args.no_plots:
-        report.plot_ratio_bars(summary, out / "ratio.png")
-        for scenario, policy, s in series:
-            report.plot_timeseries(
-                s,
-                out / f"timeseries-{_slug(scenario)}-{_slug(policy)}.png",
-                f"{scenario} / {policy}",
-            )
-    print(table)
-    print()
-    print(report.leaderboard_markdown(summary))
-    return summary
-
-
 def main(argv: list[str] | None = None) -> int:
+    """Parse the arguments, run the comparison and print its tables; the exit code."""
+    from agents import report
+    from agents.evaluation import run_comparison
+
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     try:
-        run(args)
+        summary = run_comparison(
+            [p for p in args.policies.split(",") if p],
+            [s for s in args.scenarios.split(",") if s],
+            args.episodes,
+            args.output,
+            seed=args.seed,
+            split=args.split,
+            reference=args.reference,
+            metric=args.metric,
+            plots=not args.no_plots,
+            show_progress=not args.no_progress,
+            command=["evaluate.py", *argv],
+        )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    print(report.markdown_table(summary, metric=args.metric))
+    print()
+    print(report.leaderboard_markdown(summary))
     return 0
 
 

@@ -200,12 +200,12 @@ def build_config(args: argparse.Namespace) -> RunConfig:
 
 
 def make_training_env(cfg: RunConfig) -> tuple[Any, Any]:
-    """The adapter over the native vector env (and VecNormalize on rewards if asked)."""
+    """The SB3 adapter under VecMonitor (and VecNormalize on rewards if asked)."""
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from envs.sb3 import TierGymVecEnv
+    from envs.sb3 import make_vec_env
 
-    venv = TierGymVecEnv(num_envs=cfg.n_envs, **cfg.env)
+    venv = make_vec_env(cfg.n_envs, **cfg.env)
     venv.seed(cfg.seed)
     norm = None
     if cfg.hyperparams.get("normalize_reward", False):
@@ -269,10 +269,15 @@ def tensorboard_hparams(model: Any, cfg: RunConfig, references: dict[str, float]
     model.logger.record("hparams", HParam(flat, metrics), exclude=("stdout", "log", "json", "csv"))
 
 
-def train(args: argparse.Namespace, argv: list[str]) -> Path:
+def train(args: argparse.Namespace, argv: list[str]) -> Path | None:
     from stable_baselines3.common.logger import configure
 
-    from agents.callbacks import CheckpointCallback, EnvMetricsCallback, EvalCallback, StopOnSignal
+    from agents.callbacks import (
+        CheckpointAtRollout,
+        EnvMetricsCallback,
+        EvalAgainstReferences,
+        StopOnSignal,
+    )
     from agents.training import (
         algo_class,
         latest_checkpoint,
@@ -335,9 +340,11 @@ def train(args: argparse.Namespace, argv: list[str]) -> Path:
     tensorboard_hparams(model, cfg, refs)
     stopper = StopOnSignal(on_policy=cfg.algo in ON_POLICY)
     callbacks = [
-        EnvMetricsCallback(venv.engine.node_names, venv.engine.T),
-        EvalCallback(lambda m: learned_score(m, cfg, eval_seed), refs, cfg.eval_interval, cfg.algo),
-        CheckpointCallback(
+        EnvMetricsCallback(venv.params.node_names, venv.params.n_tenants),
+        EvalAgainstReferences(
+            lambda m: learned_score(m, cfg, eval_seed), refs, cfg.eval_interval, cfg.algo
+        ),
+        CheckpointAtRollout(
             lambda m, steps: save_checkpoint(run_dir, m, steps, norm), cfg.checkpoint_interval
         ),
         stopper,
@@ -358,7 +365,7 @@ def train(args: argparse.Namespace, argv: list[str]) -> Path:
             f"interrupted: checkpoint {ck} at {stopper.resume_timesteps:,} steps; continue with: python train.py --resume {run_dir}",
             flush=True,
         )
-        sys.exit(0)
+        return None  # interrupted: main() exits 0 without the final comparison
     save_checkpoint(run_dir, model, model.num_timesteps, norm)
     path = save_final(run_dir, model, cfg)
     sps = remaining / wall if wall > 0 else float("nan")
@@ -366,7 +373,7 @@ def train(args: argparse.Namespace, argv: list[str]) -> Path:
         "timesteps": int(model.num_timesteps),
         "wall_s": round(wall, 1),
         "steps_per_s": round(sps, 1),
-        "env_steps_per_s": round(venv.steps_taken / max(venv.step_seconds, 1e-9), 1),
+        "env_steps_per_s": round(venv.env_steps / max(venv.env_seconds, 1e-9), 1),
     }
     (run_dir / "training.json").write_text(json.dumps(summary, indent=2))
     log(
@@ -376,32 +383,36 @@ def train(args: argparse.Namespace, argv: list[str]) -> Path:
     return run_dir
 
 
-def final_comparison(args: argparse.Namespace, run_dir: Path) -> None:
-    import evaluate
+def final_comparison(
+    args: argparse.Namespace, run_dir: Path, command: list[str] | None = None
+) -> dict[str, Any]:
+    """The learned policy against the references on the test split; prints the tables.
 
-    cfg_scenario = args.scenario if args.resume is None else None
+    The code path of ``evaluate.py`` (:func:`agents.evaluation.run_comparison`),
+    writing ``RUN/results``; returns the summary.
+    """
+    from agents import report
+    from agents.evaluation import load_policy, run_comparison
     from agents.training import read_config
 
     cfg = read_config(run_dir)
-    scenario = cfg_scenario or cfg.env["scenario"]
-    evaluate.main(
-        [
-            "--scenarios",
-            scenario,
-            "--policies",
-            ",".join([f"{cfg.algo}={run_dir}", *REFERENCES]),
-            "--episodes",
-            str(args.compare_episodes),
-            "--seed",
-            str(20_000 + cfg.seed),
-            "--reference",
-            "dram-first",
-            "--output",
-            str(run_dir / "results"),
-            *(["--no-progress"] if args.no_progress or args.quiet else []),
-            *(["--no-plots"]),
-        ]
+    scenario = (args.scenario if args.resume is None else None) or cfg.env["scenario"]
+    summary = run_comparison(
+        [load_policy(str(run_dir), label=cfg.algo), *REFERENCES],
+        [scenario],
+        args.compare_episodes,
+        run_dir / "results",
+        seed=20_000 + cfg.seed,
+        split="test",
+        reference="dram-first",
+        plots=False,
+        show_progress=not (args.no_progress or args.quiet),
+        command=command,
     )
+    print(report.markdown_table(summary))
+    print()
+    print(report.leaderboard_markdown(summary))
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -409,8 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         run_dir = train(args, ["train.py", *argv])
-        if args.compare_episodes > 0:
-            final_comparison(args, run_dir)
+        if run_dir is not None and args.compare_episodes > 0:
+            final_comparison(args, run_dir, ["train.py", *argv])
     except (TrainingError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

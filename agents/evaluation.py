@@ -1,13 +1,16 @@
 """Fair comparison of policies: one code path for heuristics and trained agents.
 
-``evaluate.py`` and the end of ``train.py`` call :func:`compare`: every policy
-runs on the same scenarios with the same seeds (common random numbers),
-vectorized over episodes (:func:`agents.rollout.rollout`), and the records are
-summarised by :mod:`agents.report`.
+:func:`compare` runs every policy on the same scenarios with the same seeds
+(common random numbers), vectorized over episodes
+(:func:`agents.rollout.rollout`); :func:`run_comparison` does that, summarises
+the records with :mod:`agents.report` and writes the results folder.
+``evaluate.py`` and the end of ``train.py`` both call :func:`run_comparison`.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,8 +19,9 @@ import numpy as np
 
 from agents.rollout import rollout
 from agents.training import ENV_KEYS, TrainingError, load_trained
+from envs.core import EnvParams
 
-__all__ = ["LearnedPolicy", "PolicyError", "compare", "load_policy"]
+__all__ = ["LearnedPolicy", "PolicyError", "compare", "load_policy", "run_comparison"]
 
 
 class PolicyError(ValueError):
@@ -25,9 +29,22 @@ class PolicyError(ValueError):
 
 
 def _baseline_names() -> list[str]:
+    """The heuristics' names and ``static-best`` (the grid search, :mod:`agents.static_best`)."""
     from baselines import policy_names
 
-    return list(policy_names())
+    names = list(policy_names())
+    return [*names[:-1], "static-best", names[-1]]
+
+
+def make_reference(name: str) -> Any:
+    """A reference policy by name: a heuristic (:func:`baselines.make_policy`) or ``static-best``."""
+    if name == "static-best":
+        from agents.static_best import StaticBest
+
+        return StaticBest()
+    from baselines import make_policy
+
+    return make_policy(name)
 
 
 class LearnedPolicy:
@@ -44,9 +61,10 @@ class LearnedPolicy:
         self.name = name
         self.source = source
 
-    def bind(self, env: Any) -> None:
+    def bind(self, params: EnvParams, num_envs: int) -> None:
+        """Check that the environment's spaces are the ones the model was trained for."""
         want_obs, want_act = self.model.observation_space, self.model.action_space
-        got_obs, got_act = env.single_observation_space, env.single_action_space
+        got_obs, got_act = params.encoder.space(), params.codec.space()
         if (
             want_obs.shape != got_obs.shape
             or type(want_act) is not type(got_act)
@@ -83,10 +101,8 @@ def load_policy(spec: str, label: str | None = None) -> tuple[Any, dict[str, Any
     if "=" in spec and label is None:  # LABEL=SPEC names a policy in the tables
         label, spec = spec.split("=", 1)
     if spec in names or spec.startswith("static:"):
-        from baselines import make_policy
-
         try:
-            policy = make_policy(spec)
+            policy = make_reference(spec)
         except ValueError as exc:
             raise PolicyError(str(exc)) from None
         policy.name = label or spec
@@ -123,6 +139,12 @@ def compare(
     A policy is a spec for :func:`load_policy` or an already loaded
     ``(policy, env_kwargs)`` pair. ``progress(policy, scenario)`` is called
     after each run.
+
+    Records are :func:`agents.rollout.rollout`'s: ``seed`` is the episode's own
+    seed (``seed + episode``; in a family it also picks the scenario instance,
+    ``instance``) and ``episode`` its index, so every policy has exactly one
+    record per (scenario, seed) and records pair on that key. Added here:
+    ``scenario`` (as asked) and ``run_seed`` (the ``seed`` argument).
     """
     loaded = [load_policy(p) if isinstance(p, str) else p for p in policies]
     names = [getattr(p, "name", str(i)) for i, (p, _) in enumerate(loaded)]
@@ -143,11 +165,8 @@ def compare(
                 policy_name=name,
             )
             for r in recs:
-                # "seed" is the run's seed (the bootstrap stratum), "episode" its index;
-                # the instance's own seed is seed + episode
                 r["scenario"] = sc
-                r["instance_seed"] = r["seed"]
-                r["seed"] = seed
+                r["run_seed"] = seed
             out.extend(recs)
             if progress is not None:
                 progress(name, sc)
@@ -158,3 +177,101 @@ def mean_score(records: Sequence[Mapping[str, Any]], metric: str = "geomean_perf
     """Mean of a metric over records (None values skipped)."""
     vals = [r["metrics"][metric] for r in records if r["metrics"].get(metric) is not None]
     return float(np.mean(vals)) if vals else float("nan")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
+
+
+def run_comparison(
+    policies: Sequence[str | tuple[Any, dict[str, Any]]],
+    scenarios: Sequence[str],
+    episodes: int,
+    output: str | Path,
+    *,
+    seed: int = 0,
+    split: str = "test",
+    reference: str = "dram-first",
+    metric: str = "geomean_perf",
+    plots: bool = True,
+    show_progress: bool = False,
+    command: Sequence[str] | None = None,
+    n_boot: int = 2000,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Compare policies and write the results folder; returns the summary.
+
+    Runs :func:`compare` (episode ``i`` of every run has seed ``seed + i``),
+    summarises the records with :func:`agents.report.summarize_records`
+    (ratios to ``reference`` on ``metric``; the bootstrap is drawn from
+    ``seed``) and writes into ``output``: ``results.json`` (``command``, the
+    records and the summary), ``results.csv``, ``table.md`` (``metric`` per
+    scenario and policy), ``leaderboard.md`` and, with ``plots``, ``ratio.png``
+    and ``timeseries-<scenario>-<policy>.png`` (each run's first episode).
+    Printing is left to the caller (the tables are in the summary's
+    renderings, :func:`agents.report.markdown_table` and
+    :func:`agents.report.leaderboard_markdown`).
+
+    Raises:
+        ValueError: (:class:`PolicyError` among them) an unknown or unusable
+            policy or ``reference``, before any episode runs; or bad records.
+    """
+    from tqdm import tqdm
+
+    from agents import report
+
+    loaded = [load_policy(p) if isinstance(p, str) else p for p in policies]
+    names = [getattr(p, "name", str(i)) for i, (p, _) in enumerate(loaded)]
+    if reference not in names:
+        raise ValueError(f"reference {reference!r} is not among the policies {names}")
+    bar = tqdm(total=len(scenarios) * len(loaded), desc="runs", disable=not show_progress)
+
+    def progress(policy: str, scenario: str) -> None:
+        bar.set_postfix_str(f"{scenario} / {policy}")
+        bar.update(1)
+
+    try:
+        records = compare(
+            loaded,
+            scenarios,
+            episodes,
+            seed=seed,
+            split=split,
+            record_series=plots,
+            progress=progress,
+        )
+    finally:
+        bar.close()
+    series = [(r["scenario"], r["policy"], r.pop("series")) for r in records if "series" in r]
+    summary = report.summarize_records(
+        records,
+        reference=reference,
+        metric=metric,
+        seed=seed,
+        n_boot=n_boot,
+        confidence=confidence,
+    )
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(
+        json.dumps(
+            {
+                "command": None if command is None else list(command),
+                "records": records,
+                "summary": summary,
+            },
+            indent=1,
+        )
+    )
+    report.write_csv(records, out / "results.csv")
+    (out / "table.md").write_text(report.markdown_table(summary, metric=metric) + "\n")
+    (out / "leaderboard.md").write_text(report.leaderboard_markdown(summary) + "\n")
+    if plots:
+        report.plot_ratio_bars(summary, out / "ratio.png")
+        for scenario, policy, s in series:
+            report.plot_timeseries(
+                s,
+                out / f"timeseries-{_slug(scenario)}-{_slug(policy)}.png",
+                f"{scenario} / {policy}",
+            )
+    return summary

@@ -1,9 +1,15 @@
 """Rendering of TierGym evaluation results: summaries, Markdown, CSV and plots.
 
-Input contract (fixed by the product): a list of episode records, each a dict::
+Input contract: a list of episode records as :func:`agents.rollout.rollout` and
+:func:`agents.evaluation.compare` make them, each a dict::
 
     {
-        "scenario": str, "policy": str, "seed": int, "episode": int,
+        "scenario": str,            # the scenario or family asked for ("kv-store", "mixed")
+        "instance": str,            # optional: the scenario the episode ran ("mixed-test-17")
+        "policy": str,
+        "seed": int,                # the episode's own seed (run seed + episode index)
+        "episode": int,             # index of the episode in its run
+        "run_seed": int,            # optional: the run's seed
         "metrics": {"reward": float, "geomean_perf": float, "throughput_gbps": float,
                     "worst_perf": float, "mean_latency_ns": float,
                     "promotion_mbps": float, "demotion_mbps": float},
@@ -12,8 +18,9 @@ Input contract (fixed by the product): a list of episode records, each a dict::
     }
 
 :func:`summarize_records` turns records into a JSON-serialisable summary (mean and IQM
-with stratified-bootstrap CIs, strata = seed; paired ratios to a reference policy; the
-geometric mean of those ratios across scenarios).  :func:`markdown_table`,
+with bootstrap CIs over episodes; paired ratios to a reference policy; the geometric
+mean of those ratios across scenarios with a CI stratified by scenario; the details are
+in its docstring).  :func:`markdown_table`,
 :func:`leaderboard_markdown` and :func:`plot_ratio_bars` render a summary;
 :func:`write_csv` flattens the raw records and :func:`plot_timeseries` draws one
 episode's trajectory.  Plots use matplotlib's object-oriented API with the Agg canvas,
@@ -30,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.stats import geometric_mean, ratio_to_reference, summarize
+from agents.stats import geomean_ratio, geometric_mean, ratio_to_reference, summarize
 
 __all__ = [
     "LOWER_IS_BETTER",
@@ -66,16 +73,28 @@ LOWER_IS_BETTER: frozenset[str] = frozenset({"mean_latency_ns"})
 
 _REQUIRED_KEYS = ("scenario", "policy", "seed", "episode", "metrics")
 
+#: How the intervals are computed, written into every summary.
+CI_DESCRIPTION = (
+    "bootstrap over episodes: the resampling unit is an episode (one per seed); "
+    "per-scenario intervals resample that scenario's episodes; ratios pair a policy's "
+    "episode with the reference's episode of the same (scenario, seed); the geometric-mean "
+    "ratio's interval resamples episodes within each scenario (strata = scenarios)"
+)
+
 
 # --------------------------------------------------------------------------- records
 
 
 def _validate_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Check the record contract; reject duplicates of (scenario, policy, seed, episode)."""
+    """Check the record contract; reject two records of one (scenario, policy, seed).
+
+    The seed is the episode's own seed, so it fixes the episode (and, in a family, the
+    scenario instance): a second record of it would be a copy, not another sample.
+    """
     out = list(records)
     if not out:
         raise ValueError("no evaluation records given")
-    seen: set[tuple[str, str, int, int]] = set()
+    seen: set[tuple[str, str, int]] = set()
     for i, rec in enumerate(out):
         if not isinstance(rec, Mapping):
             raise ValueError(f"record {i} is a {type(rec).__name__}, expected a dict")
@@ -89,11 +108,11 @@ def _validate_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str,
                 raise ValueError(
                     f"record {i}: metric {name!r} must be a number, got {type(value).__name__}"
                 )
-        key = (str(rec["scenario"]), str(rec["policy"]), int(rec["seed"]), int(rec["episode"]))
+        key = (str(rec["scenario"]), str(rec["policy"]), int(rec["seed"]))
         if key in seen:
             raise ValueError(
-                f"duplicate record for scenario={key[0]!r} policy={key[1]!r} "
-                f"seed={key[2]} episode={key[3]}"
+                f"duplicate record for scenario={key[0]!r} policy={key[1]!r} seed={key[2]} "
+                f"(record {i}, episode {rec['episode']}): each seed is one episode"
             )
         seen.add(key)
     return out
@@ -125,33 +144,49 @@ def summarize_records(
     seed: int = 0,
     n_boot: int = 2000,
     confidence: float = 0.95,
+    method: str = "percentile",
 ) -> dict[str, Any]:
     """Aggregate episode records into a JSON-serialisable summary.
 
-    For each scenario and policy, every metric present in all of that group's records
-    gets its mean and IQM with ``confidence`` stratified-bootstrap CIs (strata = seed).
-    With a ``reference`` policy, the primary ``metric`` of each policy is divided by the
-    reference's on the same (seed, episode) and the mean ratio gets a CI (strata = seed);
-    across scenarios, each policy gets the geometric mean of its per-scenario mean
-    ratios.  The output contains only dicts, lists, strings, ints, floats and ``None``,
-    and is deterministic for a given ``seed``.
+    The intervals (all ``confidence``-level bootstrap intervals from
+    :mod:`agents.stats`, ``n_boot`` resamples, ``method`` percentile by default, drawn
+    from ``seed``):
+
+    * per scenario and policy, each metric present in all of that group's records gets
+      its mean and IQM (``scipy.stats.trim_mean(x, 0.25)``), each with an interval
+      resampling the group's episodes (the unit: one episode, i.e. one seed).  A cell is
+      one stratum: a fixed scenario has a single instance, and a family such as
+      ``mixed`` draws each episode's instance from its 512-scenario pool by the
+      episode's seed, so instances are part of what an episode samples (stratifying on
+      them would make one-episode strata and zero-width intervals).  ``n_instances``
+      counts the distinct ``record["instance"]`` values;
+    * with a ``reference`` policy, the primary ``metric`` of each episode is divided by
+      the reference's on the same (scenario, seed), and the mean ratio gets an interval
+      resampling those pairs;
+    * across scenarios, each policy's geometric mean of its per-scenario mean ratios gets
+      an interval from a stratified bootstrap, strata = scenarios: every replicate
+      resamples each scenario's pairs within that scenario.
+
+    The output contains only dicts, lists, strings, ints, floats and ``None``, and is
+    deterministic for a given ``seed``.
 
     Layout::
 
-        {"metric", "reference", "seed", "n_boot", "confidence",
+        {"metric", "reference", "seed", "n_boot", "confidence", "method", "intervals",
          "scenarios": [...], "policies": [...],          # reference first, rest sorted
          "per_scenario": {scenario: {policy: {
-             "n": int, "n_seeds": int,
+             "n": int, "n_instances": int,
              "metrics": {name: {"mean", "mean_ci": [lo, hi], "iqm", "iqm_ci", "n"}},
              "ratio": {"mean", "ci": [lo, hi], "n"} | None}}},
          "per_policy": {policy: {"geomean_ratio": float | None,
+                                 "geomean_ratio_ci": [lo, hi] | None,
                                  "n_scenarios": int, "scenarios": [...]}}}
 
     Raises:
-        ValueError: for empty or malformed records, duplicate (scenario, policy, seed,
-            episode), a primary ``metric`` missing from a record, a ``reference`` that is
-            absent from the records or from a scenario, no (seed, episode) shared with
-            the reference, or a non-positive ratio in the geometric mean.
+        ValueError: for empty or malformed records, two records of one (scenario, policy,
+            seed), a primary ``metric`` missing from a record, a ``reference`` that is
+            absent from the records or from a scenario, no seed shared with the
+            reference, or a non-positive mean ratio in the geometric mean.
     """
     recs = _validate_records(records)
     for i, rec in enumerate(recs):
@@ -172,12 +207,19 @@ def summarize_records(
         policies = [reference] + [p for p in all_policies if p != reference]
     else:
         policies = all_policies
+    boot: dict[str, Any] = {
+        "n_boot": n_boot,
+        "confidence": confidence,
+        "seed": seed,
+        "method": method,
+    }
 
     groups: dict[str, dict[str, list[Mapping[str, Any]]]] = {s: {} for s in scenarios}
     for rec in recs:
         groups[str(rec["scenario"])].setdefault(str(rec["policy"]), []).append(rec)
 
     per_scenario: dict[str, dict[str, Any]] = {}
+    pair_ratios: dict[str, dict[str, np.ndarray]] = {p: {} for p in policies}
     for scen in scenarios:
         by_policy = groups[scen]
         if reference is not None and reference not in by_policy:
@@ -185,27 +227,23 @@ def summarize_records(
                 f"reference policy {reference!r} has no records in scenario {scen!r} "
                 f"(policies there: {sorted(by_policy)})"
             )
-        ref_by_key: dict[tuple[int, int], float] = {}
+        ref_by_seed: dict[int, float] = {}
         if reference is not None:
-            ref_by_key = {
-                (int(r["seed"]), int(r["episode"])): float(r["metrics"][metric])
-                for r in by_policy[reference]
+            ref_by_seed = {
+                int(r["seed"]): float(r["metrics"][metric]) for r in by_policy[reference]
             }
         per_scenario[scen] = {}
         for pol in policies:
             if pol not in by_policy:
                 continue
-            group = sorted(by_policy[pol], key=lambda r: (int(r["seed"]), int(r["episode"])))
-            seeds = np.array([int(r["seed"]) for r in group])
+            group = sorted(by_policy[pol], key=lambda r: int(r["seed"]))
             metrics_out: dict[str, Any] = {}
             for name in metric_order:
                 if not all(name in r["metrics"] for r in group):
                     continue
                 vals = np.array([float(r["metrics"][name]) for r in group])
                 try:
-                    s = summarize(
-                        vals, strata=seeds, n_boot=n_boot, confidence=confidence, seed=seed
-                    )
+                    s = summarize(vals, **boot)
                 except ValueError as exc:
                     raise ValueError(
                         f"scenario {scen!r}, policy {pol!r}, metric {name!r}: {exc}"
@@ -220,30 +258,25 @@ def summarize_records(
             ratio_out: dict[str, Any] | None = None
             if reference is not None:
                 pairs = [
-                    (
-                        float(r["metrics"][metric]),
-                        ref_by_key[(int(r["seed"]), int(r["episode"]))],
-                        int(r["seed"]),
-                    )
+                    (float(r["metrics"][metric]), ref_by_seed[int(r["seed"])])
                     for r in group
-                    if (int(r["seed"]), int(r["episode"])) in ref_by_key
+                    if int(r["seed"]) in ref_by_seed
                 ]
                 if not pairs:
                     raise ValueError(
-                        f"scenario {scen!r}: policy {pol!r} shares no (seed, episode) with "
+                        f"scenario {scen!r}: policy {pol!r} shares no seed with "
                         f"reference {reference!r}, so ratios cannot be paired"
                     )
-                num, den, pair_seeds = (np.array(col) for col in zip(*pairs, strict=True))
+                num, den = (np.array(col) for col in zip(*pairs, strict=True))
                 try:
-                    r = ratio_to_reference(
-                        num, den, strata=pair_seeds, n_boot=n_boot, confidence=confidence, seed=seed
-                    )
+                    r = ratio_to_reference(num, den, **boot)
                 except ValueError as exc:
                     raise ValueError(f"scenario {scen!r}, policy {pol!r}, ratio: {exc}") from exc
                 ratio_out = {"mean": r["mean"], "ci": _ci_list(r["ci"]), "n": r["n"]}
+                pair_ratios[pol][scen] = r["ratios"]
             per_scenario[scen][pol] = {
                 "n": len(group),
-                "n_seeds": len(set(seeds.tolist())),
+                "n_instances": len({str(r.get("instance", r["scenario"])) for r in group}),
                 "metrics": metrics_out,
                 "ratio": ratio_out,
             }
@@ -252,17 +285,23 @@ def summarize_records(
     for pol in policies:
         scen_list = [s for s in scenarios if pol in per_scenario[s]]
         geo: float | None = None
+        geo_ci: list[float] | None = None
         if reference is not None:
-            ratios = [per_scenario[s][pol]["ratio"]["mean"] for s in scen_list]
             try:
-                geo = geometric_mean(ratios)
+                geo = geometric_mean([per_scenario[s][pol]["ratio"]["mean"] for s in scen_list])
             except ValueError as exc:
                 raise ValueError(
                     f"policy {pol!r}: cannot take the geometric mean of its ratios to "
                     f"{reference!r} on {metric!r}: {exc}"
                 ) from exc
+            by_scen = pair_ratios[pol]
+            if all(np.all(v >= 0.0) for v in by_scen.values()):
+                g = geomean_ratio([by_scen[s] for s in scen_list], **boot)
+                geo, geo_ci = g["geomean"], _ci_list(g["ci"])
+            # else (a metric crossing zero): no interval on a geometric mean
         per_policy[pol] = {
             "geomean_ratio": geo,
+            "geomean_ratio_ci": geo_ci,
             "n_scenarios": len(scen_list),
             "scenarios": scen_list,
         }
@@ -273,6 +312,8 @@ def summarize_records(
         "seed": int(seed),
         "n_boot": int(n_boot),
         "confidence": float(confidence),
+        "method": method,
+        "intervals": CI_DESCRIPTION,
         "scenarios": scenarios,
         "policies": policies,
         "per_scenario": per_scenario,
@@ -351,6 +392,10 @@ def leaderboard_markdown(
 ) -> str:
     """Markdown leaderboard ranking policies by geometric-mean ratio to the reference.
 
+    Columns: rank, policy, the geometric mean over scenarios of the mean ratio to the
+    reference, its stratified-bootstrap interval (``-`` where there is none) and the
+    number of scenarios the policy ran.
+
     Args:
         summary: output of :func:`summarize_records` made with a reference policy.
         higher_is_better: ranking direction; ``None`` infers it from the primary metric
@@ -370,13 +415,16 @@ def leaderboard_markdown(
     sign = -1.0 if higher_is_better else 1.0
     rows.sort(key=lambda item: (sign * item[1]["geomean_ratio"], item[0]))
     lines = [
-        f"| rank | policy | geomean ratio to {_md_escape(ref)} ({summary['metric']}) | scenarios |",
-        "|---|---|---|---|",
+        f"| rank | policy | geomean ratio to {_md_escape(ref)} ({summary['metric']}) "
+        f"| {summary['confidence']:.0%} CI | scenarios |",
+        "|---|---|---|---|---|",
     ]
     for rank, (pol, info) in enumerate(rows, start=1):
+        ci = info.get("geomean_ratio_ci")
+        ci_text = "-" if ci is None else f"[{_fmt(ci[0], digits)}, {_fmt(ci[1], digits)}]"
         lines.append(
             f"| {rank} | {_md_escape(pol)} | {_fmt(info['geomean_ratio'], digits)} | "
-            f"{info['n_scenarios']}/{n_total} |"
+            f"{ci_text} | {info['n_scenarios']}/{n_total} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -389,9 +437,10 @@ def write_csv(
     path: str | Path,
     include_tenants: bool = False,
 ) -> Path:
-    """Write one CSV row per record: ``scenario,policy,seed,episode,<metric...>``.
+    """Write one CSV row per record: ``scenario,instance,policy,seed,episode,<metric...>``.
 
-    Metric columns follow :data:`METRICS` order, then any extra metrics sorted by name;
+    ``instance`` is the scenario instance the episode ran (blank for a record without
+    one); ``seed`` the episode's own seed.  Metric columns follow :data:`METRICS` order, then any extra metrics sorted by name;
     a metric a record lacks is left blank.  With ``include_tenants``, columns
     ``tenant.<name>.<key>`` are appended for every tenant seen.  Floats are written with
     full precision.  Returns the path written.
@@ -414,11 +463,17 @@ def write_csv(
     with out.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(
-            ["scenario", "policy", "seed", "episode", *metric_cols]
+            ["scenario", "instance", "policy", "seed", "episode", *metric_cols]
             + [f"tenant.{t}.{k}" for t, k in tenant_cols]
         )
         for rec in recs:
-            row: list[Any] = [rec["scenario"], rec["policy"], int(rec["seed"]), int(rec["episode"])]
+            row: list[Any] = [
+                rec["scenario"],
+                rec.get("instance", ""),
+                rec["policy"],
+                int(rec["seed"]),
+                int(rec["episode"]),
+            ]
             row += [
                 repr(float(rec["metrics"][m])) if m in rec["metrics"] else "" for m in metric_cols
             ]

@@ -1,45 +1,63 @@
-"""Robust aggregate statistics for comparing placement policies (numpy only).
+"""Robust statistics and bootstrap confidence intervals for comparing placement policies.
 
-These are the statistics ``evaluate.py`` reports, following the recommendations of
-Agarwal et al. 2021, "Deep Reinforcement Learning at the Edge of the Statistical
-Precipice" (the ``rliable`` library):
+The statistics ``evaluate.py`` reports, after Agarwal et al. 2021, "Deep Reinforcement
+Learning at the Edge of the Statistical Precipice" (``rliable``), computed with
+``scipy.stats``:
 
-* :func:`iqm` -- the interquartile mean, a point estimate that is robust to outlier
-  episodes yet uses more of the data than the median;
-* :func:`stratified_bootstrap_ci` -- percentile bootstrap confidence intervals where
-  resampling is done with replacement *within* each stratum (scenario or seed), so
-  every bootstrap replicate keeps the design of the experiment;
-* :func:`summarize` -- mean and IQM with their intervals for one set of runs;
-* :func:`ratio_to_reference` -- paired per-(seed, episode) ratios of a policy to a
-  reference policy (e.g. a kernel heuristic) with a bootstrap interval on the mean
-  ratio;
-* :func:`geometric_mean` -- the aggregate of ratios across scenarios.
+* :func:`iqm` -- the interquartile mean, ``scipy.stats.trim_mean(x, 0.25)``;
+* :func:`bootstrap_ci` -- the engine: a ``scipy.stats.bootstrap`` interval of a
+  statistic of several strata, each stratum resampled with replacement from itself
+  only (its size kept), so every replicate keeps the design of the experiment;
+* :func:`stratified_bootstrap_ci` -- the same for a statistic of the pooled values
+  (the concatenation of the strata);
+* :func:`summarize` -- mean and IQM with their intervals for one set of episodes;
+* :func:`ratio_to_reference` -- paired ratios of a policy to a reference policy with an
+  interval on the mean ratio;
+* :func:`geometric_mean` and :func:`geomean_ratio` -- the aggregate of per-scenario mean
+  ratios, the latter with an interval stratified by scenario.
 
-All functions reject empty and non-finite input with a :class:`ValueError` rather
-than returning ``nan``.
+Which unit is resampled and what the strata are is the caller's choice
+(:func:`agents.report.summarize_records` documents the one evaluation uses).
+
+Intervals are percentile intervals by default (``method="percentile"``, as rliable);
+``"BCa"`` and ``"basic"`` are scipy's other methods.  Every function rejects empty and
+non-finite input with a :class:`ValueError` rather than returning ``nan``.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import scipy.stats
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
+    "METHODS",
     "Statistic",
+    "bootstrap_ci",
+    "geomean_ratio",
     "geometric_mean",
     "iqm",
     "ratio_to_reference",
     "stratified_bootstrap_ci",
-    "stratified_resample",
     "summarize",
 ]
 
 #: A statistic that reduces along an axis: called as ``statistic(x, axis=-1)``.
 #: ``np.mean``, ``np.median`` and :func:`iqm` all qualify.
 Statistic = Callable[..., Any]
+
+#: Interval methods of ``scipy.stats.bootstrap``.
+METHODS: tuple[str, ...] = ("percentile", "BCa", "basic")
+
+# scipy >= 1.15 takes the generator as ``rng``; older versions (the floor is 1.11)
+# as ``random_state``.
+_RNG_KEYWORD = (
+    "rng" if "rng" in inspect.signature(scipy.stats.bootstrap).parameters else "random_state"
+)
 
 
 def _as_finite_1d(x: ArrayLike, name: str = "x") -> NDArray[np.float64]:
@@ -57,42 +75,20 @@ def _as_finite_1d(x: ArrayLike, name: str = "x") -> NDArray[np.float64]:
     return arr
 
 
-def _iqm_units(n: int) -> NDArray[np.float64]:
-    """Integer weights (in units of 1/(4n)) of each sorted element in the IQM of n values.
-
-    Sorted element ``i`` owns the probability interval ``[i/n, (i+1)/n]``; its weight is
-    the length of that interval's overlap with ``[1/4, 3/4]``.  Scaled by ``4n`` both
-    intervals have integer end points, so the weights are exact integers summing to
-    ``2n``.
-    """
-    i = np.arange(n, dtype=np.int64)
-    units = np.minimum(4 * i + 4, 3 * n) - np.maximum(4 * i, n)
-    return np.clip(units, 0, None).astype(np.float64)
-
-
 def iqm(x: ArrayLike, axis: int | None = None) -> Any:
-    """Interquartile mean: the mean of the middle 50% of the values.
+    """Interquartile mean: ``scipy.stats.trim_mean(x, 0.25)``, the mean of the middle half.
 
     What it is for: the robust point estimate rliable recommends for aggregate RL
     performance (less sensitive to outlier episodes than the mean, less noisy than the
-    median).
-
-    Semantics: the mean of the empirical distribution restricted to its quantile range
-    ``[0.25, 0.75]``.  Each sorted value carries probability mass ``1/n``; values that
-    straddle a quartile are weighted by the fraction of their mass inside the range,
-    so the result is exact for every ``n`` (``n = 1`` gives the value itself, ``n = 2``
-    the mean).  When ``n`` is a multiple of 4 this equals
-    ``scipy.stats.trim_mean(x, 0.25)``, which rliable uses; for other ``n`` scipy drops
-    ``floor(n/4)`` whole values from each end instead (e.g. for ``[0, 0, 1, 5, 9]`` this
-    function gives 1.9, scipy 2.0).
+    median).  ``floor(n / 4)`` values are dropped from each end (for ``n < 4`` none, so it
+    is the mean); for ``n`` a multiple of 4 exactly the middle 50% are averaged.
 
     Args:
         x: values; with ``axis=None`` they are flattened.
         axis: axis to reduce; ``None`` reduces all values to a float.
 
     Returns:
-        A float when ``axis`` is ``None`` (or the input is 1-D), otherwise an array with
-        ``axis`` removed.
+        A float when the result is a scalar, otherwise an array with ``axis`` removed.
 
     Raises:
         ValueError: if there are no values along the axis or any value is not finite.
@@ -104,17 +100,12 @@ def iqm(x: ArrayLike, axis: int | None = None) -> Any:
     if arr.ndim == 0:
         arr = arr.reshape(1)
         axis = 0
-    arr = np.moveaxis(arr, axis, -1)
-    n = arr.shape[-1]
-    if n == 0 or arr.size == 0:
+    if arr.size == 0 or arr.shape[axis] == 0:
         raise ValueError("iqm of an empty input is undefined: need at least one value")
     if not np.all(np.isfinite(arr)):
         raise ValueError("iqm input contains non-finite values")
-    units = _iqm_units(n)
-    out = np.sum(np.sort(arr, axis=-1) * units, axis=-1) / np.sum(units)
-    if out.ndim == 0:
-        return float(out)
-    return out
+    out = np.asarray(scipy.stats.trim_mean(arr, 0.25, axis=axis), dtype=np.float64)
+    return float(out) if out.ndim == 0 else out
 
 
 def _resolve_statistic(statistic: Statistic | str) -> Statistic:
@@ -145,33 +136,97 @@ def _strata_list(
     return [_as_finite_1d(v, name=f"stratum {k!r}") for k, v in items]
 
 
-def stratified_resample(
+def bootstrap_ci(
     samples_by_stratum: Mapping[Any, ArrayLike] | Sequence[ArrayLike],
+    statistic: Callable[[list[NDArray[np.float64]]], Any],
     n_boot: int = 2000,
+    confidence: float = 0.95,
     seed: int | np.random.Generator = 0,
-) -> NDArray[np.float64]:
-    """Draw stratified bootstrap replicates of the pooled sample.
+    method: str = "percentile",
+) -> tuple[float, float]:
+    """Stratified bootstrap interval of ``statistic(strata)`` with ``scipy.stats.bootstrap``.
 
-    What it is for: the resampling step of :func:`stratified_bootstrap_ci`, exposed so
-    callers (and tests) can inspect or reuse the replicates.
+    The strata are scipy's independent samples (``paired=False``): each replicate
+    resamples every stratum with replacement from itself, keeping its size -- which is
+    the stratified bootstrap.  A stratum whose values are all equal (one value, say) is
+    the same in every replicate, so it is held fixed rather than handed to scipy (which
+    rejects samples of one value); if every stratum is constant the interval is the
+    point estimate, exactly.
 
-    Each stratum of size ``n_s`` is resampled with replacement to ``n_s`` values from
-    itself only, so every replicate keeps the per-stratum counts.  Columns of the result
-    are laid out stratum by stratum in the input order (the first ``n_0`` columns come
-    from stratum 0, and so on).
+    Args:
+        samples_by_stratum: a mapping ``stratum -> values`` or a sequence of 1-D value
+            arrays, one per stratum; each must be non-empty and finite.
+        statistic: called with the list of strata (input order), each an array whose
+            last axis holds the stratum's values and whose leading axes (the same for
+            all) index replicates; returns one value per replicate.
+        n_boot: number of bootstrap replicates.
+        confidence: coverage of the interval, in (0, 1).
+        seed: seed (or generator) of the resampling; the same seed gives the same interval.
+        method: ``"percentile"``, ``"BCa"`` or ``"basic"`` (see ``scipy.stats.bootstrap``).
 
     Returns:
-        Array of shape ``(n_boot, sum(n_s))``.
+        ``(low, high)``.
+
+    Raises:
+        ValueError: for no strata, an empty or non-finite stratum, ``n_boot < 1``, a
+            confidence outside (0, 1), an unknown method, a statistic that does not
+            give one value per replicate, or an interval scipy cannot compute (BCa on
+            degenerate data).
     """
     if int(n_boot) < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    if not 0.0 < float(confidence) < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if method not in METHODS:
+        raise ValueError(f"unknown interval method {method!r}; use one of {list(METHODS)}")
     strata = _strata_list(samples_by_stratum)
+    point = np.asarray(statistic(strata), dtype=np.float64)
+    if point.shape != ():
+        raise ValueError(
+            "statistic must reduce the strata to one value per replicate; "
+            f"got shape {point.shape} for the sample itself"
+        )
+    varying = [i for i, s in enumerate(strata) if s.size > 1 and np.ptp(s) > 0]
+    if not varying:
+        return float(point), float(point)
+
+    def on_resamples(*resampled: NDArray[np.float64], axis: int = -1) -> Any:
+        # scipy passes the varying strata resampled, values on the last axis; the fixed
+        # ones are broadcast to the same leading (replicate) axes
+        lead = np.broadcast_shapes(*(x.shape[:-1] for x in resampled))
+        full = list(strata)
+        for i, x in zip(varying, resampled, strict=True):
+            full[i] = np.broadcast_to(x, lead + x.shape[-1:])
+        for i, s in enumerate(strata):
+            if i not in varying:
+                full[i] = np.broadcast_to(s, lead + s.shape)
+        out = np.asarray(statistic(full), dtype=np.float64)
+        if out.shape != lead:
+            raise ValueError(
+                "statistic must reduce along axis=-1 to one value per replicate; "
+                f"got shape {out.shape} for replicate shape {lead}"
+            )
+        return out
+
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    blocks = []
-    for values in strata:  # loop over strata only, never over resamples or elements
-        idx = rng.integers(0, values.size, size=(int(n_boot), values.size))
-        blocks.append(values[idx])
-    return np.concatenate(blocks, axis=1)
+    res = scipy.stats.bootstrap(
+        tuple(strata[i] for i in varying),
+        on_resamples,
+        n_resamples=int(n_boot),
+        vectorized=True,
+        paired=False,
+        axis=-1,
+        confidence_level=float(confidence),
+        method=method,
+        **{_RNG_KEYWORD: rng},
+    )
+    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if not (np.isfinite(low) and np.isfinite(high)):
+        raise ValueError(
+            f"the {method} interval cannot be computed for these data "
+            "(degenerate bootstrap distribution); use method='percentile'"
+        )
+    return low, high
 
 
 def stratified_bootstrap_ci(
@@ -180,49 +235,33 @@ def stratified_bootstrap_ci(
     n_boot: int = 2000,
     confidence: float = 0.95,
     seed: int | np.random.Generator = 0,
+    method: str = "percentile",
 ) -> tuple[float, float]:
-    """Percentile stratified-bootstrap confidence interval of ``statistic``.
+    """Stratified bootstrap interval of ``statistic`` of the pooled values.
 
-    What it is for: interval estimates of aggregate performance that respect the
-    experimental design, as in rliable -- strata are scenarios or seeds, and each
-    bootstrap replicate resamples with replacement within every stratum (so a replicate
-    never has more runs of one scenario/seed than the experiment did).
-
-    The computation is vectorized: all ``n_boot`` replicates are drawn as one
-    ``(n_boot, N)`` array and ``statistic`` is evaluated once on it along the last axis
-    (memory is ``O(n_boot * N)``).
+    Each replicate resamples every stratum within itself (see :func:`bootstrap_ci`) and
+    evaluates ``statistic`` on the concatenation of the resampled strata.  With one
+    stratum this is the ordinary bootstrap.
 
     Args:
-        samples_by_stratum: a mapping ``stratum -> values`` or a sequence of 1-D value
-            arrays, one per stratum; each must be non-empty and finite.
-        statistic: reduction called as ``statistic(x, axis=-1)`` on the replicate array,
-            returning one value per replicate (``np.mean``, ``np.median``, :func:`iqm`),
-            or one of the names ``"mean"``, ``"iqm"``, ``"median"``.
-        n_boot: number of bootstrap replicates.
-        confidence: coverage of the interval, in (0, 1).
-        seed: seed (or generator) of the resampling; the same seed gives the same interval.
+        samples_by_stratum: see :func:`bootstrap_ci`.
+        statistic: reduction called as ``statistic(x, axis=-1)`` (``np.mean``,
+            ``np.median``, :func:`iqm`) or one of the names ``"mean"``, ``"iqm"``,
+            ``"median"``.
+        n_boot, confidence, seed, method: see :func:`bootstrap_ci`.
 
     Returns:
-        ``(low, high)``: the ``(1-confidence)/2`` and ``(1+confidence)/2`` percentiles of
-        the bootstrap distribution of the statistic.
-
-    Raises:
-        ValueError: for no strata, an empty or non-finite stratum, ``n_boot < 1``, or a
-            confidence outside (0, 1).
+        ``(low, high)``.
     """
-    if not 0.0 < float(confidence) < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     fn = _resolve_statistic(statistic)
-    replicates = stratified_resample(samples_by_stratum, n_boot=n_boot, seed=seed)
-    boot = np.asarray(fn(replicates, axis=-1), dtype=np.float64)
-    if boot.shape != (replicates.shape[0],):
-        raise ValueError(
-            "statistic must reduce along axis=-1 to one value per replicate; "
-            f"got shape {boot.shape} for input shape {replicates.shape}"
-        )
-    alpha = 1.0 - float(confidence)
-    low, high = np.quantile(boot, [alpha / 2.0, 1.0 - alpha / 2.0])
-    return float(low), float(high)
+    return bootstrap_ci(
+        samples_by_stratum,
+        lambda strata: fn(np.concatenate(strata, axis=-1), axis=-1),
+        n_boot=n_boot,
+        confidence=confidence,
+        seed=seed,
+        method=method,
+    )
 
 
 def _group_by_strata(
@@ -248,60 +287,41 @@ def summarize(
     n_boot: int = 2000,
     confidence: float = 0.95,
     seed: int = 0,
+    method: str = "percentile",
 ) -> dict[str, Any]:
-    """Mean and IQM of ``values`` with stratified-bootstrap confidence intervals.
+    """Mean and IQM of ``values`` with (stratified) bootstrap confidence intervals.
 
     What it is for: the per-(scenario, policy, metric) cell of an evaluation report.
 
     Args:
-        values: one value per run (episode).
-        strata: optional label per value (e.g. the seed that produced it); resampling is
-            done within each label.  ``None`` treats all values as one stratum.
-        n_boot, confidence, seed: see :func:`stratified_bootstrap_ci`.
+        values: one value per resampling unit (an episode).
+        strata: optional label per value; resampling is done within each label.
+            ``None`` treats all values as one stratum (the ordinary bootstrap).
+        n_boot, confidence, seed, method: see :func:`bootstrap_ci`.
 
     Returns:
         ``{"mean": float, "mean_ci": (low, high), "iqm": float, "iqm_ci": (low, high),
-        "n": int}``.
+        "n": int, "n_strata": int}``.
     """
     arr = _as_finite_1d(values, name="values")
     groups = _group_by_strata(arr, strata)
+    kw: dict[str, Any] = {
+        "n_boot": n_boot,
+        "confidence": confidence,
+        "seed": seed,
+        "method": method,
+    }
     return {
         "mean": float(np.mean(arr)),
-        "mean_ci": stratified_bootstrap_ci(groups, np.mean, n_boot, confidence, seed),
+        "mean_ci": stratified_bootstrap_ci(groups, np.mean, **kw),
         "iqm": float(iqm(arr)),
-        "iqm_ci": stratified_bootstrap_ci(groups, iqm, n_boot, confidence, seed),
+        "iqm_ci": stratified_bootstrap_ci(groups, iqm, **kw),
         "n": int(arr.size),
+        "n_strata": len(groups),
     }
 
 
-def ratio_to_reference(
-    values: ArrayLike,
-    ref_values: ArrayLike,
-    strata: ArrayLike | None = None,
-    n_boot: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> dict[str, Any]:
-    """Paired ratios ``values[i] / ref_values[i]`` and a bootstrap CI on their mean.
-
-    What it is for: "how much better than the kernel heuristic" per scenario.  The two
-    arrays must be aligned so that index ``i`` is the same (seed, episode) for both
-    policies -- pairing removes the variance shared by both runs of an episode.
-
-    Args:
-        values: the policy's metric, one value per (seed, episode).
-        ref_values: the reference policy's metric, aligned with ``values``; must be
-            non-zero.
-        strata: optional label per pair (e.g. the seed) to resample within.
-        n_boot, confidence, seed: see :func:`stratified_bootstrap_ci`.
-
-    Returns:
-        ``{"ratios": ndarray, "mean": float, "ci": (low, high), "n": int}``.  The ratio
-        of a policy to itself is exactly 1.
-
-    Raises:
-        ValueError: for empty, misaligned or non-finite input, or a zero reference value.
-    """
+def _ratios(values: ArrayLike, ref_values: ArrayLike) -> NDArray[np.float64]:
     num = _as_finite_1d(values, name="values")
     den = _as_finite_1d(ref_values, name="ref_values")
     if num.shape != den.shape:
@@ -311,12 +331,44 @@ def ratio_to_reference(
     if np.any(den == 0.0):
         bad = int(np.flatnonzero(den == 0.0)[0])
         raise ValueError(f"ref_values contains zero at index {bad}: the ratio is undefined")
-    ratios = num / den
+    return num / den
+
+
+def ratio_to_reference(
+    values: ArrayLike,
+    ref_values: ArrayLike,
+    strata: ArrayLike | None = None,
+    n_boot: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    method: str = "percentile",
+) -> dict[str, Any]:
+    """Paired ratios ``values[i] / ref_values[i]`` and a bootstrap interval on their mean.
+
+    What it is for: "how much better than the kernel heuristic" per scenario.  The two
+    arrays must be aligned so that index ``i`` is the same episode (scenario and seed)
+    for both policies; a pair is the resampling unit, so the variance both runs of an
+    episode share cancels.
+
+    Args:
+        values: the policy's metric, one value per episode.
+        ref_values: the reference policy's metric, aligned with ``values``; non-zero.
+        strata: optional label per pair to resample within.
+        n_boot, confidence, seed, method: see :func:`bootstrap_ci`.
+
+    Returns:
+        ``{"ratios": ndarray, "mean": float, "ci": (low, high), "n": int}``.  The ratio
+        of a policy to itself is exactly 1 with the interval ``(1.0, 1.0)``.
+
+    Raises:
+        ValueError: for empty, misaligned or non-finite input, or a zero reference value.
+    """
+    ratios = _ratios(values, ref_values)
     groups = _group_by_strata(ratios, strata)
     return {
         "ratios": ratios,
         "mean": float(np.mean(ratios)),
-        "ci": stratified_bootstrap_ci(groups, np.mean, n_boot, confidence, seed),
+        "ci": stratified_bootstrap_ci(groups, np.mean, n_boot, confidence, seed, method),
         "n": int(ratios.size),
     }
 
@@ -336,4 +388,46 @@ def geometric_mean(x: ArrayLike) -> float:
         raise ValueError(
             f"geometric mean needs strictly positive values; got {arr[bad]!r} at index {bad}"
         )
-    return float(np.exp(np.mean(np.log(arr))))
+    return float(scipy.stats.gmean(arr))
+
+
+def geomean_ratio(
+    ratios_by_stratum: Mapping[Any, ArrayLike] | Sequence[ArrayLike],
+    n_boot: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    method: str = "percentile",
+) -> dict[str, Any]:
+    """Geometric mean over strata of each stratum's mean ratio, with a stratified interval.
+
+    What it is for: one number per policy across scenarios (strata = scenarios, values =
+    a scenario's paired per-episode ratios to the reference).  Each replicate resamples
+    every scenario's episodes within that scenario and recomputes the geometric mean of
+    the per-scenario mean ratios, as rliable does for aggregates over tasks.
+
+    Returns:
+        ``{"geomean": float, "ci": (low, high), "n_strata": int, "n": int}``.
+
+    Raises:
+        ValueError: for no strata, an empty or non-finite stratum, or a stratum whose
+            mean ratio is not strictly positive.
+    """
+    strata = _strata_list(ratios_by_stratum)
+    geometric_mean([float(np.mean(s)) for s in strata])  # rejects a non-positive mean ratio
+    if np.any(np.concatenate(strata) < 0.0):
+        # a replicate could then have a negative mean ratio, and no geometric mean
+        raise ValueError("ratios must be non-negative for an interval on the geometric mean")
+
+    def stat(xs: list[NDArray[np.float64]]) -> Any:
+        logs = [np.log(np.mean(x, axis=-1)) for x in xs]
+        return np.exp(np.mean(np.stack(logs, axis=-1), axis=-1))
+
+    with np.errstate(divide="ignore"):  # a replicate of a stratum's zeros gives log(0)
+        point = float(stat(strata))
+        low, high = bootstrap_ci(strata, stat, n_boot, confidence, seed, method)
+    return {
+        "geomean": point,
+        "ci": (low, high),
+        "n_strata": len(strata),
+        "n": int(sum(s.size for s in strata)),
+    }

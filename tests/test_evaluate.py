@@ -1,4 +1,4 @@
-"""evaluate.py: JSON against the table, reproducibility, wrong input."""
+"""evaluate.py and run_comparison: JSON against the table, reproducibility, wrong input."""
 
 from __future__ import annotations
 
@@ -12,6 +12,17 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def assert_png(path: Path, min_side: int = 400) -> None:
+    """The file decodes as an image of a plausible size with something drawn on it."""
+    import matplotlib.image
+    import numpy as np
+
+    img = matplotlib.image.imread(path)
+    assert img.ndim == 3 and min(img.shape[:2]) >= min_side
+    ink = np.any(img[..., :3] < 0.9, axis=-1).mean()
+    assert 0.01 < ink < 0.9
 
 
 def run_eval(args: list[str]) -> subprocess.CompletedProcess[str]:
@@ -40,9 +51,11 @@ def test_two_scenarios_three_policies_json_matches_table_and_repeats(tmp_path: P
     assert a.returncode == 0, a.stderr
     data = json.loads((tmp_path / "a" / "results.json").read_text())
     records = data["records"]
+    assert data["command"][0] == "evaluate.py" and "--seed" in data["command"]
     assert len(records) == 2 * 3 * 3
     for r in records:
-        assert {"scenario", "policy", "seed", "episode", "metrics", "tenants"} <= set(r)
+        assert {"scenario", "instance", "policy", "seed", "episode", "run_seed"} <= set(r)
+        assert r["seed"] == 5 + r["episode"] and r["run_seed"] == 5  # the episode's own seed
         assert set(r["metrics"]) >= {
             "reward",
             "geomean_perf",
@@ -82,18 +95,45 @@ def test_two_scenarios_three_policies_json_matches_table_and_repeats(tmp_path: P
             assert want == pytest.approx(sum(vals) / len(vals), rel=1e-12)
             lo, hi = (float(x) for x in re.findall(r"[-\d.]+", cell.split("[")[1]))
             assert lo <= mean <= hi
-    assert summary["per_scenario"]["kv-store"]["dram-first"]["ratio"]["mean"] == pytest.approx(1.0)
+    assert summary["per_scenario"]["kv-store"]["dram-first"]["ratio"]["mean"] == 1.0
+    assert summary["per_policy"]["numa-tiering"]["n_scenarios"] == 2
     # files
     out = tmp_path / "a"
     assert len((out / "results.csv").read_text().strip().splitlines()) == 1 + len(records)
-    assert (out / "leaderboard.md").read_text().startswith("|")
-    assert (out / "ratio.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (out / "timeseries-kv-store-numa-tiering.png").is_file()
+    assert (out / "leaderboard.md").read_text() in a.stdout
+    assert (out / "table.md").read_text() in a.stdout
+    assert_png(out / "ratio.png")
+    for sc in ("kv-store", "colocation"):
+        for pol in ("dram-first", "numa-tiering", "static-3-1-256"):
+            assert_png(out / f"timeseries-{sc}-{pol}.png")
     # the same command again gives identical numbers
     b = run_eval([*common, "--output", str(tmp_path / "b")])
     assert b.returncode == 0, b.stderr
     assert json.loads((tmp_path / "b" / "results.json").read_text())["records"] == records
     assert a.stdout == b.stdout
+
+
+def test_run_comparison_is_a_function_call(tmp_path: Path) -> None:
+    from agents.evaluation import run_comparison
+
+    out = tmp_path / "o"
+    summary = run_comparison(
+        ["dram-first", "numa-tiering"], ["kv-store"], 3, out, seed=7, plots=False
+    )
+    data = json.loads((out / "results.json").read_text())
+    assert data["summary"] == json.loads(json.dumps(summary))
+    assert data["command"] is None
+    assert [r["seed"] for r in data["records"] if r["policy"] == "dram-first"] == [7, 8, 9]
+    assert summary["per_scenario"]["kv-store"]["numa-tiering"]["n"] == 3
+    assert sorted(p.name for p in out.iterdir()) == [
+        "leaderboard.md",
+        "results.csv",
+        "results.json",
+        "table.md",
+    ]
+    with pytest.raises(ValueError, match="reference 'tpp' is not among the policies"):
+        run_comparison(["dram-first"], ["kv-store"], 2, tmp_path / "x", reference="tpp")
+    assert not (tmp_path / "x").exists()
 
 
 def test_unknown_policy_lists_the_valid_names(tmp_path: Path) -> None:
@@ -189,3 +229,34 @@ def test_missing_corrupt_and_mismatched_models(tmp_path: Path) -> None:
     )
     assert res.returncode == 2
     assert "trained for observations" in res.stderr and "this scenario gives" in res.stderr
+
+
+def test_train_runs_the_final_comparison_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import evaluate
+    import train
+
+    def no_argv(*_: object, **__: object) -> int:
+        raise AssertionError("train.py must not drive evaluate.main")
+
+    monkeypatch.setattr(evaluate, "main", no_argv)
+    from envs import load_scenario
+
+    sc = tmp_path / "kv.yaml"
+    sc.write_text(
+        yaml.safe_dump(load_scenario("kv-store", episode_steps=4).model_dump(mode="json"))
+    )
+    run = tmp_path / "run"
+    args = [
+        "--scenario", str(sc), "--num-envs", "4", "--set", "n_steps=8", "--set", "batch_size=32",
+        "--timesteps", "32", "--eval-interval", "0", "--compare-episodes", "2",
+        "--run-dir", str(run), "--quiet", "--no-progress", "--seed", "1",
+    ]  # fmt: skip
+    assert train.main(args) == 0
+    data = json.loads((run / "results" / "results.json").read_text())
+    assert data["command"][0] == "train.py"
+    assert {r["policy"] for r in data["records"]} == {"ppo", *train.REFERENCES}
+    assert sorted({r["seed"] for r in data["records"]}) == [20_001, 20_002]
+    out = capsys.readouterr().out
+    assert (run / "results" / "leaderboard.md").read_text() in out

@@ -1,9 +1,15 @@
-"""Tests for agents.report: summaries, Markdown, CSV and PNG rendering."""
+"""Tests for agents.report: summaries, Markdown, CSV and PNG rendering.
+
+Records come from :func:`agents.evaluation.compare` (so from
+:func:`agents.rollout.rollout`), the shape production makes, at tiny episode counts.
+"""
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -21,59 +27,22 @@ from agents.report import (
     write_csv,
 )
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-REF = "linux-tpp"
-SCENARIOS = ("bw-hog", "kv-mix")
-POLICIES = {REF: 1.0, "ppo": 1.2, "random": 0.8}
+REF = "dram-first"
+POLICIES = (REF, "numa-tiering", "random")
+SCENARIOS = ("kv-store", "colocation")
+EPISODES = 4
+RUN_SEED = 3
 
 
-def make_records(n_seeds: int = 3, n_episodes: int = 4, seed: int = 0) -> list[dict[str, Any]]:
-    """Synthetic records following the product's record contract."""
-    rng = np.random.default_rng(seed)
-    records = []
-    for si, scen in enumerate(SCENARIOS):
-        for pol, factor in POLICIES.items():
-            for s in range(n_seeds):
-                for ep in range(n_episodes):
-                    base = 0.6 + 0.1 * si + 0.02 * s
-                    perf = base * factor * float(rng.uniform(0.95, 1.05))
-                    records.append(
-                        {
-                            "scenario": scen,
-                            "policy": pol,
-                            "seed": s,
-                            "episode": ep,
-                            "metrics": {
-                                "reward": perf - 1.0,
-                                "geomean_perf": perf,
-                                "throughput_gbps": 40.0 * perf,
-                                "worst_perf": 0.9 * perf,
-                                "mean_latency_ns": 300.0 / perf,
-                                "promotion_mbps": float(rng.uniform(0, 500)),
-                                "demotion_mbps": float(rng.uniform(0, 500)),
-                            },
-                            "tenants": {
-                                "kv": {
-                                    "norm_perf": perf,
-                                    "throughput_gbps": 20.0,
-                                    "mean_latency_ns": 250.0,
-                                    "dram_access_share": 0.7,
-                                },
-                                "scan": {
-                                    "norm_perf": perf * 0.9,
-                                    "throughput_gbps": 20.0,
-                                    "mean_latency_ns": 350.0,
-                                    "dram_access_share": 0.3,
-                                },
-                            },
-                        }
-                    )
-    return records
+def run(policies: tuple[str, ...], scenarios: tuple[str, ...], episodes: int, seed: int = 0):
+    from agents.evaluation import compare
+
+    return compare(list(policies), list(scenarios), episodes, seed=seed)
 
 
 @pytest.fixture(scope="module")
 def records() -> list[dict[str, Any]]:
-    return make_records()
+    return run(POLICIES, SCENARIOS, EPISODES, seed=RUN_SEED)
 
 
 @pytest.fixture(scope="module")
@@ -81,33 +50,116 @@ def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     return summarize_records(records, reference=REF, n_boot=500, seed=0)
 
 
+def metric_of(records: list[dict[str, Any]], scen: str, pol: str) -> dict[int, float]:
+    """seed -> geomean_perf of one (scenario, policy)."""
+    return {
+        r["seed"]: r["metrics"]["geomean_perf"]
+        for r in records
+        if r["scenario"] == scen and r["policy"] == pol
+    }
+
+
+# ----------------------------------------------------------------------------- records
+
+
+def test_records_keep_their_per_episode_seed(records: list[dict[str, Any]]) -> None:
+    assert len(records) == len(SCENARIOS) * len(POLICIES) * EPISODES
+    for scen in SCENARIOS:
+        for pol in POLICIES:
+            group = [r for r in records if r["scenario"] == scen and r["policy"] == pol]
+            assert [r["seed"] for r in group] == [RUN_SEED + i for i in range(EPISODES)]
+            assert [r["episode"] for r in group] == list(range(EPISODES))
+            assert {r["run_seed"] for r in group} == {RUN_SEED}
+            assert {r["instance"] for r in group} == {scen}
+            assert "instance_seed" not in group[0]
+
+
 # ----------------------------------------------------------------------------- summary
 
 
-def test_summary_structure(summary: dict[str, Any]) -> None:
+def test_summary_structure_and_intervals(
+    records: list[dict[str, Any]], summary: dict[str, Any]
+) -> None:
     assert summary["scenarios"] == sorted(SCENARIOS)
-    assert summary["policies"][0] == REF
-    assert set(summary["policies"]) == set(POLICIES)
-    cell = summary["per_scenario"]["bw-hog"]["ppo"]
-    assert cell["n"] == 12 and cell["n_seeds"] == 3
-    assert list(cell["metrics"]) == list(METRICS)
-    m = cell["metrics"]["geomean_perf"]
-    assert m["mean_ci"][0] <= m["mean"] <= m["mean_ci"][1]
-    assert m["iqm_ci"][0] <= m["iqm"] <= m["iqm_ci"][1]
-    ratio = cell["ratio"]
-    assert ratio["n"] == 12
-    assert ratio["ci"][0] <= ratio["mean"] <= ratio["ci"][1]
-    assert ratio["mean"] == pytest.approx(1.2, rel=0.05)
-    assert summary["per_policy"]["ppo"]["geomean_ratio"] == pytest.approx(1.2, rel=0.05)
-    assert summary["per_policy"]["random"]["geomean_ratio"] == pytest.approx(0.8, rel=0.05)
+    assert summary["policies"] == [REF, "numa-tiering", "random"]
+    assert summary["method"] == "percentile" and summary["n_boot"] == 500
+    assert "strata = scenarios" in summary["intervals"]
+    for scen in SCENARIOS:
+        for pol in POLICIES:
+            cell = summary["per_scenario"][scen][pol]
+            assert cell["n"] == EPISODES and cell["n_instances"] == 1
+            assert list(cell["metrics"]) == list(METRICS)
+            vals = list(metric_of(records, scen, pol).values())
+            m = cell["metrics"]["geomean_perf"]
+            assert m["mean"] == pytest.approx(np.mean(vals), rel=1e-12)
+            for name, m in cell["metrics"].items():
+                assert m["mean_ci"][0] <= m["mean"] <= m["mean_ci"][1], (scen, pol, name)
+                assert m["iqm_ci"][0] <= m["iqm"] <= m["iqm_ci"][1], (scen, pol, name)
+            r = cell["ratio"]
+            assert r["n"] == EPISODES and r["ci"][0] <= r["mean"] <= r["ci"][1]
 
 
-def test_reference_ratio_is_exactly_one(summary: dict[str, Any]) -> None:
+def test_ratios_pair_episodes_by_scenario_and_seed(
+    records: list[dict[str, Any]], summary: dict[str, Any]
+) -> None:
+    for scen in SCENARIOS:
+        ref = metric_of(records, scen, REF)
+        for pol in POLICIES:
+            mine = metric_of(records, scen, pol)
+            want = np.mean([mine[s] / ref[s] for s in ref])
+            assert summary["per_scenario"][scen][pol]["ratio"]["mean"] == pytest.approx(want)
+    # numa-tiering promotes the hot set on kv-store: clearly above dram-first, every seed
+    assert summary["per_scenario"]["kv-store"]["numa-tiering"]["ratio"]["ci"][0] > 1.0
+
+
+def test_ratio_of_the_reference_to_itself_is_exactly_one(summary: dict[str, Any]) -> None:
     for scen in SCENARIOS:
         ratio = summary["per_scenario"][scen][REF]["ratio"]
-        assert ratio["mean"] == 1.0
-        assert ratio["ci"] == [1.0, 1.0]
+        assert ratio["mean"] == 1.0 and ratio["ci"] == [1.0, 1.0]
     assert summary["per_policy"][REF]["geomean_ratio"] == 1.0
+    assert summary["per_policy"][REF]["geomean_ratio_ci"] == [1.0, 1.0]
+
+
+def test_aggregate_strata_are_the_scenario_instances(
+    records: list[dict[str, Any]], summary: dict[str, Any]
+) -> None:
+    instances = {r["instance"] for r in records}
+    for pol in POLICIES:
+        info = summary["per_policy"][pol]
+        assert info["n_scenarios"] == len(instances) == len(SCENARIOS)
+        means = [summary["per_scenario"][s][pol]["ratio"]["mean"] for s in SCENARIOS]
+        assert info["geomean_ratio"] == pytest.approx(math.prod(means) ** (1 / len(means)))
+        lo, hi = info["geomean_ratio_ci"]
+        assert lo <= info["geomean_ratio"] <= hi
+
+
+def test_family_instances_are_episodes_not_strata() -> None:
+    # mixed draws each episode's machine from its pool by the episode seed: instances
+    # differ per episode, so a cell is one stratum and its interval has a width
+    recs = run((REF, "random"), ("mixed",), 6)
+    assert [r["seed"] for r in recs if r["policy"] == REF] == list(range(6))
+    assert len({r["instance"] for r in recs if r["policy"] == REF}) == 6
+    s = summarize_records(recs, reference=REF, n_boot=300)
+    cell = s["per_scenario"]["mixed"]["random"]
+    assert cell["n_instances"] == 6
+    lo, hi = cell["metrics"]["geomean_perf"]["mean_ci"]
+    assert hi > lo
+    # the same seed is the same instance for every policy: that is what pairs them
+    by_seed = {(r["policy"], r["seed"]): r["instance"] for r in recs}
+    assert all(by_seed[REF, sd] == by_seed["random", sd] for sd in range(6))
+
+
+def test_intervals_narrow_with_more_episodes() -> None:
+    widths = []
+    for n in (3, 24):
+        s = summarize_records(run((REF, "random"), ("kv-store",), n), reference=REF, n_boot=500)
+        cell = s["per_scenario"]["kv-store"]["random"]
+        assert cell["n"] == n
+        lo, hi = cell["ratio"]["ci"]
+        mlo, mhi = cell["metrics"]["geomean_perf"]["mean_ci"]
+        widths.append((hi - lo, mhi - mlo))
+    assert widths[1][0] < 0.7 * widths[0][0]
+    assert widths[1][1] < 0.7 * widths[0][1]
 
 
 def test_summary_json_serialisable_and_deterministic(records: list[dict[str, Any]]) -> None:
@@ -122,8 +174,9 @@ def test_summary_json_serialisable_and_deterministic(records: list[dict[str, Any
 
 def test_summary_without_reference(records: list[dict[str, Any]]) -> None:
     s = summarize_records(records, reference=None, n_boot=200)
-    assert s["per_scenario"]["kv-mix"]["ppo"]["ratio"] is None
-    assert s["per_policy"]["ppo"]["geomean_ratio"] is None
+    assert s["per_scenario"]["kv-store"]["random"]["ratio"] is None
+    assert s["per_policy"]["random"]["geomean_ratio"] is None
+    assert s["per_policy"]["random"]["geomean_ratio_ci"] is None
     json.dumps(s, allow_nan=False)
     assert "geomean ratio" not in markdown_table(s)
     with pytest.raises(ValueError, match="reference"):
@@ -133,8 +186,8 @@ def test_summary_without_reference(records: list[dict[str, Any]]) -> None:
 def test_missing_reference_is_a_clear_error(records: list[dict[str, Any]]) -> None:
     with pytest.raises(ValueError, match=r"reference policy 'nope' is not in the records"):
         summarize_records(records, reference="nope")
-    partial = [r for r in records if not (r["policy"] == REF and r["scenario"] == "kv-mix")]
-    with pytest.raises(ValueError, match=r"no records in scenario 'kv-mix'"):
+    partial = [r for r in records if not (r["policy"] == REF and r["scenario"] == "colocation")]
+    with pytest.raises(ValueError, match=r"no records in scenario 'colocation'"):
         summarize_records(partial, reference=REF)
 
 
@@ -143,6 +196,11 @@ def test_record_validation_errors(records: list[dict[str, Any]]) -> None:
         summarize_records([], reference=None)
     with pytest.raises(ValueError, match="duplicate"):
         summarize_records([*records, records[0]], reference=REF)
+    # the seed is the episode: the same seed under another episode index is a copy
+    again = copy.deepcopy(records[0])
+    again["episode"] = 99
+    with pytest.raises(ValueError, match=r"duplicate.*seed=3"):
+        summarize_records([*records, again], reference=REF)
     bad = {k: v for k, v in records[0].items() if k != "seed"}
     with pytest.raises(ValueError, match="seed"):
         summarize_records([bad], reference=None)
@@ -150,21 +208,19 @@ def test_record_validation_errors(records: list[dict[str, Any]]) -> None:
         summarize_records(records, reference=REF, metric="no_such_metric")
 
 
-def test_unpaired_episodes_use_shared_keys(records: list[dict[str, Any]]) -> None:
-    # Drop one reference episode: the ratio is computed on the 11 shared pairs.
+def test_unpaired_episodes_use_shared_seeds(records: list[dict[str, Any]]) -> None:
     recs = [
         r
         for r in records
-        if not (
-            r["policy"] == REF
-            and r["scenario"] == "bw-hog"
-            and r["seed"] == 0
-            and r["episode"] == 0
-        )
+        if not (r["policy"] == REF and r["scenario"] == "kv-store" and r["seed"] == RUN_SEED)
     ]
     s = summarize_records(recs, reference=REF, n_boot=100)
-    assert s["per_scenario"]["bw-hog"]["ppo"]["ratio"]["n"] == 11
-    assert s["per_scenario"]["bw-hog"]["ppo"]["n"] == 12
+    assert s["per_scenario"]["kv-store"]["random"]["ratio"]["n"] == EPISODES - 1
+    assert s["per_scenario"]["kv-store"]["random"]["n"] == EPISODES
+    ref = metric_of(records, "kv-store", REF)
+    mine = metric_of(records, "kv-store", "random")
+    want = np.mean([mine[sd] / ref[sd] for sd in ref if sd != RUN_SEED])
+    assert s["per_scenario"]["kv-store"]["random"]["ratio"]["mean"] == pytest.approx(want)
 
 
 # ----------------------------------------------------------------------------- Markdown
@@ -181,46 +237,50 @@ def _parse_table(text: str) -> list[list[str]]:
 def test_markdown_table_numbers_match_summary(
     summary: dict[str, Any], metric: str | None, stat: str
 ) -> None:
-    text = markdown_table(summary, metric=metric, stat=stat)
-    rows = _parse_table(text)
+    rows = _parse_table(markdown_table(summary, metric=metric, stat=stat))
     header, body = rows[0], rows[2:]
     policies = header[1:]
     assert policies == summary["policies"]
     name = metric or summary["metric"]
     assert [r[0] for r in body[:-1]] == summary["scenarios"]
     for row in body[:-1]:
-        scen = row[0]
         for pol, cell in zip(policies, row[1:], strict=True):
             m = CELL.match(cell)
             assert m, cell
             value, lo, hi = (float(g) for g in m.groups())
-            entry = summary["per_scenario"][scen][pol]["metrics"][name]
+            entry = summary["per_scenario"][row[0]][pol]["metrics"][name]
             assert value == pytest.approx(entry[stat], abs=5e-4)
             assert lo == pytest.approx(entry[f"{stat}_ci"][0], abs=5e-4)
             assert hi == pytest.approx(entry[f"{stat}_ci"][1], abs=5e-4)
     last = body[-1]
-    assert last[0].startswith("geomean ratio to linux-tpp")
+    assert last[0].startswith(f"geomean ratio to {REF}")
     for pol, cell in zip(policies, last[1:], strict=True):
         assert float(cell) == pytest.approx(summary["per_policy"][pol]["geomean_ratio"], abs=5e-4)
     assert last[1] == "1.000"
 
 
 def test_markdown_table_missing_cell(records: list[dict[str, Any]]) -> None:
-    recs = [r for r in records if not (r["policy"] == "random" and r["scenario"] == "kv-mix")]
+    recs = [r for r in records if not (r["policy"] == "random" and r["scenario"] == "kv-store")]
     s = summarize_records(recs, reference=REF, n_boot=100)
     rows = _parse_table(markdown_table(s))
-    kv_row = next(r for r in rows if r[0] == "kv-mix")
+    kv_row = next(r for r in rows if r[0] == "kv-store")
     assert kv_row[s["policies"].index("random") + 1] == "-"
     assert s["per_policy"]["random"]["n_scenarios"] == 1
 
 
-def test_leaderboard_ranks_by_geomean_ratio(summary: dict[str, Any]) -> None:
-    rows = _parse_table(leaderboard_markdown(summary))[2:]
-    assert [r[1] for r in rows] == ["ppo", REF, "random"]
+def test_leaderboard_ranks_by_geomean_ratio_with_its_interval(summary: dict[str, Any]) -> None:
+    rows = _parse_table(leaderboard_markdown(summary))
+    assert rows[0][3] == "95% CI"
+    rows = rows[2:]
+    want = sorted(POLICIES, key=lambda p: -summary["per_policy"][p]["geomean_ratio"])
+    assert [r[1] for r in rows] == want
     assert [int(r[0]) for r in rows] == [1, 2, 3]
     for r in rows:
-        assert float(r[2]) == pytest.approx(summary["per_policy"][r[1]]["geomean_ratio"], abs=5e-4)
-        assert r[3] == "2/2"
+        info = summary["per_policy"][r[1]]
+        assert float(r[2]) == pytest.approx(info["geomean_ratio"], abs=5e-4)
+        lo, hi = (float(x) for x in r[3].strip("[]").split(","))
+        assert (lo, hi) == pytest.approx(tuple(info["geomean_ratio_ci"]), abs=5e-4)
+        assert r[4] == "2/2"
 
 
 # ----------------------------------------------------------------------------- CSV
@@ -229,40 +289,64 @@ def test_leaderboard_ranks_by_geomean_ratio(summary: dict[str, Any]) -> None:
 def test_write_csv_one_row_per_record(records: list[dict[str, Any]], tmp_path: Path) -> None:
     path = write_csv(records, tmp_path / "out" / "episodes.csv")
     with path.open(newline="") as fh:
+        header = next(csv.reader(fh))
+    assert header == ["scenario", "instance", "policy", "seed", "episode", *METRICS]
+    with path.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == len(records)
-    with path.open(newline="") as fh:
-        header = next(csv.reader(fh))
-    assert header == ["scenario", "policy", "seed", "episode", *METRICS]
     for row, rec in zip(rows, records, strict=True):
-        assert row["scenario"] == rec["scenario"] and row["policy"] == rec["policy"]
+        assert (row["scenario"], row["instance"], row["policy"]) == (
+            rec["scenario"],
+            rec["instance"],
+            rec["policy"],
+        )
         assert int(row["seed"]) == rec["seed"] and int(row["episode"]) == rec["episode"]
         for m in METRICS:
             assert float(row[m]) == rec["metrics"][m]  # full precision round trip
 
 
 def test_write_csv_with_tenants(records: list[dict[str, Any]], tmp_path: Path) -> None:
-    path = write_csv(records[:3], tmp_path / "t.csv", include_tenants=True)
+    colo = [r for r in records if r["scenario"] == "colocation"][:3]
+    path = write_csv(colo, tmp_path / "t.csv", include_tenants=True)
     with path.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 3
-    assert float(rows[0]["tenant.kv.dram_access_share"]) == 0.7
-    assert "tenant.scan.norm_perf" in rows[0]
+    for row, rec in zip(rows, colo, strict=True):
+        for tname, tvals in rec["tenants"].items():
+            share = float(row[f"tenant.{tname}.dram_access_share"])
+            assert share == tvals["dram_access_share"] and 0.0 <= share <= 1.0
 
 
 # ----------------------------------------------------------------------------- plots
 
 
-def _assert_png(path: Path) -> None:
-    data = path.read_bytes()
-    assert len(data) > len(PNG_SIGNATURE)
-    assert data[:8] == PNG_SIGNATURE
+def _image(path: Path, size_in: tuple[float, float], dpi: int = 120) -> np.ndarray:
+    """Decode a PNG, check its pixel size and that it is not blank; returns RGB."""
+    import matplotlib.image
+
+    img = matplotlib.image.imread(path)
+    assert img.shape[:2] == (round(size_in[1] * dpi), round(size_in[0] * dpi))
+    rgb = img[..., :3]
+    ink = np.any(rgb < 0.9, axis=-1).mean()  # share of pixels that are not (near) white
+    assert 0.01 < ink < 0.9
+    return rgb
 
 
-def test_plot_ratio_bars_writes_png(summary: dict[str, Any], tmp_path: Path) -> None:
-    out = plot_ratio_bars(summary, tmp_path / "plots" / "ratios.png")
-    _assert_png(out)
-    _assert_png(plot_ratio_bars(summary, tmp_path / "with_ref.png", include_reference=True))
+def _has_colour(rgb: np.ndarray, hex_colour: str) -> bool:
+    import matplotlib.colors
+
+    want = np.array(matplotlib.colors.to_rgb(hex_colour))
+    return bool(np.any(np.all(np.abs(rgb - want) < 0.02, axis=-1)))
+
+
+def test_plot_ratio_bars_draws_the_bars(summary: dict[str, Any], tmp_path: Path) -> None:
+    # 2 scenarios x 2 non-reference policies: the figure's minimum width, 6 x 4.5 in
+    rgb = _image(plot_ratio_bars(summary, tmp_path / "plots" / "ratios.png"), (6.0, 4.5))
+    assert _has_colour(rgb, "C0") and _has_colour(rgb, "C1") and not _has_colour(rgb, "C2")
+    rgb = _image(
+        plot_ratio_bars(summary, tmp_path / "with_ref.png", include_reference=True), (6.0, 4.5)
+    )
+    assert _has_colour(rgb, "C2")  # a third series: the reference
 
 
 def test_plot_ratio_bars_needs_reference(records: list[dict[str, Any]], tmp_path: Path) -> None:
@@ -271,31 +355,25 @@ def test_plot_ratio_bars_needs_reference(records: list[dict[str, Any]], tmp_path
         plot_ratio_bars(s, tmp_path / "x.png")
 
 
-def _series(n: int = 50) -> dict[str, Any]:
-    t = list(range(n))
-    x = np.linspace(0, 1, n)
-    return {
-        "t": t,
-        "tenants": {
-            "kv": {"norm_perf": list(0.8 + 0.1 * x), "dram_access_share": list(0.5 + 0.3 * x)},
-            "scan": {"norm_perf": list(0.9 - 0.1 * x), "dram_access_share": list(0.5 - 0.3 * x)},
-        },
-        "weights": {"kv:dram": list(0.5 + 0.4 * x), "kv:cxl": list(0.5 - 0.4 * x)},
-        "promotion_rate_mbps": list(200.0 * x),
-    }
+@pytest.fixture(scope="module")
+def series() -> dict[str, Any]:
+    from agents.rollout import rollout
+
+    return rollout("numa-tiering", "colocation", 1, record_series=True)[0]["series"]
 
 
-def test_plot_timeseries_writes_png(tmp_path: Path) -> None:
-    out = plot_timeseries(_series(), tmp_path / "ts.png", title="PPO on kv-mix, seed 0")
-    _assert_png(out)
+def test_plot_timeseries_of_a_rollout(series: dict[str, Any], tmp_path: Path) -> None:
+    assert set(series["tenants"]) == {"batch", "service"}
+    rgb = _image(plot_timeseries(series, tmp_path / "ts.png", title="colocation"), (9.0, 8.0))
+    assert _has_colour(rgb, "C0") and _has_colour(rgb, "C1")  # one line per tenant
 
 
-def test_plot_timeseries_validates_lengths(tmp_path: Path) -> None:
-    series = _series()
-    series["promotion_rate_mbps"] = series["promotion_rate_mbps"][:-1]
+def test_plot_timeseries_validates_lengths(series: dict[str, Any], tmp_path: Path) -> None:
+    bad = copy.deepcopy(series)
+    bad["promotion_rate_mbps"] = bad["promotion_rate_mbps"][:-1]
     with pytest.raises(ValueError, match="promotion_rate_mbps"):
-        plot_timeseries(series, tmp_path / "bad.png", title="bad")
-    series = _series()
-    del series["weights"]
+        plot_timeseries(bad, tmp_path / "bad.png", title="bad")
+    bad = copy.deepcopy(series)
+    del bad["weights"]
     with pytest.raises(ValueError, match="weights"):
-        plot_timeseries(series, tmp_path / "bad.png", title="bad")
+        plot_timeseries(bad, tmp_path / "bad.png", title="bad")

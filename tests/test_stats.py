@@ -1,52 +1,56 @@
-"""Tests for agents.stats: IQM, stratified bootstrap, summaries, ratios, geometric mean."""
+"""Tests for agents.stats: IQM, (stratified) bootstrap intervals, ratios, geometric means.
+
+The interval tests run on episode values from :func:`agents.rollout.rollout`, the
+values the evaluation reports; the arithmetic tests use small hand-made arrays.
+"""
 
 from __future__ import annotations
 
 import math
+from functools import cache
 
 import numpy as np
 import pytest
+import scipy.stats
 
 from agents.stats import (
+    _RNG_KEYWORD,
+    bootstrap_ci,
+    geomean_ratio,
     geometric_mean,
     iqm,
     ratio_to_reference,
     stratified_bootstrap_ci,
-    stratified_resample,
     summarize,
 )
+
+
+@cache
+def episode_values(policy: str, scenario: str, n: int, seed: int = 0) -> np.ndarray:
+    """geomean_perf of ``n`` episodes of ``policy`` on ``scenario`` (seeds seed..seed+n-1)."""
+    from agents.rollout import rollout
+
+    recs = rollout(policy, scenario, n, seed=seed)
+    assert [r["seed"] for r in recs] == list(range(seed, seed + n))
+    return np.array([r["metrics"]["geomean_perf"] for r in recs])
+
 
 # ----------------------------------------------------------------------------- IQM
 
 
-def test_iqm_multiple_of_four_is_mean_of_middle_half() -> None:
+def test_iqm_is_scipy_trim_mean() -> None:
     assert iqm(np.arange(1, 9)) == pytest.approx(4.5)  # mean of 3, 4, 5, 6
     assert iqm([8, 1, 7, 2, 6, 3, 5, 4]) == pytest.approx(4.5)  # order does not matter
-    # Outliers at both ends are ignored entirely.
-    assert iqm([-1e9, 2.0, 3.0, 1e9]) == pytest.approx(2.5)
+    assert iqm([-1e9, 2.0, 3.0, 1e9]) == pytest.approx(2.5)  # outliers ignored
+    # n=5: floor(5/4) = 1 value dropped at each end -> mean(0, 1, 5)
+    assert iqm([9, 0, 5, 1, 0]) == pytest.approx(2.0)
+    assert iqm([5.0]) == 5.0 and iqm([1.0, 3.0]) == pytest.approx(2.0)
+    x = np.random.default_rng(0).normal(size=37)
+    assert iqm(x) == scipy.stats.trim_mean(x, 0.25)
 
 
-def test_iqm_fractional_boundary_weights_n5() -> None:
-    # n=5: sorted weights (in 1/10) are 0, 3, 4, 3, 0.
-    # [0, 0, 1, 5, 9] -> (3*0 + 4*1 + 3*5) / 10 = 1.9 (scipy trim_mean would give 2.0).
-    assert iqm([9, 0, 5, 1, 0]) == pytest.approx(1.9)
-    assert iqm([1, 2, 3, 4, 100]) == pytest.approx(3.0)
-
-
-def test_iqm_fractional_boundary_weights_n6_and_small_n() -> None:
-    # n=6: weights (in 1/12) are 0, 2, 4, 4, 2, 0.
-    # [1, 2, 4, 8, 16, 32] -> (2*2 + 4*4 + 4*8 + 2*16) / 12 = 84 / 12 = 7.
-    assert iqm([1, 2, 4, 8, 16, 32]) == pytest.approx(7.0)
-    # n=3: weights 1/6, 2/3, 1/6.
-    assert iqm([0.0, 6.0, 60.0]) == pytest.approx(0 / 6 + 2 * 6 / 3 + 60 / 6)
-    assert iqm([5.0]) == 5.0
-    assert iqm([1.0, 3.0]) == pytest.approx(2.0)
-
-
-def test_iqm_constant_is_exact_and_axis_vectorised() -> None:
-    assert iqm(np.full(7, 1.0)) == 1.0
-    rng = np.random.default_rng(1)
-    x = rng.normal(size=(5, 11))
+def test_iqm_axis_vectorised() -> None:
+    x = np.random.default_rng(1).normal(size=(5, 11))
     rows = iqm(x, axis=1)
     assert rows.shape == (5,)
     np.testing.assert_allclose(rows, [iqm(r) for r in x])
@@ -60,80 +64,101 @@ def test_iqm_errors() -> None:
         iqm([1.0, math.nan])
 
 
-# ----------------------------------------------------------------------------- bootstrap
+# ----------------------------------------------------------------------------- intervals
 
 
-def test_bootstrap_ci_contains_true_mean_and_narrows_with_more_data() -> None:
-    rng = np.random.default_rng(123)
-    widths = []
-    for n in (30, 300, 3000):
-        sample = rng.normal(loc=5.0, scale=2.0, size=n)
-        lo, hi = stratified_bootstrap_ci([sample], np.mean, seed=7)
-        assert lo < 5.0 < hi
-        assert lo < float(np.mean(sample)) < hi
-        widths.append(hi - lo)
-    assert widths[0] > widths[1] > widths[2]
+@pytest.mark.parametrize("method", ["percentile", "BCa", "basic"])
+def test_interval_on_episodes_is_scipy_bootstrap(method: str) -> None:
+    vals = episode_values("random", "kv-store", 16)
+    lo, hi = stratified_bootstrap_ci([vals], np.mean, n_boot=999, seed=4, method=method)
+    ref = scipy.stats.bootstrap(
+        (vals,),
+        np.mean,
+        n_resamples=999,
+        method=method,
+        **{_RNG_KEYWORD: np.random.default_rng(4)},  # rng= from scipy 1.15
+    ).confidence_interval
+    assert (lo, hi) == pytest.approx((ref.low, ref.high), rel=1e-12)
+    assert lo < float(np.mean(vals)) < hi
 
 
-def test_bootstrap_ci_is_deterministic_for_a_seed() -> None:
-    sample = np.random.default_rng(0).normal(size=50)
-    a = stratified_bootstrap_ci({"s": sample}, "iqm", seed=3)
-    b = stratified_bootstrap_ci({"s": sample}, "iqm", seed=3)
-    c = stratified_bootstrap_ci({"s": sample}, "iqm", seed=4)
-    assert a == b
-    assert a != c
+def test_interval_contains_estimate_and_narrows_with_more_episodes() -> None:
+    widths = {}
+    for stat in ("mean", "iqm"):
+        for n in (4, 64):
+            vals = episode_values("random", "kv-store", n)
+            point = np.mean(vals) if stat == "mean" else iqm(vals)
+            lo, hi = stratified_bootstrap_ci([vals], stat, seed=0)
+            assert lo <= point <= hi
+            widths[stat, n] = hi - lo
+        assert widths[stat, 64] < 0.6 * widths[stat, 4]
 
 
-def test_stratified_resample_keeps_strata_and_counts() -> None:
-    a = np.array([1.0, 2.0, 3.0])
-    b = np.array([100.0, 200.0, 300.0, 400.0, 500.0, 600.0, 700.0])
-    rep = stratified_resample([a, b], n_boot=500, seed=0)
-    assert rep.shape == (500, 10)
-    assert np.isin(rep[:, :3], a).all()
-    assert np.isin(rep[:, 3:], b).all()
+def test_interval_is_deterministic_for_a_seed() -> None:
+    vals = episode_values("random", "kv-store", 16)
+    a = stratified_bootstrap_ci({"kv-store": vals}, "iqm", seed=3)
+    assert a == stratified_bootstrap_ci({"kv-store": vals}, "iqm", seed=3)
+    assert a != stratified_bootstrap_ci({"kv-store": vals}, "iqm", seed=4)
 
 
-def test_stratified_ci_never_mixes_strata() -> None:
-    # Constant within strata of very different means: a stratified replicate always keeps
-    # 3 zeros and 7 hundreds, so its mean is exactly 70; unstratified resampling varies.
-    low = np.zeros(3)
-    high = np.full(7, 100.0)
-    lo, hi = stratified_bootstrap_ci([low, high], np.mean, seed=0)
-    assert lo == pytest.approx(70.0) and hi == pytest.approx(70.0)
-    ulo, uhi = stratified_bootstrap_ci([np.concatenate([low, high])], np.mean, seed=0)
-    assert uhi - ulo > 10.0
-    assert (hi - lo) < (uhi - ulo)
+def test_stratified_interval_never_mixes_strata() -> None:
+    # two scenarios of very different level: resampling within each keeps 4 episodes
+    # of each in every replicate, so the pooled mean varies only with the noise inside
+    # a scenario; pooled (one-stratum) resampling also varies the mix
+    kv = episode_values("random", "kv-store", 4)
+    big = kv + 10.0
+    strat = stratified_bootstrap_ci([kv, big], np.mean, seed=0)
+    pooled = stratified_bootstrap_ci([np.concatenate([kv, big])], np.mean, seed=0)
+    assert strat[1] - strat[0] < 0.1 * (pooled[1] - pooled[0])
+    assert strat[0] <= np.mean([*kv, *big]) <= strat[1]
+    # constant strata never move, whatever their size (scipy rejects size-1 samples)
+    assert stratified_bootstrap_ci([np.zeros(3), np.full(7, 100.0), [5.0]], np.mean) == (
+        pytest.approx(705 / 11),
+        pytest.approx(705 / 11),
+    )
 
 
-def test_bootstrap_validation_errors() -> None:
+def test_bootstrap_ci_statistic_of_strata() -> None:
+    # the statistic sees the strata separately: the difference of two scenario means
+    a = episode_values("random", "kv-store", 16)
+    b = episode_values("random", "kv-store", 16, seed=100)
+    lo, hi = bootstrap_ci([a, b], lambda s: np.mean(s[0], axis=-1) - np.mean(s[1], axis=-1))
+    assert lo <= np.mean(a) - np.mean(b) <= hi
+
+
+def test_interval_validation_errors() -> None:
     with pytest.raises(ValueError, match="no strata"):
         stratified_bootstrap_ci([], np.mean)
     with pytest.raises(ValueError, match="empty"):
         stratified_bootstrap_ci([[1.0, 2.0], []], np.mean)
+    with pytest.raises(ValueError, match="non-finite"):
+        stratified_bootstrap_ci([[1.0, math.inf]], np.mean)
     with pytest.raises(ValueError, match="confidence"):
         stratified_bootstrap_ci([[1.0, 2.0]], np.mean, confidence=1.5)
     with pytest.raises(ValueError, match="n_boot"):
         stratified_bootstrap_ci([[1.0, 2.0]], np.mean, n_boot=0)
     with pytest.raises(ValueError, match="unknown statistic"):
         stratified_bootstrap_ci([[1.0, 2.0]], "mode")
+    with pytest.raises(ValueError, match="method"):
+        stratified_bootstrap_ci([[1.0, 2.0]], np.mean, method="normal")
     with pytest.raises(ValueError, match="one value per replicate"):
-        stratified_bootstrap_ci([[1.0, 2.0]], lambda x, axis=-1: np.mean(x))
+        stratified_bootstrap_ci([[1.0, 2.0]], lambda x, axis=-1: np.asarray(x))
 
 
 # ----------------------------------------------------------------------------- summarize
 
 
-def test_summarize_keys_and_values() -> None:
-    values = np.arange(1.0, 9.0)
-    strata = np.repeat([0, 1], 4)
-    s = summarize(values, strata=strata, seed=0)
-    assert set(s) == {"mean", "mean_ci", "iqm", "iqm_ci", "n"}
-    assert s["n"] == 8
-    assert s["mean"] == pytest.approx(4.5)
-    assert s["iqm"] == pytest.approx(4.5)
+def test_summarize_episodes() -> None:
+    vals = episode_values("random", "kv-store", 16)
+    s = summarize(vals, seed=0)
+    assert set(s) == {"mean", "mean_ci", "iqm", "iqm_ci", "n", "n_strata"}
+    assert s["n"] == 16 and s["n_strata"] == 1
+    assert s["mean"] == pytest.approx(float(np.mean(vals)))
+    assert s["iqm"] == scipy.stats.trim_mean(vals, 0.25)
     assert s["mean_ci"][0] <= s["mean"] <= s["mean_ci"][1]
     assert s["iqm_ci"][0] <= s["iqm"] <= s["iqm_ci"][1]
-    assert s == summarize(values, strata=strata, seed=0)
+    assert s == summarize(vals, seed=0)
+    assert summarize(vals, strata=np.repeat([0, 1], 8))["n_strata"] == 2
 
 
 def test_summarize_errors() -> None:
@@ -146,20 +171,23 @@ def test_summarize_errors() -> None:
 # ----------------------------------------------------------------------------- ratios
 
 
-def test_ratio_to_reference_paired() -> None:
-    ref = np.array([1.0, 2.0, 4.0, 8.0])
-    out = ratio_to_reference(ref * 1.5, ref, strata=[0, 0, 1, 1])
-    np.testing.assert_allclose(out["ratios"], 1.5)
-    assert out["mean"] == pytest.approx(1.5)
-    assert out["ci"] == pytest.approx((1.5, 1.5))
-    assert out["n"] == 4
-
-
-def test_ratio_of_reference_to_itself_is_exactly_one() -> None:
-    ref = np.random.default_rng(2).uniform(0.1, 3.0, size=20)
+def test_ratio_of_a_policy_to_itself_is_exactly_one() -> None:
+    ref = episode_values("random", "kv-store", 16)
     out = ratio_to_reference(ref, ref)
     assert out["mean"] == 1.0
-    assert out["ci"] == (1.0, 1.0)
+    assert out["ci"] == (1.0, 1.0)  # zero width
+
+
+def test_ratio_to_reference_is_paired() -> None:
+    ref = episode_values("dram-first", "kv-store", 16)
+    pol = episode_values("random", "kv-store", 16)
+    out = ratio_to_reference(pol, ref)
+    np.testing.assert_array_equal(out["ratios"], pol / ref)
+    assert out["mean"] == pytest.approx(float(np.mean(pol / ref)))
+    assert out["ci"][0] <= out["mean"] <= out["ci"][1]
+    # a constant factor is a constant ratio: the interval has no width
+    scaled = ratio_to_reference(ref * 1.5, ref)
+    assert scaled["ci"] == pytest.approx((1.5, 1.5))
 
 
 def test_ratio_errors() -> None:
@@ -171,7 +199,7 @@ def test_ratio_errors() -> None:
         ratio_to_reference([], [])
 
 
-# ----------------------------------------------------------------------------- geometric mean
+# ----------------------------------------------------------------------------- geometric means
 
 
 def test_geometric_mean() -> None:
@@ -180,12 +208,20 @@ def test_geometric_mean() -> None:
     assert geometric_mean([0.5, 2.0]) == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("bad", [[1.0, 0.0], [2.0, -1.0], [math.nan, 1.0]])
-def test_geometric_mean_rejects_non_positive(bad: list[float]) -> None:
-    with pytest.raises(ValueError, match=r"positive|non-finite"):
+@pytest.mark.parametrize("bad", [[1.0, 0.0], [2.0, -1.0], [math.nan, 1.0], []])
+def test_geometric_mean_rejects_bad_input(bad: list[float]) -> None:
+    with pytest.raises(ValueError, match=r"positive|non-finite|empty"):
         geometric_mean(bad)
 
 
-def test_geometric_mean_rejects_empty() -> None:
-    with pytest.raises(ValueError, match="empty"):
-        geometric_mean([])
+def test_geomean_ratio_is_stratified_by_scenario() -> None:
+    kv = episode_values("random", "kv-store", 8) / episode_values("dram-first", "kv-store", 8)
+    co = episode_values("random", "colocation", 8) / episode_values("dram-first", "colocation", 8)
+    g = geomean_ratio({"kv-store": kv, "colocation": co}, seed=0)
+    assert g["n_strata"] == 2 and g["n"] == 16
+    assert g["geomean"] == pytest.approx(math.sqrt(np.mean(kv) * np.mean(co)))
+    assert g["ci"][0] <= g["geomean"] <= g["ci"][1]
+    ones = geomean_ratio([np.ones(4), np.ones(3)])
+    assert ones["geomean"] == 1.0 and ones["ci"] == (1.0, 1.0)
+    with pytest.raises(ValueError, match="positive"):
+        geomean_ratio([[1.0, 2.0], [0.0, 0.0]])
