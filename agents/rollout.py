@@ -32,6 +32,7 @@ its whole grid in one call).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,7 @@ class EpisodeStats:
     t_throughput: F64
     t_latency: F64
     t_share: F64
+    unconverged: NDArray[np.int64]  # (B,) steps whose fixed point missed its tolerance
     series: dict[str, Any] | None = field(default=None)
 
     def add(self, m: Metrics, reward: F64, live: NDArray[np.bool_]) -> None:
@@ -92,6 +94,7 @@ class EpisodeStats:
         self.t_throughput += actf * x
         self.t_latency += actf * m.tenant_latency_ns
         self.t_share += actf * m.tenant_dram_access_share
+        self.unconverged += live & ~m.solver_converged
 
     def metrics(self) -> dict[str, F64]:
         """Per-instance episode metrics (B,) under the names of the record contract."""
@@ -114,6 +117,7 @@ class EpisodeStats:
             ),
             "promotion_mbps": self.promotion / n,
             "demotion_mbps": self.demotion / n,
+            "unconverged_steps": self.unconverged.astype(float),
         }
 
     def tenant_metrics(self) -> dict[str, F64]:
@@ -197,6 +201,7 @@ def run_episodes(
         t_throughput=zt.copy(),
         t_latency=zt.copy(),
         t_share=zt.copy(),
+        unconverged=np.zeros(B, dtype=np.int64),
     )
     series: dict[str, Any] | None = None
     if record_series:
@@ -316,7 +321,8 @@ def rollout(
          "instance": str,          # the scenario the instance ran (e.g. "mixed-test-17")
          "policy": str, "seed": int, "episode": int,
          "metrics": {"reward", "geomean_perf", "throughput_gbps", "worst_perf",
-                     "mean_latency_ns", "promotion_mbps", "demotion_mbps"},
+                     "mean_latency_ns", "promotion_mbps", "demotion_mbps",
+                     "unconverged_steps"},
          "tenants": {name: {"norm_perf", "throughput_gbps", "mean_latency_ns",
                             "dram_access_share"}},
          "series": {...}}          # first record only, with record_series=True
@@ -326,7 +332,9 @@ def rollout(
     (``info["reward_log_geomean"]``); ``throughput_gbps``, ``promotion_mbps``,
     ``demotion_mbps`` means over the episode's steps; ``worst_perf`` the worst
     tenant's mean normalised performance over its active steps;
-    ``mean_latency_ns`` the throughput-weighted mean tenant latency. Tenants'
+    ``mean_latency_ns`` the throughput-weighted mean tenant latency;
+    ``unconverged_steps`` the steps whose fixed point missed the solver's
+    tolerance (a warning is issued when any did). Tenants'
     values are means over their active steps (tenants never active are left
     out). A value that cannot be computed is ``None``.
 
@@ -349,4 +357,13 @@ def rollout(
     stats = run_episodes(policy, params, seeds, record_series=record_series)
     name = policy_name or getattr(policy, "name", None) or type(policy).__name__
     scen = scenario if isinstance(scenario, str) else params.family.name
+    bad = int(stats.unconverged.sum())
+    if bad:
+        warnings.warn(
+            f"{name} on {scen}: the fixed point missed its tolerance in {bad} of "
+            f"{int(stats.steps.sum())} steps (records: metrics['unconverged_steps']); "
+            "those steps' numbers are approximate",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     return records(stats, scen, name, seeds)

@@ -52,6 +52,7 @@ from envs.rng import splitmix as _splitmix
 from envs.rng import uniform as _uniform
 from envs.scenario import HotColdHotness, Scenario, TenantSpec, ZipfHotness
 from envs.hardware import mix_peak, turnaround_penalty
+from envs.solver import TOL as SOLVER_TOL
 from envs.solver import NodeCurves, lsum, solve_fixed_point, zero_load_demand
 
 __all__ = [
@@ -99,6 +100,10 @@ class KernelConfig:
     - ``scan_period_s``: time a page stays unmapped after a scan (plentiful-free case).
     - ``scan_mb_per_period``: address space NUMA balancing scans per scan period and
       tenant (``numa_balancing_scan_size_mb``, 256 MB); only scanned pages can fault.
+    - ``migrate_max_util``: the most of a node's bandwidth (as a share of its read
+      and write peaks) that page migration may use in an interval. Migration
+      copies are memory traffic like the tenants'; what does not fit is left for
+      later intervals, so no node is driven past its peak by migration alone.
     """
 
     demotion: bool = True
@@ -112,12 +117,17 @@ class KernelConfig:
     detection_noise: float = 0.3
     scan_period_s: float = 1.0
     scan_mb_per_period: float = 256.0
+    migrate_max_util: float = 0.9
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if isinstance(v, float) and (not math.isfinite(v) or v < 0):
                 raise ValueError(f"KernelConfig.{f.name}: got {v}, expected a finite number >= 0")
+        if not 0.0 < self.migrate_max_util <= 1.0:
+            raise ValueError(
+                f"KernelConfig.migrate_max_util: got {self.migrate_max_util}, expected 0 < x <= 1"
+            )
 
 
 # --------------------------------------------------------------------------- data containers
@@ -183,6 +193,7 @@ class Params:
     detect_noise: F64
     scan_period_s: F64
     scan_gib_per_s: F64
+    migrate_max_util: F64
 
     @property
     def batch_size(self) -> int:
@@ -327,6 +338,7 @@ class Outputs:
     total_throughput_gbps: F64  # (B,)
     solver_residual: F64  # (B,)
     solver_iterations: NDArray[np.int64]  # (B,)
+    solver_converged: NDArray[np.bool_]  # (B,) residual within the solver's tolerance
 
     def row(self, i: int) -> dict[str, Any]:
         """The outputs of batch element ``i``."""
@@ -600,6 +612,7 @@ def compile_params(
         scan_gib_per_s=np.array(
             [k.scan_mb_per_period * 1e6 / GIB / max(k.scan_period_s, 1e-9) for k in kernels]
         ),
+        migrate_max_util=np.array([k.migrate_max_util for k in kernels]),
     )
     return params
 
@@ -758,6 +771,26 @@ class Migration:
     promo_t: F64  # (T, B)
 
 
+def migration_room(p: Params, util: F64, dt: F64) -> tuple[F64, F64]:
+    """GiB that migration may still read from and write to each node this interval (N, B).
+
+    ``util`` (N, B) is the share of each node's bandwidth migration already
+    uses (``read / R + write / W``, the CXL link included in ``R`` and ``W``);
+    migration may use up to ``migrate_max_util`` of it.
+    """
+    c = p.curves
+    free = np.maximum(p.migrate_max_util - util, 0.0) * dt / GB_PER_GIB
+    return free * np.minimum(c.mem_read, c.link_read), free * np.minimum(c.mem_write, c.link_write)
+
+
+def _use_bandwidth(p: Params, util: F64, read_gib: F64, write_gib: F64, dt: F64) -> F64:
+    """``util`` plus the share of bandwidth that reading and writing these GiB (N, B) takes."""
+    c = p.curves
+    rd = read_gib * GB_PER_GIB / dt / np.minimum(c.mem_read, c.link_read)
+    wr = write_gib * GB_PER_GIB / dt / np.minimum(c.mem_write, c.link_write)
+    return util + rd + wr
+
+
 def tenant_phase(p: Params, state: State, now: F64, dt: F64) -> tuple[Tenants, F64]:
     """Phase 1: tenants start, stop, change phase and grow; pages beyond a bucket's size
     and churned pages are freed. Returns the tenants and the placement after the frees."""
@@ -876,15 +909,17 @@ def promotion_candidates(
 
 def reclaim_and_demote(
     p: Params, tn: Tenants, place: F64, need_room: F64, promo_on: NDArray[np.bool_], dt: F64
-) -> tuple[F64, F64, F64]:
+) -> tuple[F64, F64, F64, F64]:
     """Phase 4: DRAM above a tenant's memory.high, then kswapd back to its watermark.
 
     kswapd wakes below LOW (HIGH while promotion runs; TPP's demotion
     watermark when set), demotes to HIGH (PROMO; TPP's mark), at most
     ``kswapd_gibps``, taking from each cgroup in proportion to what memcg
     reclaim scans of it (``memory.low`` protection, :func:`memcg_reclaim_scan`),
-    coldest pages first, into the nearest CXL node. Returns the placement
-    (``place`` is updated) and GiB demoted from and to each node (N, B).
+    coldest pages first, into the nearest CXL node, as far as both nodes'
+    bandwidth lets migration copy (:func:`migration_room`). Returns the
+    placement (``place`` is updated), GiB demoted from and to each node (N, B),
+    and the share of each node's bandwidth the demotion used.
     """
     N = p.n_nodes
     is_dram = ~p.is_cxl
@@ -893,6 +928,7 @@ def reclaim_and_demote(
     dram_use = lsum((tenant_node * is_dram), 1)
     dem_from = np.zeros_like(p.capacity_gib)  # (N, B) GiB demoted from each node
     dem_to = np.zeros_like(p.capacity_gib)
+    util = np.zeros_like(p.capacity_gib)  # share of each node's bandwidth migration uses
     demoted = False  # the placement (and its sums above) changed
     high, low = tn.high, tn.low
     for m in range(N):
@@ -927,7 +963,10 @@ def reclaim_and_demote(
         scan = np.maximum(scan - excess, 0.0)
         amount = excess + np.minimum(kswapd * scan / np.maximum(lsum(scan, 0), 1e-300), scan)
         total = lsum(amount, 0)
-        fit = np.minimum(1.0, np.maximum(tfree, 0.0) / np.maximum(total, 1e-300))
+        read_room, write_room = migration_room(p, util, dt)
+        room = np.minimum(np.maximum(tfree, 0.0), read_room[m])
+        room = np.minimum(room, lsum((write_room * dst), 0))
+        fit = np.minimum(1.0, room / np.maximum(total, 1e-300))
         amount = np.where(can, amount * fit, 0.0)
         if not amount.any():
             continue  # nothing to demote in any element (moving zeros changes nothing)
@@ -943,11 +982,16 @@ def reclaim_and_demote(
         dem_from[m] += moved
         dem_to += moved * dst
         used = used + moved * (dst - (np.arange(N) == m)[:, None])
-    return place, dem_from, dem_to
+        util = _use_bandwidth(p, util, moved * (np.arange(N) == m)[:, None], moved * dst, dt)
+    return place, dem_from, dem_to, util
 
 
-def promote(p: Params, tn: Tenants, place: F64, cand: Candidates) -> tuple[F64, F64, F64, F64]:
-    """Phase 5: candidates move to their tenant's local DRAM into the room above HIGH.
+def promote(
+    p: Params, tn: Tenants, place: F64, cand: Candidates, util: F64, dt: F64
+) -> tuple[F64, F64, F64, F64]:
+    """Phase 5: candidates move to their tenant's local DRAM into the room above HIGH,
+    as far as the bandwidth left to migration on both nodes lets them (``util``: the
+    share the demotion used).
 
     Returns the placement (``place`` is updated), GiB promoted from each node
     and to each node (N, B), and per tenant (T, B).
@@ -957,7 +1001,9 @@ def promote(p: Params, tn: Tenants, place: F64, cand: Candidates) -> tuple[F64, 
     loc1h = tn.loc1h
     used = lsum(lsum(place, 1), 0)
     free = p.capacity_gib - used
+    read_room, write_room = migration_room(p, util, dt)
     budget = np.minimum(cand.want, np.maximum(free - p.wm_high, 0.0))
+    budget = np.minimum(budget, write_room)
     tscale = cand.tscale * lsum(
         (loc1h * np.minimum(1.0, budget / np.maximum(cand.per_target, 1e-300))), 1
     )  # (T, B)
@@ -965,6 +1011,8 @@ def promote(p: Params, tn: Tenants, place: F64, cand: Candidates) -> tuple[F64, 
     promo_from = np.zeros_like(p.capacity_gib)  # (N, B)
     for n, c in cand.by_node.items():
         moved = np.multiply(c, tscale[:, None], out=c)
+        src = lsum(moved, (0, 1))  # (B,) what this CXL node would give
+        moved *= np.minimum(1.0, read_room[n] / np.maximum(src, 1e-300))
         place[:, :, n] -= moved
         promo_tk = moved if promo_tk is None else np.add(promo_tk, moved, out=promo_tk)
         promo_from[n] = lsum(moved, (0, 1))
@@ -1030,8 +1078,10 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     tn, place = tenant_phase(p, state, now, dt)  # 1
     w, place = allocate_pages(p, state, action, tn, place)  # 2
     cand = promotion_candidates(p, state, tn, place, rate_mbps, dt)  # 3
-    place, dem_from, dem_to = reclaim_and_demote(p, tn, place, cand.need_room, promo_on, dt)  # 4
-    place, promo_from, promo_to, promo_t = promote(p, tn, place, cand)  # 5
+    place, dem_from, dem_to, util = reclaim_and_demote(
+        p, tn, place, cand.need_room, promo_on, dt
+    )  # 4
+    place, promo_from, promo_to, promo_t = promote(p, tn, place, cand, util, dt)  # 5
     mig = Migration(dem_from, dem_to, promo_from, promo_to, promo_t)
     threshold_ms, cand_mb = adapt_threshold(p, state, cand, rate_mbps, dt)
     bg_rd, bg_wr, cpu_loss = migration_cost(p, tn, mig, dt)  # 6
@@ -1095,6 +1145,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         total_throughput_gbps=lsum(x, 0),
         solver_residual=sol.residual,
         solver_iterations=sol.iterations,
+        solver_converged=sol.residual <= SOLVER_TOL,
     )
     new = State(
         t=state.t + 1,
