@@ -240,7 +240,8 @@ class Metrics(Outputs):
     ``tenant_latency_ns``, ``tenant_dram_access_share``, ``tenant_dram_resident_gib``,
     ``tenant_resident_gib``, ``tenant_working_set_gib``, ``tenant_read_fraction``;
     totals ``promotion_mbps``, ``demotion_mbps``, ``promotion_candidates_mbps``,
-    ``total_throughput_gbps``, ``solver_residual``, ``solver_iterations``.
+    ``total_throughput_gbps``, ``solver_residual``, ``solver_iterations``,
+    ``solver_converged``.
 
     Added by the environment: every reward term (``reward_log_geomean``,
     ``reward_throughput``, ``reward_weighted_speedup``, ``reward_harmonic``), the
