@@ -116,18 +116,24 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
 
     ## Info
 
-    Per node (``N``,): ``node_bandwidth_gbps``, ``node_utilization``,
-    ``node_latency_ns``, ``node_capacity_used_gib``; per tenant slot (``T``,):
-    ``tenant_active``, ``tenant_throughput_gbps``, ``tenant_norm_perf``,
+    Every field of :class:`envs.core.Metrics` by name (the vector env: arrays
+    over instances). Per node (``N``,): ``node_bandwidth_gbps``,
+    ``node_read_gbps``, ``node_write_gbps``, ``node_peak_gbps``,
+    ``node_utilization``, ``node_latency_ns``, ``node_capacity_used_gib``,
+    ``node_capacity_gib``; per tenant slot (``T``,): ``tenant_active``,
+    ``tenant_throughput_gbps``, ``tenant_demand_gbps``, ``tenant_norm_perf``,
     ``tenant_latency_ns``, ``tenant_dram_access_share``,
-    ``tenant_dram_resident_gib``; ``interleave_weights`` (``T, N`` integers in
-    force), ``promote_rate_mbps``, ``promotion_mbps``, ``demotion_mbps``,
+    ``tenant_dram_resident_gib``, ``tenant_resident_gib``,
+    ``tenant_working_set_gib``, ``tenant_read_fraction``;
+    ``interleave_weights`` (``T, N`` integers in force), ``promote_rate_mbps``,
+    ``promotion_mbps``, ``demotion_mbps``, ``promotion_candidates_mbps``,
     ``total_throughput_gbps``, ``reward_*`` terms, ``solver_residual``,
-    ``episode_step``.
+    ``solver_iterations``, ``solver_converged``, ``episode_step``. The
+    machine of the running episode: ``env.hardware()``.
     {args}
     ## Version History
 
-    - v0: first release.
+    - v0: first release; the info gained every field of ``Metrics`` (added keys only).
     """
 
     metadata = {"render_modes": []}  # noqa: RUF012 - Gymnasium declares it as an instance attribute
