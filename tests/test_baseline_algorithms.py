@@ -1,4 +1,5 @@
-"""Each heuristic's decision logic against the numbers of its source (baselines/algorithms.py)."""
+"""Each heuristic's decision logic (baselines/algorithms.py) and the kernel mechanisms the
+model and the heuristics share (envs/kernel.py), against the numbers of their sources."""
 
 from __future__ import annotations
 
@@ -11,21 +12,23 @@ from baselines.algorithms import (
     Caption,
     Colloid,
     DamonQuotaTuner,
-    NumaPromotionThreshold,
     auto_interleave_weights,
-    caption_estimate,
     colloid_migration_bytes,
     damon_feed_loop_next_input,
     damos_quota_score,
-    default_min_free_kbytes,
-    gib_to_pages,
-    memcg_dram_protection,
     memcg_promotion_scan_fraction,
     memcg_reclaim_scan,
-    node_bandwidth_for_weights,
     node_mem_bp,
-    promote_all_when_free,
     reduce_weights,
+)
+from envs.hardware import firmware_bandwidth
+from envs.kernel import (
+    PAGE_BYTES,
+    THRESHOLD_START_MS,
+    adapt_promotion_threshold,
+    default_min_free_kbytes,
+    gcd_reduce,
+    pgdat_free_space_enough,
     zone_watermarks,
 )
 
@@ -53,10 +56,15 @@ def test_auto_weights_batched_equals_per_row() -> None:
 def test_auto_weights_three_nodes_and_min_bandwidth() -> None:
     # 32*[200, 100, 100]/400 = [16, 8, 8] -> gcd 8 -> [2, 1, 1]
     np.testing.assert_array_equal(auto_interleave_weights([200, 100, 100]), [2, 1, 1])
-    bw = node_bandwidth_for_weights([300.0, 80.0], [250.0, 64.0])
+    bw = firmware_bandwidth([300.0, 80.0], [250.0, 64.0])  # HMAT: min(read, write)
     np.testing.assert_array_equal(bw, [250.0, 64.0])
     # 32*250/314 = 25.47 -> 25; 32*64/314 = 6.52 -> 6
     np.testing.assert_array_equal(auto_interleave_weights(bw), [25, 6])
+    # a CXL node's peaks are capped by its link (CDAT), in each direction
+    np.testing.assert_array_equal(
+        firmware_bandwidth([300.0, 80.0], [250.0, 64.0], [np.inf, 48.0], [np.inf, 60.0]),
+        [250.0, 48.0],
+    )
 
 
 def test_reduce_weights() -> None:
@@ -69,36 +77,56 @@ def test_reduce_weights() -> None:
         reduce_weights(3)
 
 
+def test_gcd_reduce_keeps_nodes_out_of_the_mask() -> None:
+    """The model's reduction (envs.kernel): 0 is "not in the mask" and stays 0."""
+    np.testing.assert_array_equal(
+        gcd_reduce([[4, 0, 8], [0, 0, 0], [0, 6, 0], [255, 255, 0], [9, 6, 3]]),
+        [[1, 0, 2], [0, 0, 0], [0, 1, 0], [1, 1, 0], [3, 2, 1]],
+    )
+    # reduce_weights puts every node in the mask first (the kernel's auto mode)
+    np.testing.assert_array_equal(reduce_weights([4, 0, 8]), [4, 1, 8])
+
+
 # --------------------------------------------------------------------------- watermarks
 
 
 def test_default_min_free_kbytes() -> None:
-    # Kernel table: 16 MB -> 512k, 8192 MB -> 11584k (int_sqrt), 16384 MB -> 16384k.
+    # Kernel: int_sqrt(lowmem_kb * 16) clamped to 128..262144 KB. 16 MB -> 512k,
+    # 8 GiB -> int_sqrt(134217728) = 11585k, 16 GiB -> 16384k.
     got = default_min_free_kbytes([16 * 1024, 8 * 2**20, 16 * 2**20, 64, 4 * 2**30])
-    np.testing.assert_array_equal(got, [512, 11585, 16384, 128, 262144])
+    np.testing.assert_array_equal(np.floor(got), [512, 11585, 16384, 128, 262144])
+    np.testing.assert_allclose(got[1], np.sqrt(8 * 2**20 * 16), rtol=1e-15)
 
 
 def test_zone_watermarks() -> None:
     # 256 GiB zone, MIN 0.25 GiB: d = max(0.0625, 256 * 10 / 10000 = 0.256) = 0.256.
-    wmin, low, high, promo = zone_watermarks([256.0, 4.0], [0.25, 0.25])
+    wmin, low, high, promo = zone_watermarks([256.0, 4.0], min_gib=[0.25, 0.25])
     np.testing.assert_allclose(wmin, [0.25, 0.25])
     np.testing.assert_allclose(low, [0.506, 0.3125])  # small zone: d = MIN / 4
     np.testing.assert_allclose(high, [0.762, 0.375])
     np.testing.assert_allclose(promo, [1.018, 0.4375])
-    _, low_sf, _, _ = zone_watermarks(256.0, 0.25, scale_factor=100)
+    _, low_sf, _, _ = zone_watermarks(256.0, scale_factor=100, min_gib=0.25)
     np.testing.assert_allclose(low_sf, 0.25 + 2.56)
+    # MIN from the machine's min_free_kbytes, split over the nodes by managed memory:
+    # 128 GiB -> sqrt(128 * 2**20 * 16) KB = 46341 KB, half of it to each 64 GiB node
+    wmin, *_ = zone_watermarks([64.0, 64.0], machine_gib=128.0)
+    kb = np.sqrt(128 * 2**20 * 16)
+    np.testing.assert_allclose(wmin, [kb / 2 / 2**20] * 2, rtol=1e-12)
+    # a node alone: its own memory is the machine
+    np.testing.assert_allclose(zone_watermarks(64.0)[0], np.sqrt(64 * 2**20 * 16) / 2**20)
 
 
 # --------------------------------------------------------------------------- NUMA balancing
 
 
 def test_numa_threshold_steps_and_bounds() -> None:
-    ctl = NumaPromotionThreshold(shape=2)
-    np.testing.assert_array_equal(ctl.threshold_ms, [1000.0, 1000.0])
+    th = np.full(2, THRESHOLD_START_MS)
+    np.testing.assert_array_equal(th, [1000.0, 1000.0])
     rl = 10.0  # MB/s, ref = 600 MB per 60 s period
     seen = []
     for _ in range(10):  # element 0 above 1.1 ref, element 1 below 0.9 ref
-        seen.append(ctl.update([700.0, 500.0], rl, 60.0))
+        th = adapt_promotion_threshold(th, [700.0, 500.0], rl, 60.0)
+        seen.append(th)
     seen_arr = np.array(seen)
     np.testing.assert_array_equal(
         seen_arr[:, 0], [875, 750, 625, 500, 375, 250, 125, 125, 125, 125]
@@ -108,42 +136,44 @@ def test_numa_threshold_steps_and_bounds() -> None:
     )
     # Then reverse: element 0 climbs from 125 to the 2000 ceiling in 15 periods and stays.
     for _ in range(20):
-        th = ctl.update([100.0, 10_000.0], rl)
+        th = adapt_promotion_threshold(th, [100.0, 10_000.0], rl)
     np.testing.assert_array_equal(th, [2000.0, 125.0])
 
 
-def test_numa_threshold_dead_band_and_reset() -> None:
-    ctl = NumaPromotionThreshold(shape=(2, 2))
+def test_numa_threshold_dead_band() -> None:
     ref = 65536.0 * 60.0  # kernel default rate limit
-    th = ctl.update([[ref, 1.1 * ref], [0.9 * ref, 1.1001 * ref]], 65536.0)
+    th = adapt_promotion_threshold(
+        np.full((2, 2), 1000.0), [[ref, 1.1 * ref], [0.9 * ref, 1.1001 * ref]], 65536.0
+    )
     np.testing.assert_array_equal(th, [[1000.0, 1000.0], [1000.0, 875.0]])
-    ctl.reset([[False, False], [False, True]])
-    np.testing.assert_array_equal(ctl.threshold_ms, np.full((2, 2), 1000.0))
-    np.testing.assert_array_equal(ctl.is_hot([[999.0, 1000.0], [0.0, 2000.0]]), [[1, 0], [1, 0]])
+    # the period scales the reference: the same candidates over a 6 s period are plenty
+    np.testing.assert_array_equal(adapt_promotion_threshold(1000.0, 700.0, 100.0, 6.0), 875.0)
+    np.testing.assert_array_equal(adapt_promotion_threshold(1000.0, 700.0, 100.0, 60.0), 1125.0)
 
 
 def test_promote_all_when_free() -> None:
     # 256 GiB node: margin max(1, 16) = 16 GiB above PROMO; 8 GiB node: margin 1 GiB.
-    got = promote_all_when_free([17.1, 16.9, 2.1, 2.0], [1.0, 1.0, 1.0, 1.0], [256, 256, 8, 8])
+    got = pgdat_free_space_enough([17.1, 16.9, 2.1, 2.0], [1.0, 1.0, 1.0, 1.0], [256, 256, 8, 8])
     np.testing.assert_array_equal(got, [True, False, True, False])
 
 
 # --------------------------------------------------------------------------- memcg fairness
 
 
-def test_memcg_protection_and_reclaim() -> None:
-    np.testing.assert_allclose(memcg_dram_protection([100.0, 50.0], 256.0, 64.0), [80.0, 40.0])
+def test_memcg_reclaim_scan() -> None:
     size, prot = 1000.0, 800.0
     scan = memcg_reclaim_scan(size, prot, [700.0, 800.0, 1000.0, 4000.0])
     expect_1000 = 1000.0 - 1000.0 * 800.0 / 1001.0
     np.testing.assert_allclose(scan, [0.0, 0.0, expect_1000, 1000.0 - 1000.0 * 800.0 / 4001.0])
-    # Tiny overage: floored at SWAP_CLUSTER_MAX = 32 pages.
+    # Tiny overage: floored at SWAP_CLUSTER_MAX = 32 pages, but never more than the LRU.
     np.testing.assert_allclose(memcg_reclaim_scan(1e6, 1e6, 1e6 + 1.0), 32.0)
+    np.testing.assert_allclose(memcg_reclaim_scan(10.0, 1e6, 1e6 + 1.0), 10.0)
+    # No protection: the whole LRU is scanned (size * 0 / ...).
+    np.testing.assert_allclose(memcg_reclaim_scan([500.0, 40.0], 0.0, [500.0, 40.0]), [500.0, 40.0])
 
 
 def test_memcg_promotion_throttle_figures() -> None:
-    low = gib_to_pages(80.0)  # 80 GiB in 4 KiB pages
-    assert low == 80 * 262144
+    low = 80.0 * 2**30 / PAGE_BYTES  # 80 GiB in 4 KiB pages
     frac = memcg_promotion_scan_fraction(low, low * np.array([0.9, 1.0, 1.1, 1.2, 1.5, 2.0, 3.0]))
     np.testing.assert_allclose(frac[:2], [1.0, 1.0])
     np.testing.assert_allclose(frac[2], 1.0 / 1.1**4, rtol=1e-5)  # 0.683
@@ -242,12 +272,6 @@ def test_caption_reverse_halves_from_large_step_and_clips() -> None:
     assert (_b(ctl), int(ctl.step[0])) == (17, 1)
 
 
-def test_caption_estimate_units() -> None:
-    np.testing.assert_allclose(
-        caption_estimate(1.0, 100.0, 80.0), 99.55281 - 4.686 - 0.48751 * 80.0
-    )
-
-
 # --------------------------------------------------------------------------- DAMON
 
 
@@ -301,24 +325,26 @@ def test_controllers_batched_equal_per_element() -> None:
     est = np.cumsum(rng.normal(0, 2, (steps, b)), axis=0) + rng.choice([0, 0, 0, 600], (steps, b))
     used = rng.uniform(8000, 10000, (steps, b))
 
-    batched = (NumaPromotionThreshold(b), Colloid(b), Caption(b), DamonQuotaTuner(b))
-    singles = [
-        (NumaPromotionThreshold(1), Colloid(1), Caption(1), DamonQuotaTuner(1)) for _ in range(b)
-    ]
+    th_b = np.full(b, THRESHOLD_START_MS)
+    batched = (Colloid(b), Caption(b), DamonQuotaTuner(b))
+    th_s = [np.full(1, THRESHOLD_START_MS) for _ in range(b)]
+    singles = [(Colloid(1), Caption(1), DamonQuotaTuner(1)) for _ in range(b)]
     for t in range(steps):
+        th_b = adapt_promotion_threshold(th_b, cand[t], 10.0)
         out_b = (
-            batched[0].update(cand[t], 10.0),
-            batched[1].update(l_dram[t], l_cxl[t], p[t]),
-            batched[2].update(est[t]),
-            batched[3].update(used[t], MTIER_PROMOTE_USED_BP),
+            batched[0].update(l_dram[t], l_cxl[t], p[t]),
+            batched[1].update(est[t]),
+            batched[2].update(used[t], MTIER_PROMOTE_USED_BP),
         )
-        for i, (th, co, ca, da) in enumerate(singles):
-            np.testing.assert_array_equal(th.update(cand[t, i], 10.0)[0], out_b[0][i])
+        for i, (co, ca, da) in enumerate(singles):
+            th_s[i] = adapt_promotion_threshold(th_s[i], cand[t, i : i + 1], 10.0)
+            np.testing.assert_array_equal(th_s[i][0], th_b[i])
             tgt, mv = co.update(l_dram[t, i], l_cxl[t, i], p[t, i])
-            np.testing.assert_array_equal([tgt[0], mv[0]], [out_b[1][0][i], out_b[1][1][i]])
-            np.testing.assert_array_equal(ca.update(est[t, i])[0], out_b[2][i])
+            np.testing.assert_array_equal([tgt[0], mv[0]], [out_b[0][0][i], out_b[0][1][i]])
+            np.testing.assert_array_equal(ca.update(est[t, i])[0], out_b[1][i])
             np.testing.assert_array_equal(
-                da.update(used[t, i], MTIER_PROMOTE_USED_BP)[0], out_b[3][i]
+                da.update(used[t, i], MTIER_PROMOTE_USED_BP)[0], out_b[2][i]
             )
-    # The random walk must have exercised every branch of the threshold.
-    assert set(np.unique(batched[0].threshold_ms)) - {1000.0}
+    # The random walk must have exercised the branches of the controllers.
+    assert set(np.unique(th_b)) - {1000.0}
+    assert len(np.unique(batched[1].bottom)) > 1

@@ -6,20 +6,33 @@ assert the effects each mechanism is known for.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from agents.evaluation import make_reference
 from agents.rollout import rollout
+from agents.static_best import StaticBest, static_weight_grid
 from baselines import make_policy, policy_names
-from baselines.algorithms import auto_interleave_weights, node_bandwidth_for_weights
-from baselines.policies import STATIC_KERNEL, StaticBest, static_weight_grid
+from baselines.policies import STATIC_KERNEL
+from envs import core
 from envs.gym_env import TieredMemoryEnv, TieredMemoryVecEnv
+from envs.hardware import firmware_bandwidth
+from envs.kernel import auto_interleave_weights
+from envs.model import KernelConfig
 from envs.scenario import load_scenario
 
 NAMES = [n for n in policy_names() if not n.startswith("static:")]
+
+
+def _policy(name: str, tmp_path: Path | None = None) -> Any:
+    """A heuristic by name, or static-best (a grid search, built by agents.static_best)."""
+    if name == "static-best":
+        return StaticBest(n_episodes=1, cache_dir=tmp_path if tmp_path is not None else False)
+    return make_policy(name)
 
 
 def _mean(recs: list[dict[str, Any]], key: str = "geomean_perf") -> float:
@@ -44,9 +57,14 @@ def test_registry_names_and_errors() -> None:
         "colloid",
         "caption",
         "damon-tiering",
-        "static-best",
         "random",
     }
+    assert policy_names()[-1] == "static:W1:W2[:...][@RATE]"
+    # static-best is a search that runs rollouts: evaluation builds it, not the registry
+    with pytest.raises(ValueError, match="unknown policy 'static-best'"):
+        make_policy("static-best")
+    assert isinstance(make_reference("static-best"), StaticBest)
+    assert make_reference("tpp").name == "tpp"
     with pytest.raises(ValueError, match=r"unknown policy 'lru'.*dram-first.*static:W1:W2"):
         make_policy("lru")
     for bad in ("static:", "static:1:x", "static:1:1@", "static:1:1@-3"):
@@ -56,61 +74,92 @@ def test_registry_names_and_errors() -> None:
         make_policy("static:1:256")
     p = make_policy("static:3:1@256")
     assert p.name == "static:3:1@256" and p.rate_mbps == 256.0
+    assert p.weights.tolist() == [3, 1]
     assert make_policy("static:0:0").name == "static:0:0"
     env = TieredMemoryVecEnv(num_envs=1, scenario="kv-store")
     with pytest.raises(ValueError, match="3 weights for a machine of 2 nodes"):
         make_policy("static:1:1:1", env)
     with pytest.raises(RuntimeError, match="not bound"):
         make_policy("tpp").predict(np.zeros((1, 20)))
+    with pytest.raises(TypeError, match="num_envs"):
+        make_policy("tpp").bind(env.params)  # parameters need the batch size
+    with pytest.raises(TypeError, match="EnvParams or a TierGym environment"):
+        make_policy("tpp").bind(object())
     disc = TieredMemoryVecEnv(num_envs=1, scenario="kv-store", action_type="discrete")
     with pytest.raises(ValueError, match="action_type='box'"):
         make_policy("tpp", disc)
+    # a policy that reads the machine needs the hardware view before it decides
+    wi = make_policy("weighted-interleave", env)
+    env.reset(seed=0)
+    with pytest.raises(RuntimeError, match="no hardware view"):
+        wi.predict(np.zeros((1, env.single_observation_space.shape[0]), dtype=np.float32))
 
 
 @pytest.mark.parametrize("weights", ["per-tenant", "global"])
 def test_every_policy_speaks_the_protocol(weights: str, tmp_path: Path) -> None:
-    env = TieredMemoryVecEnv(
-        num_envs=3, scenario=load_scenario("colocation", episode_steps=25), weights=weights
-    )
-    for name in NAMES:
-        kw = {"cache_dir": tmp_path, "n_episodes": 1} if name == "static-best" else {}
-        pol = make_policy(name, env, **kw)
-        obs, _ = env.reset(seed=0)
+    """bind(params, B), observe(None, hw) after the reset, then predict / step /
+    observe(metrics, hw) through an autoreset, as agents.rollout drives them."""
+    sc = load_scenario("colocation", episode_steps=25)
+    for name in [*NAMES, "static-best"]:
+        pol = _policy(name, tmp_path)
+        params = core.make_params(sc, weights=weights, kernel=pol.kernel)
+        assert pol.bind(params, 3) is pol
+        state, obs = core.reset(params, [0, 1, 2])
+        pol.observe(None, core.hardware(state))
         start = np.ones(3, dtype=bool)
-        for _ in range(25):  # through an autoreset
-            a, state = pol.predict(obs, state="s", episode_start=start, deterministic=True)
-            assert state == "s"
-            assert a.shape == env.action_space.shape and a.dtype == np.float32
+        crossed = False
+        for _ in range(27):  # through an autoreset
+            a, pstate = pol.predict(obs, state="s", episode_start=start, deterministic=True)
+            assert pstate == "s"
+            assert a.shape == (3, params.codec.size) and a.dtype == np.float32
             assert np.isfinite(a).all() and (np.abs(a) <= 1.0).all()
-            obs, _, _, trunc, infos = env.step(a)
-            from agents.rollout import step_info
-
-            pol.observe(step_info(infos))
+            state, obs, _, _, trunc, m, _ = core.step_autoreset(params, state, a)
+            pol.observe(m, core.hardware(state))
             start = trunc
+            crossed |= bool(trunc.any())
+        assert crossed, name
     # a single environment: 1-D observation in, 1-D action out, unbatched info accepted
     single = TieredMemoryEnv(scenario="colocation")
-    for name in ("colloid", "caption", "damon-tiering", "tpp"):
+    for name in ("colloid", "caption", "damon-tiering", "tpp", "weighted-interleave"):
         pol = make_policy(name, single)
         obs, _ = single.reset(seed=1)
+        pol.observe(None, single.hardware())
         for _ in range(3):
             a, _ = pol.predict(obs)
             assert a.shape == single.action_space.shape
             obs, _, _, _, info = single.step(a)
-            pol.observe(info)
+            pol.observe(info, single.hardware())
 
 
 def test_kernel_configs_per_system() -> None:
-    k = {n: make_policy(n).kernel for n in NAMES}
-    for n in ("dram-first", "interleave", "weighted-interleave", "numa-tiering", "static-best"):
-        assert k[n] == STATIC_KERNEL
+    """Each system's kernel switches, derived from its own parameters."""
+    k = {n: _policy(n).kernel for n in [*NAMES, "static-best"]}
+    # the static family shares the agents' kernel, so static-best searches it in one batch
+    for n in (
+        "dram-first",
+        "interleave",
+        "weighted-interleave",
+        "numa-tiering",
+        "caption",
+        "random",
+        "static-best",
+    ):
+        assert k[n] == STATIC_KERNEL == KernelConfig(), n
     assert make_policy("static:1:2@64").kernel == STATIC_KERNEL
-    assert not make_policy("dram-first", demotion=False).kernel.demotion
-    assert k["tpp"].demote_watermark_frac == 0.02 and k["tpp"].promote_active_only
-    assert not k["tpp"].threshold_adapt
-    assert k["colloid"] == k["tpp"]
-    assert k["memcg-fair"].promotion_throttle and k["memcg-fair"].demotion
-    assert k["damon-tiering"].demote_watermark_frac == 0.005
-    assert k["damon-tiering"].kswapd_gibps == pytest.approx(200 / 1024)
+    off = make_policy("dram-first", demotion=False).kernel
+    assert off == dataclasses.replace(STATIC_KERNEL, demotion=False)
+    # TPP: watermark demote_scale_factor / 10000, active-LRU promotion, no threshold adaptation
+    assert k["tpp"] == KernelConfig(
+        demote_watermark_frac=0.02, promote_active_only=True, threshold_adapt=False
+    )
+    assert make_policy("tpp", demote_scale_factor=100).kernel.demote_watermark_frac == 0.01
+    assert k["colloid"] == k["tpp"]  # Colloid's TPP integration
+    assert k["memcg-fair"] == KernelConfig(promotion_throttle=True)
+    # DAMON: demotion below demote_free_bp of free DRAM, at most the quota per second
+    d = make_policy("damon-tiering", demote_free_bp=100, quota_bytes=2**29).kernel
+    assert (d.demote_watermark_frac, d.kswapd_gibps, d.threshold_adapt) == (0.01, 0.5, False)
+    assert k["damon-tiering"].demote_watermark_frac == 0.005  # mtier.c: 50 bp
+    assert k["damon-tiering"].kswapd_gibps == pytest.approx(200 / 1024)  # 200 MiB/s
 
 
 def _weights_in_force(name: str, scenario: str) -> np.ndarray:
@@ -118,6 +167,7 @@ def _weights_in_force(name: str, scenario: str) -> np.ndarray:
     env = TieredMemoryVecEnv(num_envs=1, scenario=scenario, kernel=pol.kernel)
     pol.bind(env)
     obs, _ = env.reset(seed=0)
+    pol.observe(None, env.hardware())
     a, _ = pol.predict(obs)
     _, _, _, _, info = env.step(a)
     return info["interleave_weights"][0, 0]
@@ -128,7 +178,18 @@ def test_weight_mappings(scenario: str) -> None:
     hw = load_scenario(scenario).hardware.nodes
     rd = [min(n.read_gbps, n.link_read_gbps or np.inf) for n in hw]
     wr = [min(n.write_gbps, n.link_write_gbps or np.inf) for n in hw]
-    auto = auto_interleave_weights(node_bandwidth_for_weights(rd, wr))
+    auto = auto_interleave_weights(np.minimum(rd, wr))  # HMAT/CDAT: min(read, write)
+    np.testing.assert_array_equal(
+        auto,
+        auto_interleave_weights(
+            firmware_bandwidth(
+                [n.read_gbps for n in hw],
+                [n.write_gbps for n in hw],
+                [n.link_read_gbps or np.inf for n in hw],
+                [n.link_write_gbps or np.inf for n in hw],
+            )
+        ),
+    )
     np.testing.assert_array_equal(_weights_in_force("weighted-interleave", scenario), auto)
     np.testing.assert_array_equal(_weights_in_force("dram-first", scenario), 0)
     np.testing.assert_array_equal(_weights_in_force("interleave", scenario), 1)
@@ -247,17 +308,25 @@ def test_damon_quota_grows_toward_the_goal() -> None:
     pol = make_policy("damon-tiering")
     env = TieredMemoryVecEnv(num_envs=2, scenario="kv-store", kernel=pol.kernel)
     pol.bind(env)
+    env.reset(seed=0)
+    hw = env.hardware()
+    pol.observe(None, hw)
     obs = np.zeros((2, env.single_observation_space.shape[0]), dtype=np.float32)
-    cap = env.engine.params.capacity_gib[:, 0]
-    used = np.array([[0.5 * cap[0], 0.0], [cap[0], 0.0]])  # 50% and 100% used
+    cap = hw.capacity_gib[:, 0]
+    used = np.array([[0.5 * cap[0], 0.0], [cap[1], 0.0]])  # 50% and 100% used
+    metrics = {"tenant_active": np.ones((2, 1), dtype=bool), "node_capacity_used_gib": used}
     rates = []
     for _ in range(60):  # x1.5 per step at 50% used: 1 byte to the 200 MiB cap in ~48 steps
-        pol.observe({"node_capacity_used_gib": used})
+        pol.observe(metrics, hw)
         rates.append(pol.tuner.quota_bytes.copy())
-        pol.predict(obs)
+        a, _ = pol.predict(obs)
     rates_arr = np.array(rates)
     assert (np.diff(rates_arr[:, 0]) >= 0).all() and rates_arr[-1, 0] == 200 * 2**20
     assert rates_arr[-1, 1] <= 1.0
+    # the quota per 1 s is the action's promotion rate limit; the codec's smallest non-zero
+    # rate is 1 MB/s, so DAMON's tiny quotas act as 1 MB/s (documented)
+    act, _ = env.params.codec.decode(a)
+    np.testing.assert_allclose(act.promote_mbps, np.maximum(rates_arr[-1] / 1e6, 1.0), rtol=1e-5)
 
 
 def test_episode_start_resets_controllers() -> None:
@@ -265,10 +334,11 @@ def test_episode_start_resets_controllers() -> None:
     env = TieredMemoryVecEnv(num_envs=2, scenario="mlc-bandwidth")
     pol.bind(env)
     obs, _ = env.reset(seed=0)
+    pol.observe(None, env.hardware())
     for _ in range(3):
         a, _ = pol.predict(obs)
         obs, _, _, _, info = env.step(a)
-        pol.observe(info)
+        pol.observe(info, env.hardware())
     assert (pol.ctl.bottom != 1).all()
     pol.predict(obs, episode_start=np.array([True, False]))
     assert pol.ctl.bottom[0] == 1 and pol.ctl.bottom[1] != 1
@@ -288,7 +358,7 @@ def test_random_policy_is_reproducible() -> None:
 def test_static_best_is_at_least_every_static_heuristic(tmp_path: Path) -> None:
     sc = load_scenario("colocation", episode_steps=40)
     n = 2
-    best_pol = make_policy("static-best", n_episodes=n, cache_dir=tmp_path)
+    best_pol = StaticBest(n_episodes=n, cache_dir=tmp_path)
     best = _mean(rollout(best_pol, sc, n))
     assert best_pol.searched
     statics = {
@@ -317,7 +387,7 @@ def test_static_best_is_at_least_every_static_heuristic(tmp_path: Path) -> None:
 
 def test_static_best_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sc = load_scenario("mlc-bandwidth", episode_steps=6)
-    first = make_policy("static-best", n_episodes=1, cache_dir=tmp_path)
+    first = StaticBest(n_episodes=1, cache_dir=tmp_path)
     rollout(first, sc, 1)
     assert first.searched and len(list(tmp_path.glob("static-best-*.json"))) == 1
 
@@ -325,16 +395,16 @@ def test_static_best_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         raise AssertionError("searched although cached")
 
     monkeypatch.setattr(StaticBest, "_search", no_search)
-    again = make_policy("static-best", n_episodes=1, cache_dir=tmp_path)
+    again = StaticBest(n_episodes=1, cache_dir=tmp_path)
     rollout(again, sc, 1)
     assert not again.searched
     assert again.weights.tolist() == first.weights.tolist()
     assert again.rate_mbps == first.rate_mbps
     monkeypatch.undo()
     # another grid, other episodes or another scenario content: another key
-    other = make_policy("static-best", n_episodes=1, rates_mbps=(0.0, 64.0), cache_dir=tmp_path)
+    other = StaticBest(n_episodes=1, rates_mbps=(0.0, 64.0), cache_dir=tmp_path)
     rollout(other, sc, 1)
-    changed = make_policy("static-best", n_episodes=1, cache_dir=tmp_path)
+    changed = StaticBest(n_episodes=1, cache_dir=tmp_path)
     rollout(changed, load_scenario("mlc-bandwidth", episode_steps=7), 1)
     assert other.searched and changed.searched
     assert len(list(tmp_path.glob("static-best-*.json"))) == 3

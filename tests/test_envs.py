@@ -124,27 +124,48 @@ def test_ppo_trains_two_rollouts_and_evaluate_policy_runs() -> None:
 
 
 def test_sb3_adapter_reports_terminal_observation_and_truncation() -> None:
-    from envs.sb3 import TierGymVecEnv
+    from stable_baselines3.common.vec_env import VecMonitor
 
-    venv = TierGymVecEnv(num_envs=3, scenario=SHORT)
+    from envs.core import Metrics
+    from envs.sb3 import TierGymVecEnv, make_vec_env
+
+    venv = make_vec_env(3, scenario=SHORT)
+    assert isinstance(venv, VecMonitor) and isinstance(venv.venv, TierGymVecEnv)
     venv.seed(5)
     obs = venv.reset()
     act = np.zeros((3, venv.action_space.shape[0]), dtype=np.float32)
-    for _ in range(SHORT.episode_steps - 1):
-        obs, _, done, infos = venv.step(act)
-        assert not done.any() and infos[0] == {}
-    last, _, done, infos = venv.step(act)
+    returns = np.zeros(3)
+    for k in range(SHORT.episode_steps - 1):
+        obs, reward, done, infos = venv.step(act)
+        returns += reward
+        assert not done.any()
+        m = infos[0]["metrics"]
+        assert isinstance(m, Metrics) and m.total_throughput_gbps.shape == (3,)
+        for i in range(3):
+            assert set(infos[i]) == {"metrics"}  # nothing else before the end
+            assert infos[i]["metrics"] is m  # one batched object, row i = instance i
+        assert m.episode_step.tolist() == [k + 1] * 3
+        np.testing.assert_array_equal(reward, m.reward_log_geomean.astype(np.float32))
+    last, reward, done, infos = venv.step(act)
+    returns += reward
     assert done.all()
+    m = infos[0]["metrics"]
+    assert m.episode_step.tolist() == [SHORT.episode_steps] * 3  # the finished interval's metrics
     for i in range(3):
         assert infos[i]["TimeLimit.truncated"] is True
         assert infos[i]["terminal_observation"].shape == obs.shape[1:]
+        # VecMonitor's episode statistics: length and the sum of the returned rewards
         assert infos[i]["episode"]["l"] == SHORT.episode_steps
+        assert infos[i]["episode"]["r"] == pytest.approx(returns[i], abs=1e-5)
         assert infos[i]["terminal_observation"][-1] == pytest.approx(1.0)  # end of the episode
         assert last[i][-1] == 0.0  # the next episode's first observation
+    # the instances restarted in the same step: the next step is step 1 of a new episode
+    _, _, done2, infos2 = venv.step(act)
+    assert not done2.any() and infos2[0]["metrics"].episode_step.tolist() == [1, 1, 1]
 
 
 def box_action(env: TieredMemoryEnv, weights: list[int], rate: float) -> np.ndarray:
-    codec = env.engine.codec
+    codec = env.params.codec
     w = np.array(weights)[None, None].repeat(codec.n_weight_rows, axis=1)
     return codec.encode_box(w, np.array([rate]))[0]
 
@@ -221,7 +242,12 @@ def test_mixed_family_splits_are_disjoint_and_cover_the_tenant_types() -> None:
 def test_vector_env_instances_run_different_scenarios() -> None:
     venv = TieredMemoryVecEnv(num_envs=16, scenario="mixed", pool_size=64)
     venv.reset(seed=0)
-    assert len(set(venv.engine.params.scenario_names)) > 8
+    names = venv.state.instance.scenario_names
+    assert len(names) == 16 and len(set(names)) > 8
+    assert all(n.startswith("mixed-train-") for n in names)
+    # the instance parameters are the pool rows the episodes drew
+    pool = venv.params.pool.scenario_names
+    assert set(names) <= set(pool)
 
 
 @pytest.mark.parametrize(
@@ -267,6 +293,15 @@ def test_bad_options_are_errors() -> None:
         TieredMemoryEnv(scenario="kv-store", kernel={"demote": True})
 
 
-def test_registered_once() -> None:
-    assert ENV_ID in gym.registry
-    assert envs.TieredMemoryEnv is TieredMemoryEnv
+def test_registered_with_both_entry_points() -> None:
+    """gymnasium.make / make_vec find the environment by id; importing again registers nothing."""
+    import importlib
+
+    spec = gym.spec(ENV_ID)
+    assert spec.entry_point == "envs.gym_env:TieredMemoryEnv"
+    assert spec.vector_entry_point == "envs.gym_env:TieredMemoryVecEnv"
+    before = {k for k in gym.registry if k.startswith("tiergym/")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # gymnasium warns when an id is registered twice
+        importlib.reload(envs)
+    assert {k for k in gym.registry if k.startswith("tiergym/")} == before == {ENV_ID}

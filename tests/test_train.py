@@ -104,6 +104,7 @@ def test_tiny_run_logs_env_and_eval_tags_and_saves_the_run(
     ]
 
 
+@pytest.mark.slow  # ~10 s: a run long enough to be interrupted, then resumed
 def test_sigterm_saves_a_checkpoint_and_resume_reaches_the_total(
     tmp_path: Path, short_scenario: Path
 ) -> None:
@@ -206,3 +207,54 @@ def test_wrong_input_gets_one_clear_error(
     ]
     for folder in ("r1", "r2", "r3", "r4"):
         assert not (tmp_path / folder).exists()  # a rejected command leaves nothing behind
+
+
+def test_resume_restores_the_reward_normalisation(
+    tmp_path: Path, short_scenario: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed run trains on with the VecNormalize statistics of its checkpoint."""
+    import pickle
+    import shutil
+
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    import train
+
+    run_dir = tmp_path / "run"
+    args = tiny_args(short_scenario, run_dir, "--timesteps", "256", "--eval-interval", "0")
+    assert train.main([*args, "--checkpoint-interval", "128"]) == 0
+    assert (run_dir / "checkpoints" / "step_000000000128" / "vecnormalize.pkl").is_file()
+    # make the first checkpoint the latest: the run resumes from 128 steps
+    shutil.rmtree(run_dir / "checkpoints" / "step_000000000256")
+    (run_dir / "model.zip").unlink()
+    with open(run_dir / "checkpoints" / "step_000000000128" / "vecnormalize.pkl", "rb") as f:
+        saved = pickle.load(f)
+    assert isinstance(saved, VecNormalize) and saved.norm_reward and not saved.norm_obs
+    assert saved.ret_rms.count > 100 and not np.allclose(saved.ret_rms.var, 1.0)
+
+    seen: dict[str, object] = {}
+    learn = PPO.learn
+
+    def spy(self: PPO, *a: object, **kw: object) -> object:
+        env = self.get_env()
+        seen["env"] = env
+        seen["mean"] = np.array(env.ret_rms.mean, copy=True)
+        seen["var"] = np.array(env.ret_rms.var, copy=True)
+        seen["count"] = env.ret_rms.count
+        seen["timesteps"] = self.num_timesteps
+        return learn(self, *a, **kw)
+
+    monkeypatch.setattr(PPO, "learn", spy)
+    resumed = ["--resume", str(run_dir), "--compare-episodes", "0", "--no-progress", "--quiet"]
+    assert train.main(resumed) == 0
+    assert seen["timesteps"] == 128
+    assert isinstance(seen["env"], VecNormalize) and seen["env"].training
+    np.testing.assert_array_equal(seen["mean"], saved.ret_rms.mean)
+    np.testing.assert_array_equal(seen["var"], saved.ret_rms.var)
+    assert seen["count"] == saved.ret_rms.count
+    assert seen["env"].clip_reward == saved.clip_reward and seen["env"].gamma == saved.gamma
+    # and kept updating them: the final checkpoint's statistics went on from the saved ones
+    with open(run_dir / "checkpoints" / "step_000000000256" / "vecnormalize.pkl", "rb") as f:
+        final = pickle.load(f)
+    assert final.ret_rms.count == saved.ret_rms.count + 128

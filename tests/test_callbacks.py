@@ -1,0 +1,217 @@
+"""The stable-baselines3 callbacks (agents/callbacks.py) inside a tiny real PPO run: the
+values they log, when they save, how they stop."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import KVWriter, Logger
+from stable_baselines3.common.vec_env import VecEnvWrapper
+
+from agents.callbacks import (
+    CheckpointAtRollout,
+    EnvMetricsCallback,
+    EvalAgainstReferences,
+    StopOnSignal,
+)
+from envs.sb3 import make_vec_env
+from envs.scenario import load_scenario
+
+N_ENVS, N_STEPS = 4, 4
+ROLLOUT = N_ENVS * N_STEPS
+
+
+class Capture(KVWriter):
+    """Keeps every dump: (step, {key: value})."""
+
+    def __init__(self) -> None:
+        self.dumps: list[tuple[int, dict[str, Any]]] = []
+
+    def write(
+        self, key_values: dict[str, Any], key_excluded: dict[str, Any], step: int = 0
+    ) -> None:
+        self.dumps.append((step, dict(key_values)))
+
+    def close(self) -> None:
+        pass
+
+
+class Recorder(VecEnvWrapper):
+    """Copies what the adapter returns at every step (independent of any callback)."""
+
+    def __init__(self, venv: Any) -> None:
+        super().__init__(venv)
+        self.steps: list[dict[str, np.ndarray]] = []
+
+    def reset(self) -> Any:
+        return self.venv.reset()
+
+    def step_wait(self) -> Any:
+        obs, reward, done, infos = self.venv.step_wait()
+        m = infos[0]["metrics"]
+        assert all(info["metrics"] is m for info in infos)
+        self.steps.append({k: np.array(v, copy=True) for k, v in m.items()})
+        return obs, reward, done, infos
+
+
+def tiny_ppo(**env_kw: Any) -> tuple[PPO, Recorder, Capture]:
+    venv = Recorder(
+        make_vec_env(N_ENVS, scenario=load_scenario("kv-store", episode_steps=5), **env_kw)
+    )
+    venv.seed(0)
+    model = PPO(
+        "MlpPolicy", venv, n_steps=N_STEPS, batch_size=ROLLOUT, n_epochs=1, seed=0, device="cpu"
+    )
+    cap = Capture()
+    model.set_logger(Logger(folder=None, output_formats=[cap]))
+    return model, venv, cap
+
+
+def test_env_metrics_callback_logs_rollout_means_of_the_adapter_metrics() -> None:
+    model, venv, cap = tiny_ppo()
+    params = venv.get_attr("params")[0]
+    cb = EnvMetricsCallback(params.node_names, params.n_tenants)
+    model.learn(3 * ROLLOUT, callback=cb)
+    assert len(venv.steps) == 3 * N_STEPS
+    assert len(cap.dumps) == 3  # one dump per rollout (log_interval=1)
+    ends = 0
+    for r, (step, logged) in enumerate(cap.dumps):
+        assert step == (r + 1) * ROLLOUT
+        steps = venv.steps[r * N_STEPS : (r + 1) * N_STEPS]  # this rollout's steps
+
+        def mean(key: str, col: int | None = None, steps: list[Any] = steps) -> float:
+            v = np.stack([s[key] if col is None else s[key][:, col] for s in steps])
+            return float(v.mean())
+
+        assert logged["env/total_throughput_gbps"] == pytest.approx(
+            mean("total_throughput_gbps"), rel=1e-12
+        )
+        assert logged["env/promotion_mbps"] == pytest.approx(
+            mean("promotion_mbps"), rel=1e-12, abs=1e-12
+        )
+        assert logged["env/demotion_mbps"] == pytest.approx(
+            mean("demotion_mbps"), rel=1e-12, abs=1e-12
+        )
+        for k in (
+            "reward_log_geomean",
+            "reward_throughput",
+            "reward_weighted_speedup",
+            "reward_harmonic",
+        ):
+            assert logged[f"env/{k}"] == pytest.approx(mean(k), rel=1e-12, abs=1e-15), k
+        for j, n in enumerate(params.node_names):
+            assert logged[f"env/node_{n}/bandwidth_gbps"] == pytest.approx(
+                mean("node_bandwidth_gbps", j), rel=1e-12
+            )
+            assert logged[f"env/node_{n}/utilization"] == pytest.approx(
+                mean("node_utilization", j), rel=1e-12
+            )
+            assert logged[f"env/node_{n}/latency_ns"] == pytest.approx(
+                mean("node_latency_ns", j), rel=1e-12
+            )
+        # tenants: means over active tenants only
+        act = np.stack([s["tenant_active"] for s in steps])
+        perf = np.stack([s["tenant_norm_perf"] for s in steps])
+        share = np.stack([s["tenant_dram_access_share"] for s in steps])
+        assert logged["env/tenants/norm_perf"] == pytest.approx(perf[act].mean(), rel=1e-12)
+        assert logged["env/tenant0/norm_perf"] == pytest.approx(
+            perf[..., 0][act[..., 0]].mean(), rel=1e-12
+        )
+        assert logged["env/tenant0/dram_access_share"] == pytest.approx(
+            share[..., 0][act[..., 0]].mean(), rel=1e-12
+        )
+        assert logged["time/env_sps"] > 0
+        ends += sum(int((s["episode_step"] == 5).sum()) for s in steps)
+    assert ends == 2 * N_ENVS  # two episode ends inside the rollouts, their steps counted
+    # the logged throughput is not the last step's: a mean really was taken
+    last = venv.steps[-1]["total_throughput_gbps"].mean()
+    assert cap.dumps[-1][1]["env/total_throughput_gbps"] != pytest.approx(last, rel=1e-9)
+    # the sums were cleared after each rollout: rollouts differ
+    assert (
+        cap.dumps[0][1]["env/total_throughput_gbps"] != cap.dumps[1][1]["env/total_throughput_gbps"]
+    )
+
+
+def test_env_metrics_callback_skips_tenants_never_active() -> None:
+    """A tenant slot that is never active in a rollout logs nothing (no 0 dragging means)."""
+    sc = load_scenario("colocation", episode_steps=5)  # the service starts at 20 s
+    venv = make_vec_env(N_ENVS, scenario=sc)
+    venv.seed(0)
+    model = PPO(
+        "MlpPolicy", venv, n_steps=N_STEPS, batch_size=ROLLOUT, n_epochs=1, seed=0, device="cpu"
+    )
+    cap = Capture()
+    model.set_logger(Logger(folder=None, output_formats=[cap]))
+    model.learn(ROLLOUT, callback=EnvMetricsCallback(["dram0", "cxl0"], 2))
+    logged = cap.dumps[0][1]
+    assert "env/tenant0/norm_perf" in logged and "env/tenant1/norm_perf" not in logged
+    assert logged["env/tenants/norm_perf"] == logged["env/tenant0/norm_perf"]
+
+
+def test_checkpoint_at_rollout_saves_at_rollout_boundaries() -> None:
+    saved: list[tuple[Any, int]] = []
+
+    def save(model: Any, steps: int) -> Path:
+        saved.append((model, steps))
+        return Path(f"step_{steps}")
+
+    model, _, _ = tiny_ppo()
+    model.learn(5 * ROLLOUT, callback=CheckpointAtRollout(save, interval=24))
+    # rollouts start at 0, 16, 32, 48, 64: saved at the first start at or past 24, then at
+    # the first at or past the next multiple (48); everything before was trained on
+    assert [s for _, s in saved] == [32, 48]
+    assert all(m is model for m, _ in saved)
+    saved.clear()
+    model2, _, _ = tiny_ppo()
+    model2.learn(3 * ROLLOUT, callback=CheckpointAtRollout(save, 0))  # 0: never
+    assert saved == []
+
+
+def test_eval_against_references_logs_score_and_references() -> None:
+    model, _, cap = tiny_ppo()
+    calls: list[int] = []
+
+    def evaluate(m: Any) -> float:
+        calls.append(m.num_timesteps)
+        return 0.5 + len(calls)
+
+    cb = EvalAgainstReferences(
+        evaluate, {"dram-first": 0.25, "tpp": 0.75}, interval=2 * ROLLOUT, name="ppo"
+    )
+    model.learn(4 * ROLLOUT, callback=cb)
+    assert calls == [2 * ROLLOUT, 4 * ROLLOUT]
+    assert cb.history == [(2 * ROLLOUT, 1.5), (4 * ROLLOUT, 2.5)]
+    evals = [(s, d) for s, d in cap.dumps if "eval/ppo" in d]
+    assert [(s, d["eval/ppo"]) for s, d in evals] == cb.history
+    for _, d in evals:
+        assert d["eval/dram-first"] == 0.25 and d["eval/tpp"] == 0.75
+
+
+def test_stop_on_signal_stops_at_the_next_step_and_restores_handlers() -> None:
+    model, _, _ = tiny_ppo()
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    stopper = StopOnSignal(on_policy=True)
+    seen: list[Any] = []
+
+    class Probe(BaseCallback):
+        def _on_step(self) -> bool:
+            seen.append(signal.getsignal(signal.SIGTERM))
+            if self.num_timesteps == ROLLOUT + 2 * N_ENVS:  # mid-way through rollout 2
+                stopper._handler(signal.SIGTERM, None)  # what the installed handler does
+            return True
+
+    model.learn(10 * ROLLOUT, callback=[Probe(), stopper])
+    assert stopper.stopped
+    assert seen[0] == stopper._handler  # installed while training
+    assert model.num_timesteps == ROLLOUT + 2 * N_ENVS  # stopped at that very step
+    assert stopper.resume_timesteps == ROLLOUT  # the unfinished rollout is dropped
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+    off = StopOnSignal(on_policy=False)
+    off.stopped, off.num_timesteps = True, 40  # off-policy: every step counts
+    assert off.resume_timesteps == 40

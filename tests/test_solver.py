@@ -1,0 +1,168 @@
+"""The fixed-point solver (envs/solver.py): its Jacobian against finite differences, its solution.
+
+Newton's method is only as good as the Jacobian it is given: a wrong term still
+converges (slowly, or to the backtracking's best) on most problems, so the
+solution tests alone would not catch it. Here ``_Problem.jacobian`` is compared
+with central differences of ``_Problem.evaluate``'s residual, in ``z = log X``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pytest
+
+from envs import compile_params, load_scenario
+from envs.solver import TOL, NodeCurves, _Problem, solve_fixed_point
+
+
+def _curves(hardware: str, no_link: bool = False) -> NodeCurves:
+    spec = {
+        "name": "curves",
+        "episode_steps": 1,
+        "hardware": hardware,
+        "tenants": [
+            {
+                "name": "t",
+                "threads": 1,
+                "mlp": 1,
+                "compute_ns": 0,
+                "read_fraction": 0.5,
+                "working_set_gib": 1,
+            }
+        ],
+    }
+    c = compile_params(load_scenario(spec)).curves
+    if no_link:
+        c = dataclasses.replace(
+            c,
+            link_read=np.full_like(c.link_read, np.inf),
+            link_write=np.full_like(c.link_write, np.inf),
+        )
+    return c
+
+
+def random_problem(
+    rng: np.random.Generator, nc1: NodeCurves, T: int, B: int, remote: bool, inactive: bool
+) -> tuple[_Problem, np.ndarray]:
+    """A random problem over B copies of a machine and a point x with every resource loaded
+    to at most ~60%."""
+    N = nc1.idle_ns.shape[0]
+    nc = NodeCurves(
+        **{
+            f.name: np.repeat(getattr(nc1, f.name), B, axis=1)
+            for f in dataclasses.fields(NodeCurves)
+        }
+    )
+    cap = rng.uniform(500.0, 5000.0, (T, B))
+    if inactive:
+        cap[-1, : B // 2 + 1] = 0.0  # an absent tenant in some elements
+    compute = rng.uniform(0.0, 300.0, (T, B))
+    rfrac = rng.uniform(0.0, 1.0, (T, B))
+    share = rng.dirichlet(np.ones(N), (T, B)).transpose(0, 2, 1)  # (T, N, B), sums to 1
+    rem = (rng.random((T, N, B)) < 0.5).astype(float) if remote else np.zeros((T, N, B))
+    bg_rd = rng.uniform(0.0, 2.0, (N, B))
+    bg_wr = rng.uniform(0.0, 2.0, (N, B))
+    pb = _Problem(cap, compute, rfrac, share, rem, bg_rd, bg_wr, nc)
+    x = rng.uniform(0.5, 3.0, (T, B))
+    x = np.where(pb.active, x, 0.0)
+    ev = pb.evaluate(x)
+    load = np.maximum(ev["u_loc"].max(0), ev["u_rem"].max(0))
+    x = x * np.minimum(1.0, 0.6 / load)  # moderate load: away from the queue's pole
+    return pb, x
+
+
+def fd_jacobian(pb: _Problem, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    """Central differences of the residual in log X: (T, T, B)."""
+    T, B = x.shape
+    z = np.log(np.maximum(x, 1e-300))
+    J = np.zeros((T, T, B))
+    for s in range(T):
+        dz = np.zeros_like(z)
+        dz[s] = h
+        hi = pb.evaluate(np.where(pb.active, np.exp(z + dz), 0.0))["resid"]
+        lo = pb.evaluate(np.where(pb.active, np.exp(z - dz), 0.0))["resid"]
+        J[:, s] = (hi - lo) / (2 * h)
+    return J
+
+
+CASES: list[tuple[str, dict[str, Any]]] = [
+    ("spr-a1000", {}),  # DRAM + CXL with a link (some rows without one)
+    ("spr-a1000", {"no_link": True}),  # no link anywhere
+    ("spr-a1000-2s", {"remote": True}),  # two sockets: remote paths
+    ("spr-4cxl", {}),  # every CXL node with a link, five nodes
+]
+
+
+@pytest.mark.parametrize(("hardware", "opts"), CASES)
+def test_jacobian_matches_central_differences(hardware: str, opts: dict[str, Any]) -> None:
+    rng = np.random.default_rng(len(hardware) + 7 * len(opts))
+    nc = _curves(hardware, no_link=opts.get("no_link", False))
+    pb, x = random_problem(rng, nc, T=4, B=6, remote=opts.get("remote", False), inactive=True)
+    ev = pb.evaluate(x)
+    assert ev["feasible"].all()
+    J = pb.jacobian(ev)
+    fd = fd_jacobian(pb, x)
+    act = pb.active
+    both = act[:, None] & act[None]
+    # the Jacobian has coupling terms (off the diagonal) of a size finite differences resolve
+    off = both & ~np.eye(pb.T, dtype=bool)[:, :, None]
+    assert np.abs(J[off]).max() > 1e-3
+    np.testing.assert_allclose(J[both], fd[both], rtol=1e-5, atol=1e-8)
+    # an absent tenant's row and column are the identity's (the solver does not move it)
+    for b in range(x.shape[1]):
+        for t in np.flatnonzero(~act[:, b]):
+            row = np.zeros(pb.T)
+            row[t] = 1.0
+            np.testing.assert_array_equal(J[t, :, b], row)
+            np.testing.assert_array_equal(J[:, t, b], row)
+
+
+def test_jacobian_near_saturation() -> None:
+    """Close to a resource's peak the knee dominates; the derivative still matches."""
+    rng = np.random.default_rng(3)
+    pb, x = random_problem(rng, _curves("spr-a1000"), T=3, B=4, remote=False, inactive=False)
+    for _ in range(30):  # background traffic is fixed: scale the tenants' part up to ~97%
+        ev = pb.evaluate(x)
+        load = np.maximum(ev["u_loc"].max(0), ev["u_rem"].max(0))
+        x = x * (1.0 + 0.8 * (0.97 / load - 1.0))
+    ev = pb.evaluate(x)
+    assert ev["feasible"].all() and (ev["u_loc"].max(0) > 0.96).all()
+    np.testing.assert_allclose(pb.jacobian(ev), fd_jacobian(pb, x, h=1e-7), rtol=1e-4, atol=1e-6)
+
+
+def test_sub_problem_gives_the_same_numbers() -> None:
+    """A sub-problem (what the solver gathers for a few elements) gives the batch's numbers."""
+    rng = np.random.default_rng(5)
+    pb, x = random_problem(rng, _curves("spr-a1000-2s"), T=3, B=7, remote=True, inactive=True)
+    ev = pb.evaluate(x)
+    J = pb.jacobian(ev)
+    idx = np.array([1, 4, 6])
+    sub = pb.take(idx)
+    sev = sub.evaluate(x[:, idx])
+    for k in ("resid", "lbar", "lnode", "u_loc", "u_rem", "rd", "wr"):
+        np.testing.assert_array_equal(sev[k], ev[k][..., idx], err_msg=k)
+    np.testing.assert_array_equal(sub.jacobian(sev), J[..., idx])
+
+
+@pytest.mark.parametrize("hardware", ["spr-a1000", "spr-a1000-2s"])
+def test_solution_satisfies_littles_law(hardware: str) -> None:
+    """At the solution X_t (compute_t + Lbar_t) = C_t for every active tenant, to TOL."""
+    rng = np.random.default_rng(11)
+    pb, _ = random_problem(
+        rng, _curves(hardware), T=4, B=8, remote=hardware.endswith("2s"), inactive=True
+    )
+    sol = solve_fixed_point(
+        pb.cap, pb.compute, pb.rfrac, pb.share, pb.remote, pb.bg_rd, pb.bg_wr, pb.nc
+    )
+    assert (sol.residual <= TOL).all()
+    act = pb.active
+    lhs = sol.throughput * (pb.compute + sol.tenant_latency_ns)
+    np.testing.assert_allclose(lhs[act], pb.cap[act], rtol=2 * TOL)
+    assert (sol.throughput[~act] == 0).all()
+    assert (sol.node_util < 1.0).all()
+    # the reported latencies are the evaluation's at the solution
+    ev = pb.evaluate(sol.throughput)
+    np.testing.assert_allclose(ev["lbar"][act], sol.tenant_latency_ns[act], rtol=1e-12)

@@ -1,0 +1,166 @@
+"""The action codec (envs/spaces.py): every discrete choice and every box weight, exactly."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from envs.spaces import RATE_LEVELS_MBPS, WEIGHT_LEVELS, ActionCodec
+
+
+def reduced(row: tuple[int, ...] | list[int]) -> list[int]:
+    """The kernel's gcd reduction, written independently: 0 stays 0 (outside the mask)."""
+    g = 0
+    for v in row:
+        if v > 0:
+            g = math.gcd(g, int(v))
+    return [int(v) // g if g else int(v) for v in row]
+
+
+def test_discrete_space_layout() -> None:
+    codec = ActionCodec(2, 3, action_type="discrete")
+    space = codec.space()
+    assert isinstance(space, spaces.MultiDiscrete)
+    assert space.nvec.tolist() == [len(WEIGHT_LEVELS)] * 6 + [len(RATE_LEVELS_MBPS)]
+    glob = ActionCodec(2, 3, weights="global", action_type="discrete").space()
+    assert isinstance(glob, spaces.MultiDiscrete)
+    assert glob.nvec.tolist() == [len(WEIGHT_LEVELS)] * 3 + [len(RATE_LEVELS_MBPS)]
+
+
+def test_every_discrete_choice_maps_to_its_level_gcd_reduced() -> None:
+    """All len(WEIGHT_LEVELS)**2 weight pairs of a 2-node machine, with every rate level."""
+    codec = ActionCodec(1, 2, action_type="discrete")
+    L, R = len(WEIGHT_LEVELS), len(RATE_LEVELS_MBPS)
+    choices = np.array(
+        [[i, j, r] for i in range(L) for j in range(L) for r in range(R)], dtype=np.int64
+    )
+    act, w = codec.decode(choices)
+    assert w.shape == (len(choices), 1, 2)
+    for k, (i, j, r) in enumerate(choices):
+        want = reduced([WEIGHT_LEVELS[i], WEIGHT_LEVELS[j]])
+        assert w[k, 0].tolist() == want, (i, j)
+        assert act.weights[k, 0].tolist() == [float(v) for v in want]
+        assert act.promote_mbps[k] == RATE_LEVELS_MBPS[r]
+    # e.g. levels 4:16 -> 1:4, 6:4 -> 3:2, 0:8 -> 0:1
+    i4, i16, i6, i0, i8 = (WEIGHT_LEVELS.index(v) for v in (4, 16, 6, 0, 8))
+    _, w = codec.decode(np.array([[i4, i16, 0], [i6, i4, 0], [i0, i8, 0]]))
+    assert w[:, 0].tolist() == [[1, 4], [3, 2], [0, 1]]
+
+
+def test_discrete_per_tenant_and_global_rows() -> None:
+    per = ActionCodec(3, 2, action_type="discrete")
+    a = np.array([[1, 2, 3, 3, 0, 0, 6]])  # tenant rows (1,2), (3,3), (0,0); top rate
+    act, w = per.decode(a)
+    assert w[0].tolist() == [[1, 2], [1, 1], [0, 0]]
+    assert act.promote_mbps.tolist() == [RATE_LEVELS_MBPS[6]]
+    glob = ActionCodec(3, 2, weights="global", action_type="discrete")
+    act, w = glob.decode(np.array([[4, 6, 1]]))  # 4:8 -> 1:2 for every tenant
+    assert w[0].tolist() == [[1, 2]] * 3 and act.weights.shape == (1, 3, 2)
+    assert act.promote_mbps.tolist() == [RATE_LEVELS_MBPS[1]]
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ([[8, 0, 0]], "out of range"),
+        ([[0, 0, 7]], "out of range"),
+        ([[-1, 0, 0]], "out of range"),
+        ([[0.0, np.nan, 0.0]], "NaN"),
+        ([[0, 0]], "expected"),
+    ],
+)
+def test_discrete_bad_choices_are_errors(bad: list[list[float]], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ActionCodec(1, 2, action_type="discrete").decode(np.array(bad))
+
+
+def test_box_round_trip_over_every_weight_pair() -> None:
+    """encode_box then decode gives back every integer weight pair 0..255 x 0..255, gcd-reduced.
+
+    0 means outside the interleave mask; (0, 0) is local-first.
+    """
+    codec = ActionCodec(1, 2)
+    v = np.arange(256)
+    pairs = np.stack(np.meshgrid(v, v, indexing="ij"), axis=-1).reshape(-1, 2)
+    a = codec.encode_box(pairs[:, None, :], np.zeros(len(pairs)))
+    assert a.dtype == np.float32 and (np.abs(a) <= 1.0).all()
+    _, w = codec.decode(a)
+    g = np.gcd(pairs[:, 0], pairs[:, 1])
+    want = np.where(g[:, None] > 0, pairs // np.maximum(g, 1)[:, None], pairs)
+    np.testing.assert_array_equal(w[:, 0], want)
+    # the single weights, exactly (w:1 is already reduced)
+    np.testing.assert_array_equal(w[pairs[:, 1] == 1, 0, 0], v)
+    # spot checks against the independent reduction
+    for p in ([26, 5], [6, 3], [255, 255], [0, 7], [128, 64], [254, 127]):
+        k = p[0] * 256 + p[1]
+        assert w[k, 0].tolist() == reduced(p)
+
+
+def test_box_round_trip_three_nodes_per_tenant_rows() -> None:
+    codec = ActionCodec(2, 3)
+    rng = np.random.default_rng(0)
+    wts = rng.integers(0, 256, (500, 2, 3))
+    _, w = codec.decode(codec.encode_box(wts, np.zeros(500)))
+    for k in range(500):
+        for t in range(2):
+            assert w[k, t].tolist() == reduced(wts[k, t].tolist())
+
+
+@pytest.mark.parametrize("top", [65536.0, 4096.0])
+def test_box_round_trip_over_rates(top: float) -> None:
+    codec = ActionCodec(1, 2, max_promote_mbps=top)
+    rates = np.concatenate([[0.0], np.arange(1.0, 2049.0), np.geomspace(1.0, top, 2000)])
+    rates = rates[rates <= top]
+    a = codec.encode_box(np.ones((len(rates), 1, 2)), rates)
+    act, _ = codec.decode(a)
+    assert act.promote_mbps[0] == 0.0  # off
+    np.testing.assert_allclose(act.promote_mbps[1:], rates[1:], rtol=2e-6)  # float32 actions
+    # ends of the scale: -0.9 is 1 MB/s, 1 is the top; below -0.9 is off
+    act, _ = codec.decode(np.array([[0, 0, -0.9], [0, 0, 1.0], [0, 0, -0.91], [0, 0, 3.0]]))
+    np.testing.assert_allclose(act.promote_mbps, [1.0, top, 0.0, top], rtol=1e-12)
+
+
+def test_box_weight_scale_ends_and_clipping() -> None:
+    codec = ActionCodec(1, 2)
+    act, w = codec.decode(np.array([[-0.9, 1.0, 0.0], [-0.91, 0.5, 0.0], [-5.0, -5.0, 0.0]]))
+    assert w[:, 0].tolist() == [[1, 255], [0, 1], [0, 0]]
+    # all-zero weights mean local-first: the model gets zeros too
+    assert act.weights[2].tolist() == [[0.0, 0.0]]
+    # the log scale in between: round(255 ** ((a + 0.9) / 1.9)), the other node at weight 1
+    for a in np.linspace(-0.9, 1.0, 77):
+        _, w = codec.decode(np.array([[a, -0.9, 0.0]]))
+        assert w[0, 0].tolist() == [round(255 ** ((a + 0.9) / 1.9)), 1], a
+
+
+def test_codec_rejects_bad_settings() -> None:
+    with pytest.raises(ValueError, match="weights"):
+        ActionCodec(1, 2, weights="per-node")
+    with pytest.raises(ValueError, match="action_type"):
+        ActionCodec(1, 2, action_type="continuous")
+    with pytest.raises(ValueError, match="max_promote_mbps"):
+        ActionCodec(1, 2, max_promote_mbps=1.0)
+
+
+def test_every_level_is_reachable_in_box_space() -> None:
+    """Every discrete level is a point of the box scale (the two action types agree)."""
+    codec = ActionCodec(1, 2)
+    for lv in WEIGHT_LEVELS:
+        _, w = codec.decode(codec.encode_box(np.array([[[lv, 0]]]), np.zeros(1)))
+        assert w[0, 0].tolist() == reduced([lv, 0])
+    for r in RATE_LEVELS_MBPS:
+        act, _ = codec.decode(codec.encode_box(np.ones((1, 1, 2)), np.array([r])))
+        assert act.promote_mbps[0] == pytest.approx(r, rel=2e-6)
+
+
+def test_all_global_weight_rows_are_broadcast() -> None:
+    codec = ActionCodec(4, 2, weights="global")
+    combos = list(itertools.product(range(0, 256, 17), repeat=2))
+    wts = np.array(combos)[:, None, :]
+    _, w = codec.decode(codec.encode_box(wts, np.zeros(len(combos))))
+    assert w.shape == (len(combos), 4, 2)
+    for k, c in enumerate(combos):
+        assert w[k].tolist() == [reduced(c)] * 4
