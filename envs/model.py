@@ -929,6 +929,7 @@ def reclaim_and_demote(
     dem_from = np.zeros_like(p.capacity_gib)  # (N, B) GiB demoted from each node
     dem_to = np.zeros_like(p.capacity_gib)
     util = np.zeros_like(p.capacity_gib)  # share of each node's bandwidth migration uses
+    over_high = np.maximum(dram_use - tn.high, 0.0) / np.maximum(dram_use, 1e-300)  # (T, B)
     demoted = False  # the placement (and its sums above) changed
     high, low = tn.high, tn.low
     for m in range(N):
@@ -943,7 +944,9 @@ def reclaim_and_demote(
             tenant_node = lsum(place, 1)
             dram_use = lsum((tenant_node * is_dram), 1)  # (T, B)
         size_m = tenant_node[:, m]  # (T, B)
-        excess = np.maximum(dram_use - high, 0.0) * size_m / np.maximum(dram_use, 1e-300)
+        # memory.high: the excess over the cgroup's whole DRAM usage at the start of
+        # the phase, taken from each DRAM node in proportion to what the cgroup has there
+        excess = over_high * size_m
         free_m = p.capacity_gib[m] - used[m]
         tpp = p.demote_wm_frac > 0
         tpp_mark = np.maximum(p.demote_wm_frac * p.capacity_gib[m], 2 * p.wm_high[m])

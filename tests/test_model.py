@@ -416,12 +416,6 @@ def test_memory_high_caps_dram_whatever_the_actions(scenario: str, kernel: Kerne
     assert reached[capped].all()  # the cap binds: the test is not vacuous
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: envs/model.py reclaim_and_demote computes each DRAM node's share of the "
-    "memory.high excess after the previous node was demoted, so with two DRAM nodes "
-    "only part of the excess is demoted per step",
-)
 def test_memory_high_caps_dram_on_two_dram_nodes() -> None:
     """The same cap on a two-socket machine, the tenant interleaved over both DRAM nodes."""
     spec = {
