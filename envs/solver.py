@@ -119,13 +119,15 @@ def lsum(x: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
         return x
     if x.dtype == np.bool_:
         x = x.astype(np.int64)
-    xs = np.moveaxis(x, axis, 0)  # a view: slice i is xs[i]
-    n = xs.shape[0]
+    if axis < 0:
+        axis += x.ndim
+    pre = (slice(None),) * axis  # slice i along ``axis`` is x[pre + (i,)], a view
+    n = x.shape[axis]
     if n == 1:
-        return xs[0].copy()
-    out = np.add(xs[0], xs[1])  # the same as copying slice 0 and adding slice 1
+        return x[(*pre, 0)].copy()
+    out = np.add(x[(*pre, 0)], x[(*pre, 1)])  # the same as copying slice 0 and adding slice 1
     for i in range(2, n):
-        out += xs[i]
+        out += x[(*pre, i)]
     return out
 
 
