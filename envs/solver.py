@@ -50,11 +50,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["NodeCurves", "Solution", "lsum", "solve_fixed_point"]
+__all__ = ["NodeCurves", "Solution", "lsum", "solve_fixed_point", "zero_load_demand"]
 
 F64 = NDArray[np.float64]
 Ev = dict[str, np.ndarray]  # an evaluation: named arrays, float and bool
@@ -121,7 +122,7 @@ def lsum(x: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
         x = x.astype(np.int64)
     if axis < 0:
         axis += x.ndim
-    pre = (slice(None),) * axis  # slice i along ``axis`` is x[pre + (i,)], a view
+    pre: tuple[Any, ...] = (slice(None),) * axis  # slice i along ``axis``: x[(*pre, i)], a view
     n = x.shape[axis]
     if n == 1:
         return x[(*pre, 0)].copy()
