@@ -1,19 +1,52 @@
 """stable-baselines3 callbacks: environment metrics, evaluation against heuristics, checkpoints.
 
-Each callback is small and does one thing; ``train.py`` composes them.
+Each callback is small and does one thing; ``train.py`` composes them. Tag
+names, units and descriptions live in :mod:`agents.tensorboard`.
+
+Schedules are grids: an evaluation or a checkpoint is due at every multiple of
+its interval and happens at the first rollout boundary at or past it (the
+policy then has trained on every step before). A resumed run continues on the
+same grid from its checkpoint's step: the next multiple, not one per missed
+interval. Evaluations also run once at step 0 and at the end of training.
 """
 
 from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from stable_baselines3.common.callbacks import BaseCallback
 
-__all__ = ["CheckpointAtRollout", "EnvMetricsCallback", "EvalAgainstReferences", "StopOnSignal"]
+from agents import tensorboard as tb
+
+__all__ = [
+    "CheckpointAtRollout",
+    "EnvMetricsCallback",
+    "EvalAgainstReferences",
+    "HeldOutEvaluation",
+    "LogUpdateAtItsStep",
+    "StopOnSignal",
+    "TensorBoardRunCard",
+]
+
+
+def _next_on_grid(step: int, interval: int) -> int:
+    """The first multiple of ``interval`` strictly after ``step``."""
+    return (step // interval + 1) * interval
+
+
+def _tensorboard_writer(logger: Any) -> Any:
+    from stable_baselines3.common.logger import TensorBoardOutputFormat
+
+    for fmt in logger.output_formats:
+        if isinstance(fmt, TensorBoardOutputFormat):
+            return fmt.writer
+    return None
 
 
 class EnvMetricsCallback(BaseCallback):
@@ -21,62 +54,83 @@ class EnvMetricsCallback(BaseCallback):
 
     Reads the step's batched :class:`~envs.core.Metrics` (``infos[i]["metrics"]``
     of :class:`~envs.sb3.TierGymVecEnv`, one object for the whole batch) after
-    every step and keeps running sums, so nothing per instance is stored: per node bandwidth,
-    utilisation and latency; per tenant slot normalised performance and DRAM
-    access share (over active tenants); promotion and demotion MB/s; every
-    reward term; and ``time/env_sps``, environment steps per second of wall
-    time spent inside the environment.
+    every step and keeps running sums (arrays over nodes and tenant slots), so
+    nothing per instance is stored. Logged at the end of each rollout as means
+    over its steps and instances (tag names: :mod:`agents.tensorboard`):
+
+    - per node: bandwidth (GB/s), loaded latency (ns), utilisation (0..1),
+      capacity used (GiB and fraction);
+    - per tenant slot, over the steps the slot is active (a slot never active
+      in the rollout logs nothing): normalised performance, DRAM access share,
+      latency (ns), DRAM-resident GiB; and the normalised performance of all
+      active tenants;
+    - the actions in force: per slot and node the share of new pages the
+      interleave weights place there (over interleaving steps), per slot the
+      fraction of local-first steps, and the promotion rate limit (MB/s);
+    - promotion and demotion (MB/s), system throughput (GB/s), every reward
+      term (``reward``, the trained one, is marked), the solver's residual
+      (mean and max), and ``time/env_sps``: environment steps per second of
+      wall time spent inside the environment.
     """
 
-    def __init__(self, node_names: list[str], n_tenants: int) -> None:
+    def __init__(
+        self, node_names: Sequence[str], n_tenants: int, reward: str | None = None
+    ) -> None:
         super().__init__()
-        self.node_names = node_names
+        self.node_names = list(node_names)
         self.n_tenants = n_tenants
-        self._sums: dict[str, float] = {}
-        self._counts: dict[str, float] = {}
+        self.reward = reward
+        self._sums: dict[str, NDArray[np.float64]] = {}
+        self._counts: dict[str, NDArray[np.float64]] = {}
+        self._residual_max = -np.inf
         self._env_time = 0.0
         self._env_steps = 0
 
-    def _add(self, key: str, total: float, count: float) -> None:
-        self._sums[key] = self._sums.get(key, 0.0) + total
-        self._counts[key] = self._counts.get(key, 0.0) + count
+    def _add(self, key: str, total: ArrayLike, count: ArrayLike) -> None:
+        t, c = np.asarray(total, dtype=float), np.asarray(count, dtype=float)
+        if key in self._sums:
+            self._sums[key] = self._sums[key] + t
+            self._counts[key] = self._counts[key] + c
+        else:
+            self._sums[key], self._counts[key] = t, np.broadcast_to(c, t.shape).copy()
 
     def _on_step(self) -> bool:
         infos = self.locals.get("infos") or [{}]
-        info = infos[0].get("metrics")
-        if info is None:
+        m = infos[0].get("metrics")
+        if m is None:
             return True
-        n = info["total_throughput_gbps"].shape[0]
-        for j, name in enumerate(self.node_names):
-            self._add(
-                f"env/node_{name}/bandwidth_gbps", float(info["node_bandwidth_gbps"][:, j].sum()), n
-            )
-            self._add(
-                f"env/node_{name}/utilization", float(info["node_utilization"][:, j].sum()), n
-            )
-            self._add(f"env/node_{name}/latency_ns", float(info["node_latency_ns"][:, j].sum()), n)
-        act = info["tenant_active"]
-        for t in range(self.n_tenants):
-            a = act[:, t]
-            c = float(a.sum())
-            if c:
-                self._add(
-                    f"env/tenant{t}/norm_perf", float(info["tenant_norm_perf"][a, t].sum()), c
-                )
-                self._add(
-                    f"env/tenant{t}/dram_access_share",
-                    float(info["tenant_dram_access_share"][a, t].sum()),
-                    c,
-                )
-        self._add(
-            "env/tenants/norm_perf", float(info["tenant_norm_perf"][act].sum()), float(act.sum())
-        )
-        self._add("env/promotion_mbps", float(info["promotion_mbps"].sum()), n)
-        self._add("env/demotion_mbps", float(info["demotion_mbps"].sum()), n)
-        self._add("env/total_throughput_gbps", float(info["total_throughput_gbps"].sum()), n)
-        for k, v in info.items():
-            if k.startswith("reward_"):
-                self._add(f"env/{k}", float(v.sum()), n)
+        n = m["total_throughput_gbps"].shape[0]
+        self._add("node_bw", m["node_bandwidth_gbps"].sum(0), n)
+        self._add("node_lat", m["node_latency_ns"].sum(0), n)
+        self._add("node_util", m["node_utilization"].sum(0), n)
+        used = m["node_capacity_used_gib"]
+        self._add("node_used", used.sum(0), n)
+        self._add("node_used_frac", (used / np.maximum(m["node_capacity_gib"], 1e-12)).sum(0), n)
+        act = m["tenant_active"]
+        n_act = act.sum(0)
+        for key, field in (
+            ("slot_perf", "tenant_norm_perf"),
+            ("slot_share", "tenant_dram_access_share"),
+            ("slot_lat", "tenant_latency_ns"),
+            ("slot_dram_gib", "tenant_dram_resident_gib"),
+        ):
+            self._add(key, np.where(act, m[field], 0.0).sum(0), n_act)
+        self._add("all_perf", np.where(act, m["tenant_norm_perf"], 0.0).sum(), act.sum())
+        w = m["interleave_weights"]  # (B, T, N) integers; all 0 = local-first
+        wsum = w.sum(axis=2)
+        inter = act & (wsum > 0)
+        frac = w / np.maximum(wsum, 1)[..., None]
+        self._add("page_frac", np.where(inter[..., None], frac, 0.0).sum(0), inter.sum(0)[:, None])
+        self._add("local_first", (act & (wsum == 0)).sum(0), n_act)
+        self._add("promote_limit", m["promote_rate_mbps"].sum(), n)
+        self._add("promotion", m["promotion_mbps"].sum(), n)
+        self._add("demotion", m["demotion_mbps"].sum(), n)
+        self._add("throughput", m["total_throughput_gbps"].sum(), n)
+        res = m["solver_residual"]
+        self._add("residual", res.sum(), n)
+        self._residual_max = max(self._residual_max, float(res.max()))
+        for term in tb.REWARD_TERMS:
+            self._add(f"reward_{term}", m[f"reward_{term}"].sum(), n)
         # TierGymVecEnv's documented timers (VecEnvWrapper forwards attribute reads)
         timer = getattr(self.training_env, "env_seconds", None)
         if timer is not None:
@@ -84,51 +138,323 @@ class EnvMetricsCallback(BaseCallback):
             self._env_steps = getattr(self.training_env, "env_steps", 0)
         return True
 
+    def _mean(self, key: str) -> NDArray[np.float64]:
+        c = self._counts[key]
+        return np.where(c > 0, self._sums[key] / np.maximum(c, 1.0), np.nan)
+
+    def _log(self, tag: str, value: float) -> None:
+        if np.isfinite(value):
+            self.logger.record(tag, float(value))
+
     def _on_rollout_end(self) -> None:
-        for k, total in self._sums.items():
-            self.logger.record(k, total / max(self._counts[k], 1.0))
+        if self._sums:
+            for key, q in (
+                ("node_bw", "bandwidth_GBps"),
+                ("node_lat", "latency_ns"),
+                ("node_util", "utilization_frac"),
+                ("node_used", "capacity_used_GiB"),
+                ("node_used_frac", "capacity_used_frac"),
+            ):
+                for j, v in enumerate(self._mean(key)):
+                    self._log(tb.node_tag(self.node_names[j], q), v)
+            for key, q in (
+                ("slot_perf", "norm_perf_vs_alone"),
+                ("slot_share", "dram_access_frac"),
+                ("slot_lat", "latency_ns"),
+                ("slot_dram_gib", "dram_resident_GiB"),
+            ):
+                for t, v in enumerate(self._mean(key)):
+                    self._log(tb.slot_tag(t, q), v)
+            self._log(tb.slot_tag("s", "norm_perf_vs_alone"), float(self._mean("all_perf")))
+            page = self._mean("page_frac")
+            for t in range(page.shape[0]):
+                for j, node in enumerate(self.node_names):
+                    self._log(tb.action_page_tag(t, node), page[t, j])
+            for t, v in enumerate(self._mean("local_first")):
+                self._log(tb.action_local_first_tag(t), v)
+            for key, tag in (
+                ("promote_limit", tb.ACTION_PROMOTE),
+                ("promotion", tb.PROMOTION),
+                ("demotion", tb.DEMOTION),
+                ("throughput", tb.THROUGHPUT),
+                ("residual", tb.SOLVER_MEAN),
+            ):
+                self._log(tag, float(self._mean(key)))
+            self._log(tb.SOLVER_MAX, self._residual_max)
+            for term in tb.REWARD_TERMS:
+                self._log(tb.reward_tag(term, self.reward), float(self._mean(f"reward_{term}")))
         self._sums.clear()
         self._counts.clear()
+        self._residual_max = -np.inf
         if self._env_time > 0:
-            self.logger.record("time/env_sps", self._env_steps / self._env_time)
+            self.logger.record(tb.ENV_SPS, self._env_steps / self._env_time)
 
 
-class EvalAgainstReferences(BaseCallback):
-    """Every ``interval`` timesteps, scores the current policy on held-out seeds.
+class HeldOutEvaluation:
+    """The learned policy and the references on the same held-out episodes, one value per episode.
 
-    ``evaluate(model) -> float`` runs the learned policy through the same rollout
-    code as ``evaluate.py``; ``references`` (heuristic name -> score, computed
-    once on the same scenarios and seeds) are logged next to it as
-    ``eval/<name>`` so learned and heuristic lines sit on one chart.
+    Episode ``i`` has seed ``seed + i`` on ``split`` for every policy (the code
+    path of ``evaluate.py``: :func:`agents.rollout.run_episodes`), so values pair
+    by index. Calling it with a model rolls the model out (the environment's
+    parameters are built once); :meth:`references` scores heuristics by name.
     """
 
     def __init__(
         self,
-        evaluate: Callable[[Any], float],
-        references: dict[str, float],
+        scenario: str,
+        env_kwargs: Mapping[str, Any],
+        algo: str,
+        episodes: int,
+        seed: int,
+        split: str = "test",
+        metric: str = tb.METRIC,
+    ) -> None:
+        self.scenario = scenario
+        self.env_kwargs = {k: v for k, v in env_kwargs.items() if k not in ("scenario", "split")}
+        self.algo = algo
+        self.episodes = episodes
+        self.seed = seed
+        self.split = split
+        self.metric = metric
+        self._params: Any = None
+
+    @property
+    def seeds(self) -> list[int]:
+        return [self.seed + i for i in range(self.episodes)]
+
+    def __call__(self, model: Any) -> NDArray[np.float64]:
+        import torch
+
+        from agents.evaluation import LearnedPolicy
+        from agents.rollout import make_params, run_episodes
+
+        policy = LearnedPolicy(model, self.env_kwargs, self.algo, "training")
+        if self._params is None:
+            self._params = make_params(policy, self.scenario, self.split, self.env_kwargs)
+        # one thread: the batches are a few dozen observations, and on a busy machine
+        # torch's worker threads made an evaluation 3-10x slower (0.44 s against 1.5-5 s)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            stats = run_episodes(policy, self._params, self.seeds)
+        finally:
+            torch.set_num_threads(threads)
+        return np.asarray(stats.metrics()[self.metric], dtype=float)
+
+    def references(self, names: Sequence[str]) -> dict[str, NDArray[np.float64]]:
+        """Every reference's per-episode values (in seed order), scored once."""
+        from agents.evaluation import load_policy
+        from agents.rollout import rollout
+
+        out: dict[str, NDArray[np.float64]] = {}
+        for name in names:
+            policy, kw = load_policy(name)
+            recs = rollout(
+                policy,
+                self.scenario,
+                self.episodes,
+                seed=self.seed,
+                split=self.split,
+                env_kwargs=kw,
+            )
+            recs.sort(key=lambda r: r["seed"])
+            out[name] = np.array(
+                [
+                    np.nan if r["metrics"][self.metric] is None else r["metrics"][self.metric]
+                    for r in recs
+                ],
+                dtype=float,
+            )
+        return out
+
+
+class EvalAgainstReferences(BaseCallback):
+    """Scores the current policy on held-out seeds at step 0 and on a grid of ``interval`` steps.
+
+    ``evaluate(model)`` returns the learned policy's score, or one value per
+    evaluation episode (:class:`HeldOutEvaluation`); ``references`` maps each
+    heuristic to its score or to its per-episode values on the same episodes
+    (paired by index), computed once. Each evaluation logs ``eval/<name>`` (the
+    mean), every ``eval/<reference>`` beside it (flat lines on the same chart),
+    ``time/eval_s`` and, when per-episode values are given, the ratio lines
+    ``eval_ratio/<name>_vs_best_ref`` and ``eval_ratio/<name>_vs_<versus>`` with
+    ``_low``/``_high`` bounds: the mean of the paired per-episode ratios and its
+    percentile bootstrap interval (:func:`agents.stats.ratio_to_reference`).
+    The best reference is the one with the highest mean.
+
+    Evaluations run at rollout starts (the policy has then trained on every
+    step before ``num_timesteps``) and at the end of training, at step 0 (with
+    ``at_start``) and at the first boundary at or past each multiple of
+    ``interval``; a resumed run continues after its step. ``history`` keeps
+    ``(step, mean)`` and ``seconds`` the total evaluation time.
+    """
+
+    def __init__(
+        self,
+        evaluate: Callable[[Any], float | ArrayLike],
+        references: Mapping[str, float | ArrayLike],
         interval: int,
         name: str,
+        *,
+        versus: str = "dram-first",
+        at_start: bool = True,
+        n_boot: int = 2000,
+        confidence: float = 0.95,
     ) -> None:
         super().__init__()
         self.evaluate = evaluate
-        self.references = references
+        self.references = {
+            k: np.atleast_1d(np.asarray(v, dtype=float)) for k, v in references.items()
+        }
         self.interval = interval
         self.name = name
+        self.versus = versus
+        self.at_start = at_start
+        self.n_boot = n_boot
+        self.confidence = confidence
         self._next = interval
+        self._in_rollout = False
         self.history: list[tuple[int, float]] = []
+        self.seconds = 0.0
+        means = {k: float(np.nanmean(v)) for k, v in self.references.items()}
+        self.best_reference = max(means, key=lambda k: means[k]) if means else None
+
+    def _on_training_start(self) -> None:
+        if self.interval > 0:
+            s = self.num_timesteps
+            self._next = 0 if (s == 0 and self.at_start) else _next_on_grid(s, self.interval)
+
+    def _ratio(self, values: NDArray[np.float64], ref: str) -> tuple[float, float, float] | None:
+        from agents.stats import ratio_to_reference
+
+        rv = self.references.get(ref)
+        if rv is None or rv.shape != values.shape or values.size < 2:
+            return None
+        ok = np.isfinite(values) & np.isfinite(rv) & (rv > 0)
+        if ok.sum() < 2:
+            return None
+        r = ratio_to_reference(
+            values[ok], rv[ok], n_boot=self.n_boot, confidence=self.confidence, seed=0
+        )
+        return r["mean"], r["ci"][0], r["ci"][1]
 
     def _record(self) -> None:
-        score = self.evaluate(self.model)
+        # dump only this evaluation's values: what else is pending (an off-policy run's
+        # env/ means, say) stays for stable-baselines3's own dump, so no tag gets two
+        # points at one step
+        log = self.logger
+        pending = (
+            dict(log.name_to_value),
+            dict(log.name_to_count),
+            dict(log.name_to_excluded),
+        )
+        log.name_to_value.clear()
+        log.name_to_count.clear()
+        log.name_to_excluded.clear()
+        try:
+            self._evaluate_and_dump()
+        finally:
+            log.name_to_value.update(pending[0])
+            log.name_to_count.update(pending[1])
+            log.name_to_excluded.update(pending[2])
+
+    def _evaluate_and_dump(self) -> None:
+        t0 = time.perf_counter()
+        values = np.atleast_1d(np.asarray(self.evaluate(self.model), dtype=float))
+        score = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
         self.history.append((self.num_timesteps, score))
-        self.logger.record(f"eval/{self.name}", score)
+        self.logger.record(tb.eval_tag(self.name), score)
         for k, v in self.references.items():
-            self.logger.record(f"eval/{k}", v)
+            self.logger.record(tb.eval_tag(k), float(np.nanmean(v)))
+        for label, ref in (("best_ref", self.best_reference), (self.versus, self.versus)):
+            r = self._ratio(values, ref) if ref is not None else None
+            if r is not None:
+                for tag, x in zip(tb.ratio_tags(self.name, label), r, strict=True):
+                    self.logger.record(tag, x)
+        elapsed = time.perf_counter() - t0
+        self.seconds += elapsed
+        self.logger.record(tb.EVAL_SECONDS, elapsed)
         self.logger.dump(self.num_timesteps)
 
-    def _on_step(self) -> bool:
+    def _maybe_record(self) -> None:
         if self.interval > 0 and self.num_timesteps >= self._next:
-            self._next += self.interval
+            self._next = _next_on_grid(self.num_timesteps, self.interval)
             self._record()
+
+    def _on_rollout_start(self) -> None:
+        self._in_rollout = True
+        self._maybe_record()
+
+    def _on_rollout_end(self) -> None:
+        self._in_rollout = False
+
+    def _on_training_end(self) -> None:
+        if not self._in_rollout:  # not when stopped mid-rollout: that step is not trained on
+            self._maybe_record()
+
+    def _on_step(self) -> bool:
+        return True
+
+
+class LogUpdateAtItsStep(BaseCallback):
+    """Writes what an on-policy update logged (``train/``) at the step it trained on.
+
+    stable-baselines3 dumps its logs after a rollout and before the update, so
+    an update's ``train/`` values would appear with the next rollout's step,
+    and a resumed run's first rollout would have none. This dumps them at the
+    next rollout start (and at the end of training), at ``num_timesteps``.
+    Put it before the callbacks that save checkpoints: everything at a
+    checkpoint's step is then written before the checkpoint is.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._in_rollout = False
+
+    def _dump(self) -> None:
+        if self.logger.name_to_value:
+            self.logger.dump(self.num_timesteps)
+
+    def _on_rollout_start(self) -> None:
+        self._in_rollout = True
+        self._dump()
+
+    def _on_rollout_end(self) -> None:
+        self._in_rollout = False
+
+    def _on_training_end(self) -> None:
+        if not self._in_rollout:
+            self._dump()
+
+    def _on_step(self) -> bool:
+        return True
+
+
+class TensorBoardRunCard(BaseCallback):
+    """Writes a new run's Custom Scalars layout and its text cards once, at step 0.
+
+    ``layout`` is :func:`agents.tensorboard.layout`'s; ``texts`` maps text tags
+    (``guide``, ``hyperparameters``) to Markdown. A resumed run (training starts
+    past step 0) writes nothing: its first event file has them.
+    """
+
+    def __init__(self, layout: Any, texts: Mapping[str, str]) -> None:
+        super().__init__()
+        self.layout = layout
+        self.texts = dict(texts)
+
+    def _on_training_start(self) -> None:
+        if self.num_timesteps > 0:
+            return
+        writer = _tensorboard_writer(self.logger)
+        if writer is None:
+            return
+        tb.write_custom_scalars(writer, self.layout)
+        for tag, text in self.texts.items():
+            writer.add_text(tag, text, 0)
+        writer.flush()
+
+    def _on_step(self) -> bool:
         return True
 
 
@@ -170,7 +496,11 @@ class StopOnSignal(BaseCallback):
 
 
 class CheckpointAtRollout(BaseCallback):
-    """Saves a checkpoint every ``interval`` timesteps at a rollout boundary (``save(model)``)."""
+    """Saves a checkpoint every ``interval`` timesteps at a rollout boundary (``save(model)``).
+
+    Due at every multiple of ``interval``, saved at the first rollout start at
+    or past it; a resumed run continues on the grid after its step.
+    """
 
     def __init__(self, save: Callable[[Any, int], Path], interval: int) -> None:
         super().__init__()
@@ -179,11 +509,16 @@ class CheckpointAtRollout(BaseCallback):
         self._next = interval
         self.last_time = time.time()
 
+    def _on_training_start(self) -> None:
+        if self.interval > 0:
+            self._next = _next_on_grid(self.num_timesteps, self.interval)
+
     def _on_step(self) -> bool:
         return True
 
     def _on_rollout_start(self) -> None:
         # at a rollout boundary everything collected so far has been trained on
         if self.interval > 0 and self.num_timesteps >= self._next:
-            self._next = (self.num_timesteps // self.interval + 1) * self.interval
+            self._next = _next_on_grid(self.num_timesteps, self.interval)
             self.save(self.model, self.num_timesteps)
+            self.last_time = time.time()

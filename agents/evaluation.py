@@ -5,11 +5,18 @@
 (:func:`agents.rollout.rollout`); :func:`run_comparison` does that, summarises
 the records with :mod:`agents.report` and writes the results folder.
 ``evaluate.py`` and the end of ``train.py`` both call :func:`run_comparison`.
+
+Nothing runs before everything is known to work: every policy is loaded
+(trained models from their safe files; stable-baselines3 pickle archives only
+with ``trust_pickle``) and bound to every scenario's
+:class:`~envs.core.EnvParams` (spaces, tenant slots, number of weights), and
+the output folder is checked, before the first episode.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -17,11 +24,32 @@ from typing import Any
 
 import numpy as np
 
-from agents.rollout import rollout
+from agents.rollout import make_params, rollout
 from agents.training import ENV_KEYS, TrainingError, load_trained
 from envs.core import EnvParams
 
-__all__ = ["LearnedPolicy", "PolicyError", "compare", "load_policy", "run_comparison"]
+__all__ = [
+    "RECORD_METRICS",
+    "LearnedPolicy",
+    "PolicyError",
+    "check_output_dir",
+    "check_runs",
+    "compare",
+    "load_policy",
+    "run_comparison",
+]
+
+#: Episode metrics of a record (:func:`agents.rollout.rollout`); any can be the primary one.
+RECORD_METRICS = (
+    "geomean_perf",
+    "reward",
+    "throughput_gbps",
+    "worst_perf",
+    "mean_latency_ns",
+    "promotion_mbps",
+    "demotion_mbps",
+    "unconverged_steps",
+)
 
 
 class PolicyError(ValueError):
@@ -89,10 +117,14 @@ class LearnedPolicy:
         )
 
 
-def load_policy(spec: str, label: str | None = None) -> tuple[Any, dict[str, Any]]:
+def load_policy(
+    spec: str, label: str | None = None, trust_pickle: bool = False
+) -> tuple[Any, dict[str, Any]]:
     """A policy from a baseline name (``dram-first``, ``static:3:1@256``...) or a trained run/model path.
 
     ``LABEL=SPEC`` gives the policy the name ``LABEL`` in records and tables.
+    A trained model loads from its safe files; a stable-baselines3 pickle
+    archive is refused unless ``trust_pickle`` (loading it can run code).
 
     Returns ``(policy, env_kwargs)``; ``env_kwargs`` is empty for heuristics
     (they set their kernel configuration themselves).
@@ -113,7 +145,7 @@ def load_policy(spec: str, label: str | None = None) -> tuple[Any, dict[str, Any
             f"unknown policy {spec!r}: expected a baseline name {names}, 'static:W1:W2[@RATE]', or a trained run folder or model file"
         )
     try:
-        model, env, algo = load_trained(path)
+        model, env, algo = load_trained(path, trust_pickle=trust_pickle)
     except TrainingError as exc:
         raise PolicyError(str(exc)) from None
     name = label or (path.name if path.is_dir() else path.parent.name or algo)
@@ -125,6 +157,36 @@ def load_policy(spec: str, label: str | None = None) -> tuple[Any, dict[str, Any
     return LearnedPolicy(model, env_kwargs, name, str(path)), env_kwargs
 
 
+def check_runs(
+    loaded: Sequence[tuple[Any, dict[str, Any]]],
+    names: Sequence[str],
+    scenarios: Sequence[str],
+    split: str = "test",
+) -> None:
+    """Every policy against every scenario's :class:`~envs.core.EnvParams`, before any episode.
+
+    Builds each scenario's parameters with each policy's env settings and
+    kernel (the way :func:`agents.rollout.rollout` will) and binds the policy
+    to them, which checks a trained model's spaces and a static policy's
+    number of weights. Raises :class:`PolicyError` naming the policy and the
+    scenario (a scenario that does not load raises its own error).
+    """
+    from envs.families import make_family
+
+    if not scenarios:
+        raise ValueError("no scenario to evaluate on")
+    for sc in scenarios:
+        make_family(sc, pool_size=8)  # an unknown name or a bad file: the scenario's own error
+    for sc in scenarios:
+        for (policy, env_kwargs), name in zip(loaded, names, strict=True):
+            try:
+                params = make_params(policy, sc, split, env_kwargs)
+                if hasattr(policy, "bind"):
+                    policy.bind(params, 1)
+            except (ValueError, TypeError) as exc:
+                raise PolicyError(f"policy {name!r} on scenario {sc!r}: {exc}") from None
+
+
 def compare(
     policies: Sequence[str | tuple[Any, dict[str, Any]]],
     scenarios: Sequence[str],
@@ -133,12 +195,14 @@ def compare(
     split: str = "test",
     record_series: bool = False,
     progress: Callable[[str, str], None] | None = None,
+    trust_pickle: bool = False,
 ) -> list[dict[str, Any]]:
     """Every policy on every scenario with the same seeds; one record per episode.
 
     A policy is a spec for :func:`load_policy` or an already loaded
     ``(policy, env_kwargs)`` pair. ``progress(policy, scenario)`` is called
-    after each run.
+    after each run. Every policy is checked against every scenario
+    (:func:`check_runs`) before the first episode.
 
     Records are :func:`agents.rollout.rollout`'s: ``seed`` is the episode's own
     seed (``seed + episode``; in a family it also picks the scenario instance,
@@ -146,11 +210,16 @@ def compare(
     record per (scenario, seed) and records pair on that key. Added here:
     ``scenario`` (as asked) and ``run_seed`` (the ``seed`` argument).
     """
-    loaded = [load_policy(p) if isinstance(p, str) else p for p in policies]
+    if episodes < 1:
+        raise ValueError(f"episodes: got {episodes}, expected at least 1")
+    loaded = [
+        load_policy(p, trust_pickle=trust_pickle) if isinstance(p, str) else p for p in policies
+    ]
     names = [getattr(p, "name", str(i)) for i, (p, _) in enumerate(loaded)]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise PolicyError(f"two policies share the name(s) {dup}; give each a distinct label")
+    check_runs(loaded, names, scenarios, split)
     out: list[dict[str, Any]] = []
     for sc in scenarios:
         for (policy, env_kwargs), name in zip(loaded, names, strict=True):
@@ -179,6 +248,29 @@ def mean_score(records: Sequence[Mapping[str, Any]], metric: str = "geomean_perf
     return float(np.mean(vals)) if vals else float("nan")
 
 
+def check_output_dir(output: str | Path, what: str = "output folder") -> Path:
+    """A folder results can be written to (existing, or creatable); nothing is created."""
+    out = Path(output)
+    for p in [out, *out.parents]:
+        if p.exists() and not p.is_dir():
+            where = "is an existing file" if p == out else f"is inside {str(p)!r}, a file"
+            raise ValueError(f"{what} {str(out)!r} {where}; expected a folder")
+    if out.is_dir():
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise ValueError(f"{what} {str(out)!r} is not writable")
+        for name in RESULT_FILES:
+            if (out / name).exists() and not (out / name).is_file():
+                raise ValueError(f"{what} {str(out)!r}: {name} exists and is not a file")
+        return out
+    parent = next(p for p in out.parents if p.exists())
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} {str(out)!r}: cannot create it, {str(parent)!r} is not writable")
+    return out
+
+
+RESULT_FILES = ("results.json", "results.csv", "table.md", "leaderboard.md", "ratio.png")
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
 
@@ -198,6 +290,7 @@ def run_comparison(
     command: Sequence[str] | None = None,
     n_boot: int = 2000,
     confidence: float = 0.95,
+    trust_pickle: bool = False,
 ) -> dict[str, Any]:
     """Compare policies and write the results folder; returns the summary.
 
@@ -214,13 +307,19 @@ def run_comparison(
 
     Raises:
         ValueError: (:class:`PolicyError` among them) an unknown or unusable
-            policy or ``reference``, before any episode runs; or bad records.
+            policy, scenario, ``reference``, ``metric`` or ``output``, all
+            before any episode runs; or bad records.
     """
     from tqdm import tqdm
 
     from agents import report
 
-    loaded = [load_policy(p) if isinstance(p, str) else p for p in policies]
+    if metric not in RECORD_METRICS:
+        raise ValueError(f"metric {metric!r}: expected one of {list(RECORD_METRICS)}")
+    out = check_output_dir(output)
+    loaded = [
+        load_policy(p, trust_pickle=trust_pickle) if isinstance(p, str) else p for p in policies
+    ]
     names = [getattr(p, "name", str(i)) for i, (p, _) in enumerate(loaded)]
     if reference not in names:
         raise ValueError(f"reference {reference!r} is not among the policies {names}")
@@ -251,7 +350,6 @@ def run_comparison(
         n_boot=n_boot,
         confidence=confidence,
     )
-    out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(
         json.dumps(

@@ -1,0 +1,287 @@
+"""Command lines: every bad value is a one-line error (exit 2) before any work; resume keeps options."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from envs import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def short_scenario(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """kv-store cut to 8-step episodes on a small machine."""
+    sc = load_scenario("kv-store", episode_steps=8).model_dump(mode="json")
+    sc["hardware"] = {"preset": "spr-a1000", "nodes": {"dram0": {"capacity_gib": 8}}}
+    path = tmp_path_factory.mktemp("sc") / "short.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    return path
+
+
+def tiny(scenario: Path, run_dir: Path, *extra: str) -> list[str]:
+    return [
+        "--scenario", str(scenario), "--num-envs", "8", "--timesteps", "512", "--set", "n_steps=16",
+        "--set", "batch_size=64", "--set", "n_epochs=1", "--eval-interval", "0",
+        "--compare-episodes", "0", "--run-dir", str(run_dir), "--no-progress", "--quiet", *extra,
+    ]  # fmt: skip
+
+
+def one_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip() and "Warning" not in line]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("extra", "needles"),
+    [
+        (["--timesteps", "0"], ["--timesteps 0", "integer"]),
+        (["--timesteps", "-5"], ["--timesteps -5", "integer"]),
+        (["--timesteps", "abc"], ["--timesteps", "'abc'"]),
+        (["--num-envs", "0"], ["--num-envs 0", "integer"]),
+        (["--max-tenants", "0"], ["--max-tenants 0", "integer"]),
+        (["--seed", "-1"], ["--seed -1", "[0, "]),
+        (["--eval-episodes", "0"], ["--eval-episodes 0"]),
+        (["--compare-episodes", "-1"], ["--compare-episodes -1"]),
+        (["--checkpoint-interval", "-2"], ["--checkpoint-interval -2"]),
+        (["--reward", "fast"], ["--reward fast", "log-geomean"]),
+        (["--set", "learning_rate=abc"], ["--set learning_rate=abc", "a number > 0"]),
+        (["--set", "n_steps=0"], ["--set n_steps=0", "an integer"]),
+        (["--set", "gamma=1.5"], ["--set gamma=1.5", "(0, 1]"]),
+        (["--set", "nonsense=1"], ["nonsense", "learning_rate", "n_epochs"]),
+        (["--set", "policy_kwargs={net_arch: [0]}"], ["net_arch", "layer sizes"]),
+        (["--set", "batch_size=1"], ["batch_size=1", ">= 2"]),
+        (["--algo", "dqn"], ["--algo dqn", "recurrent-ppo"]),
+        (["--algo", "sac", "--action-type", "discrete"], ["--action-type", "box"]),
+        (["--scenario", "no-such-scenario"], ["--scenario no-such-scenario", "kv-store"]),
+    ],
+)
+def test_train_refuses_a_bad_value_before_any_work(
+    tmp_path: Path,
+    short_scenario: Path,
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    needles: list[str],
+) -> None:
+    import train
+
+    run = tmp_path / "runs" / "r"
+    assert train.main(tiny(short_scenario, run, *extra)) == 2
+    msg = one_error(capsys)
+    for needle in needles:
+        assert needle in msg, msg
+    assert not (tmp_path / "runs").exists()  # no run folder, nothing written
+
+
+def test_train_refuses_files_in_the_way(
+    tmp_path: Path, short_scenario: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import train
+
+    afile = tmp_path / "afile"
+    afile.write_text("keep")
+    for extra in (["--run-dir", str(afile)], ["--run-dir", str(afile / "sub")]):
+        assert train.main(tiny(short_scenario, tmp_path / "unused", *extra)) == 2
+        msg = one_error(capsys)
+        assert "--run-dir" in msg and str(afile) in msg and "folder" in msg
+    args = tiny(short_scenario, tmp_path / "x")
+    args = [a for a in args if a not in ("--run-dir", str(tmp_path / "x"))]
+    assert train.main([*args, "--runs-root", str(afile)]) == 2
+    assert "--runs-root" in one_error(capsys)
+    bad_hp = tmp_path / "hp.yml"
+    bad_hp.write_text("default:\n  n_steps: [1\n")
+    assert train.main(tiny(short_scenario, tmp_path / "y", "--hyperparams", str(bad_hp))) == 2
+    assert str(bad_hp) in one_error(capsys)
+    bad_hp.write_text("default:\n  total_timesteps: 1000\n  n_steps: 0\n")
+    assert train.main(tiny(short_scenario, tmp_path / "y", "--hyperparams", str(bad_hp))) == 2
+    msg = one_error(capsys)
+    assert str(bad_hp) in msg and "'default'" in msg and "n_steps=0" in msg
+    assert afile.read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "hp.yml"]
+
+
+def test_the_scripts_exit_2_with_one_line(tmp_path: Path) -> None:
+    for script, args in (
+        ("train.py", ["--timesteps", "-5", "--runs-root", str(tmp_path / "runs")]),
+        ("evaluate.py", ["--seed", "-1", "--output", str(tmp_path / "out")]),
+    ):
+        res = subprocess.run(
+            [sys.executable, str(ROOT / script), *args],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+        assert args[0] in res.stderr and args[1] in res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_budget_lives_in_the_hyperparameter_file(tmp_path: Path) -> None:
+    import train
+    from agents.training import load_hyperparams
+
+    root = ["--runs-root", str(tmp_path)]
+    default = train.build_config(train.parse_args(root))
+    epochs = train.build_config(train.parse_args([*root, "--set", "n_epochs=4"]))
+    other = train.build_config(train.parse_args([*root, "--set", "n_epochs=2"]))
+    file_total = load_hyperparams("ppo", "mixed", None, [])[0]["total_timesteps"]
+    assert default.total_timesteps == epochs.total_timesteps == other.total_timesteps == file_total
+    assert file_total == 2_490_368
+    assert other.hyperparams["n_epochs"] == 2
+    explicit = train.build_config(train.parse_args([*root, "--timesteps", "16384"]))
+    assert explicit.total_timesteps == 16384
+    assert list(tmp_path.iterdir()) == []  # build_config writes nothing
+
+
+def test_evaluate_refuses_bad_values_before_any_episode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import evaluate
+    from agents import evaluation
+
+    def no_episode(*_: Any, **__: Any) -> Any:
+        raise AssertionError("an episode ran before the checks")
+
+    monkeypatch.setattr(evaluation, "rollout", no_episode)
+    out = tmp_path / "out"
+    common = ["--no-progress", "--no-plots", "--episodes", "2"]
+    assert evaluate.main(["--seed", "-1", "--output", str(out), *common]) == 2
+    msg = one_error(capsys)
+    assert "--seed -1" in msg and "[0, " in msg
+    existing = tmp_path / "results.txt"
+    existing.write_text("old results")
+    assert evaluate.main(["--scenarios", "kv-store", "--output", str(existing), *common]) == 2
+    msg = one_error(capsys)
+    assert "--output" in msg and str(existing) in msg and "folder" in msg
+    assert existing.read_text() == "old results"
+    # a static policy with two weights, fine on 2-node kv-store, not on the 5-node machine
+    args = ["--scenarios", "kv-store,colocation,mlc-bandwidth", "--policies",
+            "dram-first,static:3:1,tpp", "--output", str(out), *common]  # fmt: skip
+    assert evaluate.main(args) == 2
+    msg = one_error(capsys)
+    assert "static:3:1" in msg and "mlc-bandwidth" in msg and "5 nodes" in msg
+    assert evaluate.main(["--scenarios", "kv-store,nope", "--output", str(out), *common]) == 2
+    assert "nope" in one_error(capsys)
+    assert evaluate.main(["--metric", "speed", "--output", str(out), *common]) == 2
+    assert "--metric speed" in one_error(capsys)
+    assert evaluate.main(["--episodes", "0", "--output", str(out)]) == 2
+    assert "--episodes 0" in one_error(capsys)
+    assert not out.exists()
+
+
+def test_a_corrupt_run_description_names_its_file(
+    tmp_path: Path, short_scenario: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import evaluate
+    import train
+
+    run = tmp_path / "run"
+    assert train.main(tiny(short_scenario, run, "--timesteps", "128")) == 0
+    meta = run / "tiergym.json"
+    out = tmp_path / "out"
+    for text in ("{not json", json.dumps({"algo": "ppo"}), json.dumps({"algo": "dqn", "env": {}})):
+        meta.write_text(text)
+        rc = evaluate.main(["--scenarios", str(short_scenario), "--policies", f"dram-first,{run}",
+                            "--output", str(out), "--no-progress"])  # fmt: skip
+        assert rc == 2
+        assert str(meta) in one_error(capsys)
+    assert not out.exists()
+
+
+def test_resume_keeps_the_options_of_the_start(
+    tmp_path: Path, short_scenario: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import train
+
+    run = tmp_path / "run"
+    start = tiny(short_scenario, run, "--timesteps", "256", "--checkpoint-interval", "128")
+    assert train.main(start) == 0
+    cfg = yaml.safe_load((run / "config.yml").read_text())
+    assert cfg["options"]["compare_episodes"] == 0 and cfg["options"]["quiet"] is True
+    shutil.rmtree(run / "checkpoints" / "step_000000000256")
+    (run / "model.zip").unlink()
+    capsys.readouterr()
+    # a training setting cannot change; nothing is written when it is refused
+    command = (run / "command.txt").read_text()
+    assert train.main(["--resume", str(run), "--num-envs", "4"]) == 2
+    msg = one_error(capsys)
+    assert "--num-envs 4" in msg and "8" in msg
+    assert train.main(["--resume", str(run), "--set", "n_epochs=3"]) == 2
+    assert "--set" in one_error(capsys)
+    assert (run / "command.txt").read_text() == command
+    # the same value is fine; --eval-episodes overrides; the rest (quiet, no comparison) is kept
+    assert train.main(["--resume", str(run), "--num-envs", "8", "--eval-episodes", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out == ""  # --quiet as recorded
+    assert not (run / "results").exists()  # --compare-episodes 0 as recorded
+    cfg = yaml.safe_load((run / "config.yml").read_text())
+    assert cfg["eval_episodes"] == 3 and cfg["options"]["eval_episodes"] == 3
+    assert cfg["options"]["compare_episodes"] == 0
+    assert json.loads((run / "training.json").read_text())["timesteps"] == 256
+    assert (run / "command.txt").read_text().count("\n") == 2
+    # a longer budget given on the resume command; not one below where the run stands
+    assert train.main(["--resume", str(run), "--timesteps", "128"]) == 2
+    msg = one_error(capsys)
+    assert "--timesteps 128" in msg and "256" in msg
+    assert train.main(["--resume", str(run), "--timesteps", "384"]) == 0
+    assert json.loads((run / "training.json").read_text())["timesteps"] == 384
+
+
+def test_resume_of_a_folder_without_checkpoint_starts_from_step_0(
+    tmp_path: Path, short_scenario: Path
+) -> None:
+    import train
+
+    run = tmp_path / "run"
+    assert train.main(tiny(short_scenario, run, "--timesteps", "128")) == 0
+    shutil.rmtree(run / "checkpoints")
+    for name in ("model.zip", "tiergym.json", "training.json"):
+        (run / name).unlink()
+    shutil.rmtree(run / "tensorboard")
+    assert train.main(["--resume", str(run)]) == 0
+    assert json.loads((run / "training.json").read_text())["timesteps"] == 128
+    assert (run / "checkpoints" / "step_000000000128").is_dir()
+
+
+@pytest.mark.parametrize("when", ["config.yml", "tensorboard"])
+def test_sigterm_before_the_first_checkpoint_leaves_a_resumable_run(
+    tmp_path: Path, short_scenario: Path, when: str
+) -> None:
+    """Interrupted as it sets up: as soon as the run folder exists (the model is not built yet),
+    or once the model logs (it then scores the references): resumable, and resumed to the end."""
+    run = tmp_path / "run"
+    args = tiny(short_scenario, run, "--timesteps", "1024", "--eval-interval", "512",
+                "--eval-episodes", "4", "--checkpoint-interval", "4096")  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *args],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.time() + 120
+    while not (run / when).exists():
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "interrupted" in out and "--resume" in out
+    assert not (run / "model.zip").exists()
+    if when == "tensorboard":  # the model existed: a checkpoint where it stopped
+        (ck,) = os.listdir(run / "checkpoints")
+        assert int(ck.split("_")[1]) < 1024
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "--resume", str(run)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert json.loads((run / "training.json").read_text())["timesteps"] == 1024
