@@ -89,13 +89,13 @@ def test_env_metrics_callback_logs_rollout_means_of_the_adapter_metrics() -> Non
             v = np.stack([s[key] if col is None else s[key][:, col] for s in steps])
             return float(v.mean())
 
-        assert logged["env/total_throughput_gbps"] == pytest.approx(
+        assert logged["env/system/throughput_GBps"] == pytest.approx(
             mean("total_throughput_gbps"), rel=1e-12
         )
-        assert logged["env/promotion_mbps"] == pytest.approx(
+        assert logged["env/migration/promotion_MBps"] == pytest.approx(
             mean("promotion_mbps"), rel=1e-12, abs=1e-12
         )
-        assert logged["env/demotion_mbps"] == pytest.approx(
+        assert logged["env/migration/demotion_MBps"] == pytest.approx(
             mean("demotion_mbps"), rel=1e-12, abs=1e-12
         )
         for k in (
@@ -104,26 +104,29 @@ def test_env_metrics_callback_logs_rollout_means_of_the_adapter_metrics() -> Non
             "reward_weighted_speedup",
             "reward_harmonic",
         ):
-            assert logged[f"env/{k}"] == pytest.approx(mean(k), rel=1e-12, abs=1e-15), k
+            tag = f"env/reward/{k.removeprefix('reward_')}"
+            assert logged[tag] == pytest.approx(mean(k), rel=1e-12, abs=1e-15), k
         for j, n in enumerate(params.node_names):
-            assert logged[f"env/node_{n}/bandwidth_gbps"] == pytest.approx(
+            assert logged[f"env/node/{n}/bandwidth_GBps"] == pytest.approx(
                 mean("node_bandwidth_gbps", j), rel=1e-12
             )
-            assert logged[f"env/node_{n}/utilization"] == pytest.approx(
+            assert logged[f"env/node/{n}/utilization_frac"] == pytest.approx(
                 mean("node_utilization", j), rel=1e-12
             )
-            assert logged[f"env/node_{n}/latency_ns"] == pytest.approx(
+            assert logged[f"env/node/{n}/latency_ns"] == pytest.approx(
                 mean("node_latency_ns", j), rel=1e-12
             )
         # tenants: means over active tenants only
         act = np.stack([s["tenant_active"] for s in steps])
         perf = np.stack([s["tenant_norm_perf"] for s in steps])
         share = np.stack([s["tenant_dram_access_share"] for s in steps])
-        assert logged["env/tenants/norm_perf"] == pytest.approx(perf[act].mean(), rel=1e-12)
-        assert logged["env/tenant0/norm_perf"] == pytest.approx(
+        assert logged["env/tenants/norm_perf_vs_alone"] == pytest.approx(
+            perf[act].mean(), rel=1e-12
+        )
+        assert logged["env/tenant_slot0/norm_perf_vs_alone"] == pytest.approx(
             perf[..., 0][act[..., 0]].mean(), rel=1e-12
         )
-        assert logged["env/tenant0/dram_access_share"] == pytest.approx(
+        assert logged["env/tenant_slot0/dram_access_frac"] == pytest.approx(
             share[..., 0][act[..., 0]].mean(), rel=1e-12
         )
         assert logged["time/env_sps"] > 0
@@ -131,10 +134,11 @@ def test_env_metrics_callback_logs_rollout_means_of_the_adapter_metrics() -> Non
     assert ends == 2 * N_ENVS  # two episode ends inside the rollouts, their steps counted
     # the logged throughput is not the last step's: a mean really was taken
     last = venv.steps[-1]["total_throughput_gbps"].mean()
-    assert cap.dumps[-1][1]["env/total_throughput_gbps"] != pytest.approx(last, rel=1e-9)
+    assert cap.dumps[-1][1]["env/system/throughput_GBps"] != pytest.approx(last, rel=1e-9)
     # the sums were cleared after each rollout: rollouts differ
     assert (
-        cap.dumps[0][1]["env/total_throughput_gbps"] != cap.dumps[1][1]["env/total_throughput_gbps"]
+        cap.dumps[0][1]["env/system/throughput_GBps"]
+        != cap.dumps[1][1]["env/system/throughput_GBps"]
     )
 
 
@@ -150,8 +154,11 @@ def test_env_metrics_callback_skips_tenants_never_active() -> None:
     model.set_logger(Logger(folder=None, output_formats=[cap]))
     model.learn(ROLLOUT, callback=EnvMetricsCallback(["dram0", "cxl0"], 2))
     logged = cap.dumps[0][1]
-    assert "env/tenant0/norm_perf" in logged and "env/tenant1/norm_perf" not in logged
-    assert logged["env/tenants/norm_perf"] == logged["env/tenant0/norm_perf"]
+    assert (
+        "env/tenant_slot0/norm_perf_vs_alone" in logged
+        and "env/tenant_slot1/norm_perf_vs_alone" not in logged
+    )
+    assert logged["env/tenants/norm_perf_vs_alone"] == logged["env/tenant_slot0/norm_perf_vs_alone"]
 
 
 def test_checkpoint_at_rollout_saves_at_rollout_boundaries() -> None:
@@ -185,8 +192,8 @@ def test_eval_against_references_logs_score_and_references() -> None:
         evaluate, {"dram-first": 0.25, "tpp": 0.75}, interval=2 * ROLLOUT, name="ppo"
     )
     model.learn(4 * ROLLOUT, callback=cb)
-    assert calls == [2 * ROLLOUT, 4 * ROLLOUT]
-    assert cb.history == [(2 * ROLLOUT, 1.5), (4 * ROLLOUT, 2.5)]
+    assert calls == [0, 2 * ROLLOUT, 4 * ROLLOUT]  # at the start, then on the grid
+    assert cb.history == [(0, 1.5), (2 * ROLLOUT, 2.5), (4 * ROLLOUT, 3.5)]
     evals = [(s, d) for s, d in cap.dumps if "eval/ppo" in d]
     assert [(s, d["eval/ppo"]) for s, d in evals] == cb.history
     for _, d in evals:
