@@ -60,6 +60,7 @@ METRICS: tuple[str, ...] = (
     "mean_latency_ns",
     "promotion_mbps",
     "demotion_mbps",
+    "unconverged_steps",
 )
 #: Per-tenant metrics of the record contract.
 TENANT_METRICS: tuple[str, ...] = (
