@@ -19,6 +19,13 @@ and episode seed, plus the summary), ``results.csv``, ``table.md``,
 ``leaderboard.md``, ``ratio.png`` and ``timeseries-<scenario>-<policy>.png``;
 the Markdown table and leaderboard go to stdout. The work is
 :func:`agents.evaluation.run_comparison`.
+
+Everything is checked before the first episode: every flag's value, the
+output folder, every scenario, and every policy against every scenario
+(spaces, tenant slots, number of weights); a problem is a one-line error and
+exit code 2, and no results are written. Trained models load from their safe
+files; a stable-baselines3 pickle ``model.zip`` needs ``--trust-pickle``
+(README "Trust model").
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 DEFAULT_POLICIES = (
     "dram-first",
@@ -42,11 +50,20 @@ DEFAULT_POLICIES = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``evaluate.py: error: argument --seed: ...``), exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from envs import scenario_names
 
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ap = _Parser(
+        prog="evaluate.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument(
         "--scenarios",
@@ -80,10 +97,55 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
-    args = ap.parse_args(argv)
-    if args.episodes < 1:
-        ap.error(f"--episodes must be at least 1, got {args.episodes}")
-    return args
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run the grid's cells (scenario x policy x seed block) as Ray tasks on N local "
+        "workers, Ray started in-process; results equal the single-process run's (default: one "
+        "process, no Ray; with --ray-address: at most N cells at once)",
+    )
+    ap.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDRESS",
+        help="run the cells on the Ray cluster at ADDRESS (its head's HOST:PORT; default: "
+        "$RAY_ADDRESS if set)",
+    )
+    ap.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="DANGEROUS: allow trained models in stable-baselines3's own model.zip format (old "
+        "runs, models from elsewhere). Loading one unpickles it, which runs any code its author "
+        "put in it: use it only for files you made yourself or fully trust. Without it such a "
+        "file is refused; models saved by train.py load without it",
+    )
+    return ap.parse_args(argv)
+
+
+def validate_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """Every flag's value checked (nothing run, nothing written); the policy and scenario lists."""
+    from agents.evaluation import RECORD_METRICS, check_output_dir
+    from agents.training import INT, RUN_OPTIONS, check_value
+
+    check_value(INT(1, 1 << 16), args.episodes, f"--episodes {args.episodes}")
+    check_value(RUN_OPTIONS["seed"], args.seed, f"--seed {args.seed}")
+    if args.metric not in RECORD_METRICS:
+        raise ValueError(f"--metric {args.metric}: expected one of {list(RECORD_METRICS)}")
+    check_output_dir(args.output, "--output")
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    if not policies:
+        raise ValueError(f"--policies {args.policies!r}: expected at least one policy")
+    if not scenarios:
+        raise ValueError(f"--scenarios {args.scenarios!r}: expected at least one scenario")
+    return policies, scenarios
+
+
+def one_line(exc: BaseException) -> str:
+    """An error message on one line (a multi-line one joined with '; ')."""
+    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,11 +154,18 @@ def main(argv: list[str] | None = None) -> int:
     from agents.evaluation import run_comparison
 
     argv = sys.argv[1:] if argv is None else argv
-    args = parse_args(argv)
     try:
-        summary = run_comparison(
-            [p for p in args.policies.split(",") if p],
-            [s for s in args.scenarios.split(",") if s],
+        args = parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a one-line argparse error (2)
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        policies, scenarios = validate_args(args)
+        from agents.distributed import ray_runner  # --workers / --ray-address: Ray tasks
+
+        runner = ray_runner(args.workers, args.ray_address) or run_comparison
+        summary = runner(
+            policies,
+            scenarios,
             args.episodes,
             args.output,
             seed=args.seed,
@@ -106,9 +175,10 @@ def main(argv: list[str] | None = None) -> int:
             plots=not args.no_plots,
             show_progress=not args.no_progress,
             command=["evaluate.py", *argv],
+            trust_pickle=args.trust_pickle,
         )
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     print(report.markdown_table(summary, metric=args.metric))
     print()

@@ -1,0 +1,359 @@
+"""sweep.py on a real local Ray (two CPUs): trials are run folders, summaries, best config, resume.
+
+Budgets are tiny (8-step episodes, 8 instances, 128-256 steps per trial), so
+a trial is dominated by its worker's start-up.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ray = pytest.importorskip("ray")
+
+import sweep  # noqa: E402
+from agents.sweep import (  # noqa: E402
+    SweepError,
+    TrainHooks,
+    load_sweep,
+    param_space,
+    run_sweep,
+)
+from envs import load_scenario  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def short_scenario(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """kv-store cut to 8-step episodes on a small machine."""
+    sc = load_scenario("kv-store", episode_steps=8).model_dump(mode="json")
+    sc["hardware"] = {"preset": "spr-a1000", "nodes": {"dram0": {"capacity_gib": 8}}}
+    path = tmp_path_factory.mktemp("sc") / "short.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    return path
+
+
+def write_sweep(folder: Path, short: Path, name: str = "tiny", **extra: object) -> Path:
+    """A sweep file: PPO on the short scenario, a tiny budget; ``extra`` replaces top-level keys."""
+    spec: dict[str, object] = {
+        "name": name,
+        "algo": "ppo",
+        "scenario": str(short),
+        "seeds": [0, 1],
+        "train": {"num_envs": 8},
+        "hyperparams": {
+            "n_steps": 16,
+            "batch_size": 64,
+            "n_epochs": 1,
+            "learning_rate": {"loguniform": [1.0e-4, 1.0e-3]},
+        },
+        "budget": {"timesteps": 256, "reports": 2},
+        "objective": {"episodes": 2},
+    }
+    spec.update(extra)
+    path = folder / f"{name}.yml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One in-process Ray with two CPUs for the module (run_sweep uses it as it is)."""
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="ERROR",
+    )
+    yield
+    ray.shutdown()
+
+
+def error_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    code = sweep.main(argv)
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2, err
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def event_tags(run_dir: Path) -> set[str]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tags: set[str] = set()
+    for f in (run_dir / "tensorboard").glob("events.out.tfevents.*"):
+        acc = EventAccumulator(str(f))
+        acc.Reload()
+        tags |= set(acc.Tags()["scalars"])
+    return tags
+
+
+def test_two_trial_sweep_writes_run_folders_summary_and_best_config(
+    local_ray: None, short_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import train
+    from agents.evaluation import load_policy
+    from agents.training import read_config
+
+    path = write_sweep(tmp_path, short_scenario)
+    out = tmp_path / "out"
+    assert sweep.main([str(path), "--output", str(out)]) == 0
+    captured = capsys.readouterr()
+    # one line per finished trial (stderr, with the bar); the table and best on stdout
+    assert captured.err.count("geomean_perf") == 2 and "(2/2 reports, complete)" in captured.err
+    assert "| rank | trial |" in captured.out and "best: " in captured.out
+    trials = sorted(p for p in (out / "trials").iterdir())
+    assert [p.name for p in trials] == ["000-ppo-short-s0", "001-ppo-short-s1"]
+    for run in trials:
+        # an ordinary run folder: config, checkpoints at each report, model, TensorBoard
+        cfg = read_config(run)
+        assert cfg.total_timesteps == 256 and cfg.n_envs == 8
+        assert (run / "model.zip").is_file() and (run / "tiergym.json").is_file()
+        assert len(list((run / "checkpoints").glob("step_*"))) >= 2
+        tags = event_tags(run)
+        assert "sweep/geomean_perf" in tags and any(t.startswith("train/") for t in tags)
+        stages = json.loads((run / "sweep_trial.json").read_text())["stages"]
+        assert [s["timesteps"] for s in stages] == [128, 256]
+        policy, _ = load_policy(str(run))  # what evaluate.py does with a run folder
+        assert policy.name == run.name
+    rows = list(csv.DictReader((out / "summary.csv").open()))
+    assert len(rows) == 2 and {r["status"] for r in rows} == {"complete"}
+    assert {r["seed"] for r in rows} == {"0", "1"} and "learning_rate" in rows[0]
+    assert (out / "summary.md").read_text().count("| complete |") == 2
+    assert (out / "summary.png").stat().st_size > 10_000
+    # the best configuration is a hyperparameter file train.py accepts, giving the best run's
+    best = json.loads((out / "best.json").read_text())
+    assert best["trial"] == rows[0]["trial"]
+    best_run = read_config(out / "trials" / best["trial"])
+    cfg = train.build_config(
+        train.parse_args(
+            [
+                "--algo",
+                "ppo",
+                "--scenario",
+                str(short_scenario),
+                "--hyperparams",
+                str(out / "best.yml"),
+            ]
+        )
+    )
+    assert cfg.hyperparams == best_run.hyperparams
+    assert (cfg.n_envs, cfg.total_timesteps) == (best_run.n_envs, best_run.total_timesteps)
+    # the same command again: the sweep is complete, nothing is trained again
+    mtimes = {p.name: (p / "model.zip").stat().st_mtime_ns for p in trials}
+    assert sweep.main([str(path), "--output", str(out), "--no-progress"]) == 0
+    assert {p.name: (p / "model.zip").stat().st_mtime_ns for p in trials} == mtimes
+
+
+def test_killed_sweep_resumes_where_it_stopped(
+    local_ray: None, short_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_sweep(
+        tmp_path,
+        short_scenario,
+        name="killed",
+        seeds=[0, 1, 2],
+        search={"max_concurrent": 1, "seed": 3},
+    )
+    out = tmp_path / "out"
+    # the sweep in its own process (and its own Ray), killed with SIGKILL after one trial
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "sweep.py"), str(path), "--output", str(out), "--workers", "2"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    first = out / "trials" / "000-ppo-short-s0"
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None:
+            state = first / "sweep_trial.json"
+            if state.is_file() and len(json.loads(state.read_text())["stages"]) == 2:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, "the sweep ended before it could be killed"
+        time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not (out / "summary.csv").exists()
+    done_before = (first / "model.zip").stat().st_mtime_ns
+    # the same command again: trial 0 is kept, the others run, the summary covers all three
+    assert sweep.main([str(path), "--output", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "sweep killed: 3 trial(s)" in err
+    assert (first / "model.zip").stat().st_mtime_ns == done_before
+    rows = (out / "summary.md").read_text()
+    assert rows.count("| complete |") == 3
+    assert [p.name for p in sorted((out / "trials").iterdir())] == [
+        "000-ppo-short-s0",
+        "001-ppo-short-s1",
+        "002-ppo-short-s2",
+    ]
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_unknown_keys_are_one_line(
+    short_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_sweep(tmp_path, short_scenario, seed=[0])
+    line = error_line([str(path)], capsys)
+    assert "top level: unknown key(s) ['seed']; expected some of" in line and "'seeds'" in line
+    path = write_sweep(tmp_path, short_scenario, budget={"timestep": 256})
+    assert "budget: unknown key(s) ['timestep']" in error_line([str(path)], capsys)
+    path = write_sweep(tmp_path, short_scenario, scheduler={"name": "asha", "grace": 1})
+    assert "scheduler (asha): unknown key(s) ['grace']" in error_line([str(path)], capsys)
+    path = write_sweep(tmp_path, short_scenario, hyperparams={"learning_rat": 1e-3})
+    assert "learning_rat" in error_line([str(path)], capsys)  # train.py's own check, before Ray
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ({"seeds": []}, "seeds: empty search space"),
+        ({"hyperparams": {"n_epochs": {"choice": []}}}, "hyperparams.n_epochs: empty search space"),
+        ({"hyperparams": {"gamma": {"uniform": [0.99, 0.9]}}}, "empty search space"),
+        ({"hyperparams": {"n_epochs": {"randint": [3, 3]}}}, "empty search space"),
+        ({"search": {"num_samples": 0}}, "search.num_samples: empty search space"),
+    ],
+)
+def test_an_empty_search_space_is_one_line(
+    extra: dict[str, object],
+    message: str,
+    short_scenario: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = write_sweep(tmp_path, short_scenario, **extra)
+    assert message in error_line([str(path)], capsys)
+
+
+def test_other_bad_sweeps_are_one_line(
+    short_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_sweep(
+        tmp_path, short_scenario, scheduler="asha", budget={"timesteps": 256, "reports": 1}
+    )
+    assert "expected at least 2" in error_line([str(path)], capsys)
+    path = write_sweep(tmp_path, short_scenario, scheduler="pbt")
+    assert "unknown scheduler 'pbt'" in error_line([str(path)], capsys)
+    path = write_sweep(tmp_path, short_scenario, objective={"metric": "speed"})
+    assert "unknown metric 'speed'" in error_line([str(path)], capsys)
+    path = write_sweep(tmp_path, short_scenario, scenario="no-such-scenario")
+    assert "no-such-scenario" in error_line([str(path)], capsys)
+    path = write_sweep(tmp_path, short_scenario, search={"algorithm": "optuna"})
+    assert "cannot take grids" in error_line([str(path)], capsys)
+    assert "does not exist" in error_line([str(tmp_path / "missing.yml")], capsys)
+
+
+def test_a_missing_search_library_is_one_line(
+    short_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        import optuna  # noqa: F401
+
+        pytest.skip("optuna is installed here")
+    except ImportError:
+        pass
+    path = write_sweep(tmp_path, short_scenario, seeds=0, search={"algorithm": "optuna"})
+    line = error_line([str(path)], capsys)
+    assert "search.algorithm 'optuna' cannot be set up" in line and "pip install optuna" in line
+
+
+def test_a_folder_of_another_sweep_is_refused(
+    short_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "sweep.yml").write_text("name: other\nbudget: {timesteps: 10}\n")
+    path = write_sweep(tmp_path, short_scenario)
+    assert "holds a different sweep" in error_line([str(path), "--output", str(out)], capsys)
+
+
+def test_unreachable_ray_address_is_one_line_before_any_trial(
+    short_scenario: Path, tmp_path: Path
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path = write_sweep(tmp_path, short_scenario)
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "sweep.py"),
+            str(path),
+            "--output",
+            str(out),
+            "--ray-address",
+            f"127.0.0.1:{port}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: cannot reach the Ray cluster at")
+    assert not (out / "trials").exists()
+
+
+def test_a_cluster_without_the_package_is_one_line_before_any_trial(
+    local_ray: None, short_scenario: Path, tmp_path: Path
+) -> None:
+    path = write_sweep(tmp_path, short_scenario)
+    hooks = TrainHooks(build=sweep.build_config, train=sweep.run_training)
+    with pytest.raises(ValueError, match=r"lacks \['tiergym_missing'\]") as info:
+        run_sweep(path, hooks, output=tmp_path / "out", modules=("agents", "tiergym_missing"))
+    assert "\n" not in str(info.value)
+    assert not (tmp_path / "out" / "trials").exists()
+
+
+def test_search_space_and_scheduler_follow_the_file(short_scenario: Path, tmp_path: Path) -> None:
+    from ray import tune
+    from ray.tune.schedulers import AsyncHyperBandScheduler
+
+    from agents.sweep import _scheduler
+
+    path = write_sweep(
+        tmp_path,
+        short_scenario,
+        algo=["ppo", "a2c"],
+        hyperparams={
+            "n_epochs": {"grid": [1, 2]},
+            "gamma": {"uniform": [0.9, 0.99]},
+            "ent_coef": 0.01,
+        },
+        search={"num_samples": 3},
+        scheduler={"name": "asha", "grace_period": 1, "reduction_factor": 3},
+    )
+    spec = load_sweep(path)
+    assert spec.n_trials() == 2 * 2 * 2 * 3  # algo x seeds x n_epochs grids x samples
+    assert spec.reports == 2 and spec.varying() == ["algo", "seed", "n_epochs", "gamma"]
+    space = param_space(spec)
+    assert space["algo"] == {"grid_search": ["ppo", "a2c"]}
+    assert space["hp"]["ent_coef"] == 0.01
+    assert isinstance(space["hp"]["gamma"], tune.search.sample.Float)
+    sched = _scheduler(spec)
+    assert isinstance(sched, AsyncHyperBandScheduler)
+    assert sched._max_t == 2 and sched._reduction_factor == 3
+    with pytest.raises(SweepError):
+        load_sweep(write_sweep(tmp_path, short_scenario, hyperparams=[1]))
