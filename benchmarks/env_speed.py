@@ -139,6 +139,21 @@ def env_rate(n: int, steps: int, scenario: str, mode: str, warmup: int) -> float
     return n * steps / (time.perf_counter() - t0)
 
 
+def layout_rates(batch: int, small: int, reps: int) -> tuple[float, float]:
+    """Sums per second over a small axis: batch-last (small, B) vs batch-first (B, small)."""
+    last = np.random.default_rng(2).uniform(size=(small, batch))
+    first = np.ascontiguousarray(last.T)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        last.sum(axis=0)
+    t_last = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        first.sum(axis=1)
+    t_first = time.perf_counter() - t0
+    return reps / t_last, reps / t_first
+
+
 def overhead_rates(n: int, steps: int) -> tuple[float, float, float]:
     """Steps/s of the model core, the environment core and the native vector env, same work."""
     from envs import core
@@ -208,6 +223,12 @@ def main() -> None:
     print(
         f"# TierGym speed ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, numpy {np.__version__})\n"
     )
+
+    print("## Layout: a sum over a small axis (4 entries) of a batch of 4096\n")
+    print("| batch-last (4, B) sums/s | batch-first (B, 4) sums/s | ratio |")
+    print("|---:|---:|---:|")
+    lr, fr = layout_rates(4096, 4, 200 if args.quick else 2000)
+    print(f"| {lr:,.0f} | {fr:,.0f} | {lr / fr:.1f}x |\n")
 
     sizes = [1, 64, 256] if args.quick else [1, 64, 1024, 4096]
     loop_b = 16 if args.quick else 64

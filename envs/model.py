@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from envs.hardware import mix_peak, turnaround_penalty
 from envs.kernel import (
     PAGE_BYTES,
     THRESHOLD_START_MS,
@@ -51,7 +52,6 @@ from envs.rng import normal32 as _normal32
 from envs.rng import splitmix as _splitmix
 from envs.rng import uniform as _uniform
 from envs.scenario import HotColdHotness, Scenario, TenantSpec, ZipfHotness
-from envs.hardware import mix_peak, turnaround_penalty
 from envs.solver import TOL as SOLVER_TOL
 from envs.solver import NodeCurves, lsum, solve_fixed_point, zero_load_demand
 
@@ -133,9 +133,9 @@ class KernelConfig:
 # --------------------------------------------------------------------------- data containers
 #
 # Inside the core every array keeps the batch axis LAST ((T, N, B) and so on):
-# numpy reduces over small leading axes of such arrays ~30x faster than over
+# numpy reduces over small leading axes of such arrays over ten times faster than over
 # small trailing axes of batch-first ones, and a step reduces over tenants,
-# buckets and nodes many times (``benchmarks/layout.py`` measures it). The
+# buckets and nodes many times (``benchmarks/env_speed.py``, table "Layout"). The
 # public surface (Action, Outputs, ``State.placement``) is batch-first.
 
 
@@ -931,7 +931,7 @@ def reclaim_and_demote(
     util = np.zeros_like(p.capacity_gib)  # share of each node's bandwidth migration uses
     over_high = np.maximum(dram_use - tn.high, 0.0) / np.maximum(dram_use, 1e-300)  # (T, B)
     demoted = False  # the placement (and its sums above) changed
-    high, low = tn.high, tn.low
+    low = tn.low
     for m in range(N):
         tgt = p.demote_target[m]
         can = is_dram[m] & (tgt >= 0)

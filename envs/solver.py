@@ -39,9 +39,10 @@ fixed-order sum over a leading axis, so an element gets the same numbers in
 any sub-problem as in the whole batch.
 
 Layout: the batch axis is the *last* axis of every array here (``(T, N, B)``
-and so on). numpy reduces over a small leading axis of a batch-last array about
-30x faster than over a small trailing axis of a batch-first one (measured in
-``benchmarks/layout.py``), and the step reduces over tenants and nodes many
+and so on). numpy reduces over a small leading axis of a batch-last array over ten times
+faster than over a small trailing axis of a batch-first one (measured in
+the table "Layout" of
+``benchmarks/env_speed.py``), and the step reduces over tenants and nodes many
 times. The public API (:mod:`envs.model`) speaks batch-first.
 """
 

@@ -55,9 +55,7 @@ def test_imports_point_down(module: str) -> None:
 
 
 def test_no_import_cycle_between_modules() -> None:
-    graph = {
-        m: {n for n in (_imports(p)) if n in MODULES and n != m} for m, p in MODULES.items()
-    }
+    graph = {m: {n for n in (_imports(p)) if n in MODULES and n != m} for m, p in MODULES.items()}
     # also edges to a package's module through "from pkg.mod import name"
     for m, p in MODULES.items():
         for n in _imports(p):
