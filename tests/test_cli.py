@@ -254,6 +254,7 @@ def test_resume_of_a_folder_without_checkpoint_starts_from_step_0(
     assert (run / "checkpoints" / "step_000000000128").is_dir()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("when", ["config.yml", "tensorboard"])
 def test_sigterm_before_the_first_checkpoint_leaves_a_resumable_run(
     tmp_path: Path, short_scenario: Path, when: str

@@ -89,6 +89,7 @@ def test_plan_cells_splits_only_batch_independent_policies(tiny_model: Path) -> 
     assert len(auto) == 16 and {c.n for c in auto} == {64}
 
 
+@pytest.mark.slow
 def test_distributed_evaluation_equals_single_process_bit_for_bit(
     local_ray: None, tiny_model: Path, tmp_path: Path
 ) -> None:
@@ -156,6 +157,7 @@ def run_eval(
     )
 
 
+@pytest.mark.slow
 def test_evaluate_workers_flag_gives_the_single_process_results(tmp_path: Path) -> None:
     common = ["--scenarios", "kv-store,colocation", "--policies", "dram-first,tpp,random",
               "--episodes", "3", "--seed", "7", "--no-plots"]  # fmt: skip

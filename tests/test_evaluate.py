@@ -35,6 +35,7 @@ def run_eval(args: list[str]) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_two_scenarios_three_policies_json_matches_table_and_repeats(tmp_path: Path) -> None:
     common = [
         "--scenarios",
@@ -155,6 +156,7 @@ def test_unknown_policy_lists_the_valid_names(tmp_path: Path) -> None:
     assert not (tmp_path / "results.json").exists()
 
 
+@pytest.mark.slow
 def test_missing_corrupt_and_mismatched_models(tmp_path: Path) -> None:
     import train
 

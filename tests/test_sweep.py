@@ -102,6 +102,7 @@ def event_tags(run_dir: Path) -> set[str]:
     return tags
 
 
+@pytest.mark.slow
 def test_two_trial_sweep_writes_run_folders_summary_and_best_config(
     local_ray: None, short_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -159,6 +160,7 @@ def test_two_trial_sweep_writes_run_folders_summary_and_best_config(
     assert {p.name: (p / "model.zip").stat().st_mtime_ns for p in trials} == mtimes
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_where_it_stopped(
     local_ray: None, short_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
