@@ -12,9 +12,9 @@ trials ranked) and ``best.yml``, the best trial's hyperparameters for
 
 Examples::
 
-    python sweep.py examples/sweeps/ppo-kv-store.yml               # Ray in-process, local cores
-    python sweep.py examples/sweeps/seeds.yml --workers 2
-    python sweep.py examples/sweeps/ppo-kv-store.yml --ray-address HEAD:6379   # a cluster
+    python sweep.py examples/sweeps/quick.yml                  # Ray in-process, local cores
+    python sweep.py examples/sweeps/seeds-scenarios.yml --workers 2
+    python sweep.py examples/sweeps/ppo-kv-store-asha.yml --ray-address HEAD:6379   # a cluster
 
 Run the same command again to resume an interrupted sweep: finished trials
 are kept, unfinished ones continue from their run folders. Errors (a bad
