@@ -528,6 +528,32 @@ class Scenario(_Strict):
     tenants: list[TenantSpec] = Field(min_length=1)
     kernel: ScenarioKernel | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _cpu_node_socket(cls, data: Any) -> Any:
+        """A tenant with a ``cpu_node`` and no ``socket`` is on its CPU node's socket
+        (so a dumped scenario loads again with the same values)."""
+        if not isinstance(data, Mapping):
+            return data
+        hw, tenants = data.get("hardware"), data.get("tenants")
+        nodes = hw.get("nodes") if isinstance(hw, Mapping) else getattr(hw, "nodes", None)
+        if not isinstance(nodes, list) or not isinstance(tenants, list):
+            return data
+        where: dict[Any, Any] = {}
+        for n in nodes:
+            name = n.get("name") if isinstance(n, Mapping) else getattr(n, "name", None)
+            sock = n.get("socket") if isinstance(n, Mapping) else getattr(n, "socket", None)
+            if isinstance(name, str):
+                where.setdefault(name, sock)
+        out = []
+        for t in tenants:
+            if isinstance(t, Mapping) and "socket" not in t:
+                cpu = t.get("cpu_node")
+                if isinstance(cpu, str) and isinstance(where.get(cpu), int):
+                    t = {**t, "socket": where[cpu]}
+            out.append(t)
+        return {**data, "tenants": out}
+
     @model_validator(mode="after")
     def _check(self) -> Scenario:
         names = [t.name for t in self.tenants]
