@@ -370,3 +370,51 @@ def test_inline_machines_copy_the_fitted_presets(name: str) -> None:
             for k, v in fitted["cxl_remote"].items():
                 if k.startswith("remote_"):
                     assert d[k] == v, (name, node.name, k)
+
+
+# --------------------------------------------------------------------------- solver
+
+
+def test_jacobian_with_socket_links_matches_central_differences() -> None:
+    """The link terms of the Jacobian against central differences of the residual."""
+    from envs.solver import NodeCurves, SocketLinks, _Problem, link_weights
+
+    p = compile_params(load_scenario("cxl-spill"), batch_size=3)
+    rng = np.random.default_rng(4)
+    T, N, B = 4, p.n_nodes, 3
+    cap = rng.uniform(2000.0, 8000.0, (T, B))
+    compute = rng.uniform(0.0, 100.0, (T, B))
+    rfrac = rng.uniform(0.2, 0.9, (T, B))
+    share = rng.dirichlet(np.ones(N), (T, B)).transpose(0, 2, 1)
+    tsock = np.array([[0] * B, [0] * B, [1] * B, [1] * B])
+    remote = (tsock[:, None] != p.node_socket).astype(float)
+    gbps = np.array([40.0, 60.0, np.inf])  # the last element has no limit: exact zeros
+    links = SocketLinks(
+        link_weights(share, rfrac, tsock, p.node_socket),
+        gbps,
+        np.full(B, 5.0),
+        np.full(B, 10.0),
+        np.full(B, 2.0),
+    )
+    nc = NodeCurves(**{k: v for k, v in vars(p.curves).items()})
+    zeros = np.zeros((N, B))
+    pb = _Problem(cap, compute, rfrac, share, remote, zeros, zeros, nc, links)
+    x = np.full((T, B), 1.0)
+    ev = pb.evaluate(x)
+    load = np.maximum(np.maximum(ev["u_loc"].max(0), ev["u_rem"].max(0)), ev["u_lk_max"])
+    x = x * 0.7 / load
+    ev = pb.evaluate(x)
+    assert ev["feasible"].all() and ev["u_lk_max"][0] > 0.1
+    z = np.log(x)
+    fd = np.zeros((T, T, B))
+    h = 1e-6
+    for s in range(T):
+        dz = np.zeros_like(z)
+        dz[s] = h
+        fd[:, s] = (pb.evaluate(np.exp(z + dz))["resid"] - pb.evaluate(np.exp(z - dz))["resid"]) / (
+            2 * h
+        )
+    np.testing.assert_allclose(pb.jacobian(ev), fd, rtol=1e-5, atol=1e-8)
+    # without a limit the link adds nothing: the same numbers as no links at all
+    plain = _Problem(cap, compute, rfrac, share, remote, zeros, zeros, nc)
+    np.testing.assert_array_equal(pb.evaluate(x)["lbar"][:, 2], plain.evaluate(x)["lbar"][:, 2])
