@@ -609,6 +609,10 @@ def solve_fixed_point(
         ev = pb.evaluate(x)
         umax = np.maximum(np.maximum(lmax(ev["u_loc"]), lmax(ev["u_rem"])), ev["u_lk_max"])
         pull = np.minimum(1.0, 0.9 / np.maximum(umax, _TINY))
+        # a start that already solves the problem (a steady state: the same placement and
+        # rates as the last interval) is kept, however loaded: pulling it back would only
+        # cost Newton iterations to climb the knee again
+        pull = np.where(ev["feasible"] & (ev["norm"] <= tol), 1.0, pull)
         x = x * pull
         ev = _reevaluate(pb, ev, x, pull < 1.0)
         cold = ~ev["feasible"] | ((x <= 0) & active).any(0)
