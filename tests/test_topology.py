@@ -418,3 +418,47 @@ def test_jacobian_with_socket_links_matches_central_differences() -> None:
     # without a limit the link adds nothing: the same numbers as no links at all
     plain = _Problem(cap, compute, rfrac, share, remote, zeros, zeros, nc)
     np.testing.assert_array_equal(pb.evaluate(x)["lbar"][:, 2], plain.evaluate(x)["lbar"][:, 2])
+
+
+# --------------------------------------------------------------------------- data
+
+
+def _measured_peaks(memory: str) -> dict[str, float]:
+    """Peak bandwidth (GB/s) per read:write mix of a series of loaded_latency_all.csv."""
+    import csv
+
+    from calibration.data import DATA_DIR
+
+    path = DATA_DIR / "loaded_latency_all.csv"
+    if not path.is_file():
+        pytest.skip(f"shared calibration data not found ({path})")
+    peaks: dict[str, float] = {}
+    with path.open() as f:
+        for r in csv.DictReader(f):
+            if r["memory"] == memory and r["access"] == "sequential":
+                peaks[r["rw_mix"]] = max(peaks.get(r["rw_mix"], 0.0), float(r["bandwidth_gbps"]))
+    return peaks
+
+
+@pytest.mark.parametrize(("mix", "rfrac"), [("1:0", 1.0), ("1:1", 0.5), ("0:1", 0.0)])
+def test_mixed_socket_traffic_matches_the_measured_peaks(mix: str, rfrac: float) -> None:
+    """mmem_mixed_socket: MLC on 64 CPUs, 47 on socket 0 and 17 on socket 1, all to node 0.
+    The model: two tenants (47 and 17 threads, 32 lines in flight each, as the MLC
+    calibration) on spr-a1000-2s, pages on dram0: local and remote traffic share the node."""
+    measured = _measured_peaks("mmem_mixed_socket")[mix]
+    t = {"mlp": 32, "compute_ns": 0, "read_fraction": rfrac, "working_set_gib": 8}
+    spec = {
+        "name": "mixed-socket",
+        "episode_steps": 3,
+        "hardware": "spr-a1000-2s",
+        "tenants": [
+            {"name": "s0", "threads": 47, "socket": 0, **t},
+            {"name": "s1", "threads": 17, "socket": 1, "weights": {"dram0": 1}, **t},
+        ],
+    }
+    w = np.zeros((2, 3))
+    w[:, 0] = 1.0
+    *_, out = run(spec, weights=w)
+    model = out.total_throughput_gbps[0]
+    assert out.node_capacity_used_gib[0, 0] == pytest.approx(16.0)
+    assert abs(model / measured - 1) < 0.06, (mix, model, measured)
