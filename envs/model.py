@@ -222,6 +222,7 @@ class Params:
     link_slope_ns: F64  # (B,)
     link_knee_ns: F64  # (B,)
     link_knee_exp: F64  # (B,)
+    random: F64  # (T, P, B) 1 where the tenant's access is random
 
     @property
     def batch_size(self) -> int:
@@ -439,6 +440,8 @@ def _node_arrays(sc: Scenario) -> dict[str, np.ndarray]:
         "rem_slope_ns": np.array([n.remote_queue_slope_ns for n in nodes]),
         "rem_knee_ns": np.array([n.remote_knee_ns for n in nodes]),
         "rem_knee_exp": np.array([n.remote_knee_exp for n in nodes]),
+        "rnd_read": np.array([n.random_read_gbps or n.read_gbps for n in nodes]),
+        "rnd_write": np.array([n.random_write_gbps or n.write_gbps for n in nodes]),
     }
 
 
@@ -582,6 +585,7 @@ def compile_params(
         "grow_gib_per_s",
         "memory_low_gib",
         "churn_per_s",
+        "random",
     )
     tab = {k: np.zeros((bsz, T, P)) for k in keys}
     tab["threads"][:] = 1.0
@@ -621,6 +625,7 @@ def compile_params(
                 tab["grow_gib_per_s"][b, i, ph] = st["grow_gib_per_s"]
                 tab["memory_low_gib"][b, i, ph] = st["memory_low_gib"]
                 tab["churn_per_s"][b, i, ph] = st["churn_per_s"]
+                tab["random"][b, i, ph] = float(st["access"] == "random")
                 if st["memory_high_gib"] is not None:
                     high[b, i, ph] = st["memory_high_gib"]
                 share[b, i, ph] = bucket_access_shares(st["hotness"], st["working_set_gib"])
@@ -690,6 +695,7 @@ def compile_params(
         policy_w=last(pw),
         numa_mof=last(mof),
         **_link_arrays(scs),
+        random=last(tab["random"]),
     )
     return params
 
@@ -732,6 +738,7 @@ def solo_throughput(p: Params, jit: F64) -> F64:
         bg_rd=np.zeros((N, flat)),
         bg_wr=np.zeros((N, flat)),
         nc=curves,
+        random=p.random.reshape(1, flat) if p.random.any() else None,
     )
     return sol.throughput.reshape(T, P, bsz)
 
@@ -1225,6 +1232,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         p.curves,
         x0=state.throughput,
         links=links,
+        random=_gather(p.random, phase) if p.random.any() else None,
     )
 
     # ---- outputs (batch-first)

@@ -227,6 +227,12 @@ class NodeSpec(_Strict):
     #: (``cpu_node``), and the kernel's fallback lists prefer CPU-less nodes at
     #: equal distance (``find_next_best_node``).
     cpus: bool | None = None
+    #: Peaks of the node's memory under random access (added keys; default: the
+    #: sequential ``read_gbps`` / ``write_gbps``): a tenant with ``access: random`` uses
+    #: the memory at these peaks (more row-buffer misses); the link and the remote path
+    #: are unaffected. Fitted to the MLC random-access series (docs/validation.md).
+    random_read_gbps: Gbps | None = None
+    random_write_gbps: Gbps | None = None
 
     @property
     def has_cpus(self) -> bool:
@@ -409,6 +415,11 @@ class MempolicySpec(_Strict):
         return self
 
 
+#: How a tenant walks its pages: ``sequential`` (streams, the MLC default) or ``random``
+#: (the node's memory then delivers its ``random_*_gbps`` peaks).
+Access = Literal["sequential", "random"]
+
+
 class _TenantKeys(_Strict):
     """The tenant keys a phase may change (all optional here)."""
 
@@ -423,6 +434,7 @@ class _TenantKeys(_Strict):
     memory_high_gib: GiBLimit | None = None
     churn_per_s: ChurnPerS | None = None
     grow_gib_per_s: GiBRate | None = None
+    access: Access | None = None
 
 
 class PhaseSpec(_TenantKeys):
@@ -442,7 +454,8 @@ class TenantSpec(_Strict):
       local DRAM only, i.e. local-first allocation);
     - ``cpu_node``: the node whose CPUs run its threads (default: the first node
       with CPUs on ``socket``); its socket is the tenant's socket;
-    - ``mempolicy``: ``{mode, nodes}``, see :data:`MempolicyMode` (default local).
+    - ``mempolicy``: ``{mode, nodes}``, see :data:`MempolicyMode` (default local);
+    - ``access``: ``sequential`` (default) or ``random``, see :data:`Access`.
     """
 
     name: Name
@@ -459,6 +472,7 @@ class TenantSpec(_Strict):
     memory_high_gib: GiBLimit | None = None
     churn_per_s: ChurnPerS = 0.0
     grow_gib_per_s: GiBRate = 0.0
+    access: Access = "sequential"
     weights: Weights | None = None
     phases: list[PhaseSpec] = Field(default_factory=list)
     cpu_node: Name | None = None

@@ -94,6 +94,8 @@ class NodeCurves:
     rem_slope_ns: F64
     rem_knee_ns: F64
     rem_knee_exp: F64
+    rnd_read: F64  # the memory's peaks under random access (= mem_read/mem_write if unknown)
+    rnd_write: F64
 
 
 _CURVES = [f.name for f in fields(NodeCurves)]
@@ -230,6 +232,7 @@ class _Problem:
         bg_wr: F64,
         nc: NodeCurves,
         links: SocketLinks | None = None,
+        random: F64 | None = None,
     ) -> None:
         self.T, self.N = share.shape[0], share.shape[1]
         # socket links (the caller passes them only where some machine of the batch
@@ -265,6 +268,19 @@ class _Problem:
         self.rw_w = np.empty((2, *np.broadcast_shapes(share.shape, rfrac[:, None].shape)))
         self.rd_w = np.multiply(share, rfrac[:, None], out=self.rw_w[0])
         self.wr_w = np.subtract(share, self.rd_w, out=self.rw_w[1])
+        # random access: a random tenant's bytes use the memory at its random peaks, i.e.
+        # cost R/R_random (W/W_random) of a sequential byte; "costed" traffic loads the
+        # memory, real bytes load the links (decided for the whole batch, exact 1 elsewhere)
+        self.any_random = random is not None and bool(np.any(random))
+        if self.any_random:
+            assert random is not None
+            rnd = random[:, None]
+            self.crw_w = np.stack(
+                [
+                    self.rd_w * (1.0 + rnd * (nc.mem_read / nc.rnd_read - 1.0)),
+                    self.wr_w * (1.0 + rnd * (nc.mem_write / nc.rnd_write - 1.0)),
+                ]
+            )
         if self.any_remote:
             self.rshare = share * remote  # (T, N, B)
             self.rrd_w = self.rd_w * remote
@@ -306,6 +322,8 @@ class _Problem:
             per_tn = [self.share, self.remote, self.rd_w, self.wr_w]  # rw_w: items 2 and 3
             if self.any_remote:
                 per_tn += [self.rshare, self.rrd_w, self.rwr_w]
+            if self.any_random:
+                per_tn += [*self.crw_w]
             per_n = [self.bg_rd, self.bg_wr, *(getattr(self.nc, f) for f in _CURVES)]  # bg: 0, 1
             if self.const_link:
                 per_n.append(self.q_link0)
@@ -335,6 +353,9 @@ class _Problem:
         sub.rw_w = per_tn[2:4]
         if self.any_remote:
             sub.rshare, sub.rrd_w, sub.rwr_w = per_tn[4:7]
+        if self.any_random:
+            k0 = 7 if self.any_remote else 4
+            sub.crw_w = per_tn[k0 : k0 + 2]
         sub.bg = per_n[:2]
         sub.bg_rd, sub.bg_wr = sub.bg
         k = 2 + len(_CURVES)
@@ -365,8 +386,13 @@ class _Problem:
         and what :meth:`jacobian` needs."""
         nc, N = self.nc, self.N
         rd, wr = lsum(x[None, :, None] * self.rw_w, 1) + self.bg  # (N, B) each
-        u_mem = mix_utilisation(rd, wr, nc.mem_read, nc.mem_write, nc.mem_turn)
         out = {"x": x, "rd": rd, "wr": wr}
+        if self.any_random:
+            crd, cwr = lsum(x[None, :, None] * self.crw_w, 1) + self.bg
+            out["crd"], out["cwr"] = crd, cwr
+            u_mem = mix_utilisation(crd, cwr, nc.mem_read, nc.mem_write, nc.mem_turn)
+        else:
+            u_mem = mix_utilisation(rd, wr, nc.mem_read, nc.mem_write, nc.mem_turn)
         if self.any_link:
             # the link's two directions queue in series with the memory behind them:
             # reads wait on device-to-host, writes on host-to-device
@@ -443,15 +469,13 @@ class _Problem:
         (a node row without a link in a direction would add exact zeros: skipped).
         """
         nc, T, N = self.nc, self.T, self.N
-        rd, wr = ev["rd"], ev["wr"]
+        rd, wr = (ev["crd"], ev["cwr"]) if self.any_random else (ev["rd"], ev["wr"])
         tot = np.maximum(rd + wr, _TINY)
         dmr = 1.0 / nc.mem_read + nc.mem_turn * (wr / tot) ** 2
         dmw = 1.0 / nc.mem_write + nc.mem_turn * (rd / tot) ** 2
         sh, dq = self.share, ev["dq_mem"]
-        terms = [
-            (sh[:, n] * dq[n], self.rd_w[:, n] * dmr[n] + self.wr_w[:, n] * dmw[n])
-            for n in range(N)
-        ]
+        mrd_w, mwr_w = self.crw_w if self.any_random else (self.rd_w, self.wr_w)
+        terms = [(sh[:, n] * dq[n], mrd_w[:, n] * dmr[n] + mwr_w[:, n] * dmw[n]) for n in range(N)]
         if self.any_link:
             rf = self.rfrac
             terms += [
@@ -577,6 +601,7 @@ def solve_fixed_point(
     max_iter: int = MAX_ITER,
     retry: bool = True,
     links: SocketLinks | None = None,
+    random: F64 | None = None,
 ) -> Solution:
     """Solve every batch element's fixed point (arrays batch-last).
 
@@ -586,7 +611,8 @@ def solve_fixed_point(
     ``remote`` (T, N, B) 1 where the node is on another socket;
     ``bg_rd``/``bg_wr`` (N, B) background traffic in GB/s (migrations);
     ``x0`` (T, B) an optional warm start (used where it is feasible);
-    ``links`` the socket links (:class:`SocketLinks`; None: no limit).
+    ``links`` the socket links (:class:`SocketLinks`; None: no limit);
+    ``random`` (T, B) 1 for a tenant with random access (None: all sequential).
 
     Only the elements that need it are evaluated again (a start pulled back,
     a cold start, an infeasible start halved); the others keep their numbers.
@@ -595,7 +621,7 @@ def solve_fixed_point(
     and, if that fails too, by continuation: the bytes in flight raised in
     stages from 10% to 100%, each stage started from the last one's solution.
     """
-    pb = _Problem(cap, compute, rfrac, share, remote, bg_rd, bg_wr, nc, links)
+    pb = _Problem(cap, compute, rfrac, share, remote, bg_rd, bg_wr, nc, links, random)
     active = pb.active
     cold = np.ones(cap.shape[1], dtype=bool)
     if x0 is not None:
@@ -712,7 +738,15 @@ def solve_fixed_point(
         link_util=ev["u_lk"],
     )
     if retry and (sol.residual > tol).any():
-        _retry(sol, (cap, compute, rfrac, share, remote, bg_rd, bg_wr), nc, tol, max_iter, links)
+        _retry(
+            sol,
+            (cap, compute, rfrac, share, remote, bg_rd, bg_wr),
+            nc,
+            tol,
+            max_iter,
+            links,
+            random,
+        )
     return sol
 
 
@@ -726,21 +760,30 @@ def _retry(
     tol: float,
     max_iter: int,
     links: SocketLinks | None = None,
+    random: F64 | None = None,
 ) -> None:
     """Solve the unconverged elements of ``sol`` again (cold, then by continuation), in place."""
     idx = np.flatnonzero(sol.residual > tol)
     cap, compute, rfrac, share, remote, bg_rd, bg_wr = (a[..., idx] for a in arrays)
     snc = NodeCurves(**{k: v[..., idx] for k, v in vars(nc).items()})
     slk = None if links is None else SocketLinks(**{k: v[..., idx] for k, v in vars(links).items()})
+    srnd = None if random is None else random[..., idx]
     rest = (compute, rfrac, share, remote, bg_rd, bg_wr, snc)
     best = solve_fixed_point(
-        cap, *rest, x0=None, tol=tol, max_iter=max_iter, retry=False, links=slk
+        cap, *rest, x0=None, tol=tol, max_iter=max_iter, retry=False, links=slk, random=srnd
     )
     if (best.residual > tol).any():
         xk = None
         for lam in _CONTINUATION:
             cont = solve_fixed_point(
-                cap * lam, *rest, x0=xk, tol=tol, max_iter=max_iter, retry=False, links=slk
+                cap * lam,
+                *rest,
+                x0=xk,
+                tol=tol,
+                max_iter=max_iter,
+                retry=False,
+                links=slk,
+                random=srnd,
             )
             xk = cont.throughput
         _replace(best, cont, cont.residual < best.residual)
