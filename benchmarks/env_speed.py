@@ -20,8 +20,9 @@ Tables printed:
 5. the topology mechanisms' cost (``--topology`` prints only this table): the
    model core at B = 4096 on the 4-node, 2-socket ``fallback-hotspot`` (bind
    policies, per-node fallback lists, the socket link as a shared queue) and the
-   6-node ``cxl-spill`` (four CPU nodes, two expanders, the link), beside the
-   4-tenant ``spr-a1000`` scenario of table 1 in the same run.
+   6-node ``cxl-spill`` (four CPU nodes, two expanders, the link), and table 1's
+   tenants on the 4-node machine (every kind of mempolicy, two random-access
+   tenants), beside the 4-tenant ``spr-a1000`` scenario of table 1 in the same run.
 
 Actions are random every step (a policy that changes its mind each interval,
 the costly case for the fixed-point solver's warm start). One process, one
@@ -292,7 +293,8 @@ def main() -> None:
 def four_node_scenario() -> dict[str, Any]:
     """Table 1's four tenants on fallback-hotspot's 4-node, 2-socket machine, one per CPU
     node, under each kind of policy: llm local, kv interleaved over its socket's two
-    nodes, scan bound to a remote and a local node, svc preferring a remote node."""
+    nodes, scan bound to a remote and a local node, svc preferring a remote node; kv and
+    svc with random access."""
     hw = load_scenario("fallback-hotspot").hardware.model_dump()
     placement = [
         ("dram0", {"mode": "default"}),
@@ -301,8 +303,8 @@ def four_node_scenario() -> dict[str, Any]:
         ("dram3", {"mode": "preferred", "nodes": ["dram1"]}),
     ]
     tenants = [
-        {**t, "cpu_node": node, "mempolicy": pol}
-        for t, (node, pol) in zip(SCENARIO["tenants"], placement, strict=True)
+        {**t, "cpu_node": node, "mempolicy": pol, "access": "random" if i % 2 else "sequential"}
+        for i, (t, (node, pol)) in enumerate(zip(SCENARIO["tenants"], placement, strict=True))
     ]
     return {**SCENARIO, "name": "bench-4-node", "hardware": hw, "tenants": tenants}
 
