@@ -105,8 +105,8 @@ class Planner(HeuristicPolicy):
     static policies' environment). Reads no info.
 
     Args:
-        population: candidates per episode and CEM iteration (24).
-        iterations: CEM iterations after the seed candidates (4).
+        population: candidates per episode and CEM iteration (64).
+        iterations: CEM iterations after the seed candidates (12).
         segments: equal parts of the episode with their own action (4).
         elite_frac: share of the population kept as elites (0.25).
         smoothing: weight of the elites' statistics in the mean and spread update (0.7).
@@ -121,8 +121,8 @@ class Planner(HeuristicPolicy):
 
     def __init__(
         self,
-        population: int = 24,
-        iterations: int = 4,
+        population: int = 64,
+        iterations: int = 12,
         segments: int = 4,
         elite_frac: float = 0.25,
         smoothing: float = 0.7,
