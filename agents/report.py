@@ -394,7 +394,9 @@ def headroom_summary(
         try:
             h = headroom_share([a for a, _ in strata], [b for _, b in strata], **boot)
         except ValueError:  # a degenerate bootstrap distribution: the point, no interval
-            h = headroom_share([a for a, _ in strata], [b for _, b in strata], **{**boot, "n_boot": 1})
+            h = headroom_share(
+                [a for a, _ in strata], [b for _, b in strata], **{**boot, "n_boot": 1}
+            )
             h["ci"] = None
         ci = h["ci"]
         return {"share": h["share"], "ci": None if ci is None else _ci_list(ci), "n": h["n"]}

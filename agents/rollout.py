@@ -364,9 +364,7 @@ def rollout(
         policy = make_policy(policy)
     own = getattr(policy, "rollout_records", None)
     if own is not None:  # an oracle over other policies' records
-        return list(
-            own(scenario, n_episodes, seed, split, env_kwargs, record_series, policy_name)
-        )
+        return list(own(scenario, n_episodes, seed, split, env_kwargs, record_series, policy_name))
     params = make_params(policy, scenario, split, env_kwargs)
     seeds = [seed + i for i in range(n_episodes)]
     stats = run_episodes(policy, params, seeds, record_series=record_series)

@@ -159,7 +159,7 @@ class Planner(HeuristicPolicy):
     def _bound(self) -> None:
         params = self._p()
         codec = params.codec
-        top = int(math.floor(math.log2(codec.max_promote_mbps)))
+        top = math.floor(math.log2(codec.max_promote_mbps))
         levels = np.array([0.0] + [float(2**k) for k in range(top + 1)])
         # the rate each level becomes in the environment (the codec's float32 round trip), so
         # the replay runs exactly the actions the evaluation will run
@@ -176,9 +176,7 @@ class Planner(HeuristicPolicy):
         self._k[mask] = 0
 
     # ------------------------------------------------------------------ search
-    def _decode(
-        self, x: F64, v: F64, hw: core.Hardware
-    ) -> tuple[I64, F64, F64]:
+    def _decode(self, x: F64, v: F64, hw: core.Hardware) -> tuple[I64, F64, F64]:
         """Candidates (B, S, R) shares and (B, S) rate variables -> integer weights (B, S, R, N),
         the rate levels' nominal MB/s and the MB/s the environment runs (B, S)."""
         B, S, R = x.shape
@@ -261,7 +259,7 @@ class Planner(HeuristicPolicy):
         sv = np.full_like(mv, self.init_std[1])
         rngs = [np.random.default_rng([self.seed, int(s)]) for s in seeds]
         P = self.population
-        n_elite = max(1, int(round(self.elite_frac * P)))
+        n_elite = max(1, round(self.elite_frac * P))
         a = self.smoothing
         for _ in range(self.iterations):
             zx = np.stack([g.standard_normal((P, S, R)) for g in rngs])  # (E, P, S, R)

@@ -53,6 +53,7 @@ __all__ = [
     "STATIC_KERNEL",
     "TPP",
     "TPP_KERNEL",
+    "BandwidthAwareInterleave",
     "CaptionPolicy",
     "ColloidPolicy",
     "DamonTiering",
@@ -64,7 +65,6 @@ __all__ = [
     "RandomPolicy",
     "StaticWeights",
     "WeightedInterleave",
-    "BandwidthAwareInterleave",
     "make_policy",
     "policy_names",
 ]
