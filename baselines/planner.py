@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from baselines.policies import STATIC_KERNEL, HeuristicPolicy, share_to_weights
+from baselines.policies import STATIC_KERNEL, HeuristicPolicy, register_policy, share_to_weights
 from envs import core
 from envs.kernel import auto_interleave_weights, gcd_reduce
 from envs.model import Action
@@ -302,3 +302,6 @@ class Planner(HeuristicPolicy):
         seg = self._segment(self._k, self.plan_steps)
         self._k = self._k + 1
         return self.plan_weights[rows, seg], self.plan_rate_mbps[rows, seg]
+
+
+register_policy("planner", Planner)

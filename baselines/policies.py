@@ -67,6 +67,7 @@ __all__ = [
     "WeightedInterleave",
     "make_policy",
     "policy_names",
+    "register_policy",
 ]
 
 F64 = NDArray[np.float64]
@@ -761,38 +762,38 @@ class DamonTiering(HeuristicPolicy):
 
 
 class BandwidthAwareInterleave(HeuristicPolicy):
-    """``bw-aware-interleave``: the kernel's auto weights, per tenant, only where bandwidth demands it.
+    """``bw-aware-interleave``: the kernel's auto weights per tenant, offloading only bandwidth-bound tenants.
 
     The per-tenant, bandwidth-aware reference the learned policies must beat
-    (issue #12): Caption's idea (interleave new pages onto CXL when the
-    machine is bandwidth-bound, keep them local when it is latency-bound)
-    applied per cgroup, with the split bounded by the weighted-interleave
-    auto weights (``mm/mempolicy.c``, :func:`envs.kernel.auto_interleave_weights`
-    on the nodes' firmware bandwidth) instead of Caption's hill climbing.
+    (issue #12): Caption's idea (send new pages to CXL when the machine is
+    bandwidth-bound, keep them local when it is latency-bound) applied per
+    cgroup, with the split bounded by the weighted-interleave auto weights
+    (``mm/mempolicy.c``, :func:`envs.kernel.auto_interleave_weights` on the
+    nodes' firmware bandwidth) instead of Caption's hill climbing.
 
-    Each step, from the last interval's counters:
-
-    - ``d_t``: each running tenant's bandwidth demand
-      (``info["tenant_demand_gbps"]``, its traffic at idle latencies);
-      ``B_D``: the DRAM nodes' firmware bandwidth, summed;
-    - the excess ``X = sum_t d_t - target_utilization * B_D`` is the traffic
-      DRAM cannot carry; none: every tenant allocates local-first (Linux's
-      default; interleaving would only add CXL latency);
-    - otherwise tenants are offloaded in order of demand, largest first (the
-      most bandwidth-bound; a small-demand tenant is latency-bound and stays
-      local): tenant ``t`` sends the CXL share
-      ``c_t = clip((X - c_max * sum of the larger tenants' d) / d_t, 0, c_max)``
-      of its new pages to CXL, where ``c_max`` is the CXL share of the auto
-      weights (bandwidth-proportional: beyond it CXL, not DRAM, is the
-      bottleneck);
-    - ``c_t > 0``: weights sending ``1 - c_t`` to DRAM
-      (:func:`share_to_weights`, each tier split by bandwidth); ``c_t = 0``:
-      local-first. With global weights one row for the machine,
-      ``c = min(X / sum d, c_max)``.
+    - A tenant not measured yet (the step it starts, before its first
+      interval's counters) allocates with the auto weights: bandwidth-
+      proportional interleave, the kernel's choice for a workload it knows
+      nothing about (and pages placed at a tenant's start stay where they
+      are put, so the first decision matters most).
+    - Once running, from the last interval's counters: ``d_t`` each running
+      tenant's bandwidth demand (``info["tenant_demand_gbps"]``, its traffic
+      at idle latencies), ``B_D`` the DRAM nodes' firmware bandwidth summed,
+      ``c_max`` the CXL share of the auto weights. The traffic DRAM cannot
+      carry, ``X = clip(sum_t d_t - target_utilization * B_D, 0, c_max *
+      sum_t d_t)`` (at most the bandwidth-proportional share of the whole
+      machine's traffic: beyond it CXL, not DRAM, is the bottleneck), is
+      offloaded from the tenants of largest demand first (the most
+      bandwidth-bound): tenant ``t`` sends
+      ``c_t = clip((X - sum of the larger tenants' d) / d_t, 0, 1)`` of its
+      new pages to CXL (:func:`share_to_weights`, each tier split by
+      bandwidth); a tenant with ``c_t = 0`` (latency-bound, or a machine
+      within DRAM's bandwidth) allocates local-first, Linux's default. With
+      global weights one row for the machine: ``c = X / sum_t d_t``, the auto
+      share before the first measurement.
 
     Promotion rate 0 (allocation-time placement only). Kernel:
-    :data:`STATIC_KERNEL`. Before the first measurement every tenant is
-    local-first. Reads info: ``tenant_active``, ``tenant_demand_gbps``.
+    :data:`STATIC_KERNEL`. Reads info: ``tenant_active``, ``tenant_demand_gbps``.
 
     Args:
         target_utilization: share of the DRAM bandwidth the tenants may use before
@@ -819,47 +820,44 @@ class BandwidthAwareInterleave(HeuristicPolicy):
         c = getattr(self, "cxl_share", None)
         if c is None or c.shape != (self._B, self.n_rows):
             self.cxl_share = np.zeros((self._B, self.n_rows))
+            self.measured = np.zeros((self._B, self.n_rows), dtype=bool)
         self.cxl_share[mask] = 0.0
+        self.measured[mask] = False
+
+    def auto_cxl_share(self) -> F64:
+        """(B,) the CXL share of the auto weights (``c_max``)."""
+        auto = auto_interleave_weights(self.node_bandwidth_gbps(), self.weightiness).astype(float)
+        return np.where(self.is_cxl(), auto, 0.0).sum(1) / np.maximum(auto.sum(1), 1e-300)
 
     def cxl_share_for(self, demand: F64, active: NDArray[np.bool_]) -> F64:
         """Each weight row's CXL share (B, R) for demands ``demand`` (B, T) of running tenants."""
         cxl = self.is_cxl()
-        bw = self.node_bandwidth_gbps()
-        auto = auto_interleave_weights(bw, self.weightiness).astype(float)
-        c_max = np.where(cxl, auto, 0.0).sum(1) / np.maximum(auto.sum(1), 1e-300)  # (B,)
-        b_dram = np.where(cxl, 0.0, bw).sum(1)
+        c_max = self.auto_cxl_share()
+        b_dram = np.where(cxl, 0.0, self.node_bandwidth_gbps()).sum(1)
         d = np.where(active, np.maximum(demand, 0.0), 0.0)
         total = d.sum(1)
-        excess = np.maximum(total - self.target_utilization * b_dram, 0.0)  # (B,)
+        excess = np.clip(total - self.target_utilization * b_dram, 0.0, c_max * total)  # (B,)
         if self.n_rows == 1:
-            return np.minimum(excess / np.maximum(total, 1e-300), c_max)[:, None]
+            return (excess / np.maximum(total, 1e-300))[:, None]
         order = np.argsort(-d, axis=1, kind="stable")
         ds = np.take_along_axis(d, order, axis=1)
         before = np.cumsum(ds, axis=1) - ds  # demand of the larger tenants
-        cs = np.clip(
-            (excess[:, None] - c_max[:, None] * before) / np.maximum(ds, 1e-300),
-            0.0,
-            c_max[:, None],
-        )
+        cs = np.clip((excess[:, None] - before) / np.maximum(ds, 1e-300), 0.0, 1.0)
         cs = np.where(ds > 0, cs, 0.0)
         out = np.empty_like(cs)
         np.put_along_axis(out, order, cs, axis=1)
         return out
 
     def _observe(self, info: Mapping[str, Any]) -> None:
-        self.cxl_share = self.cxl_share_for(info["tenant_demand_gbps"], info["tenant_active"])
+        active = info["tenant_active"]
+        self.cxl_share = self.cxl_share_for(info["tenant_demand_gbps"], active)
+        self.measured = active if self.n_rows > 1 else active.any(axis=1, keepdims=True)
 
     def _decide(self, obs: NDArray) -> tuple[I64, F64]:
-        share = np.where(self.cxl_share > 0, 1.0 - self.cxl_share, np.nan)  # NaN: local-first
+        c = np.where(self.measured, self.cxl_share, self.auto_cxl_share()[:, None])
+        share = np.where(c > 0, 1.0 - c, np.nan)  # NaN: local-first
         w = share_to_weights(share, self.node_bandwidth_gbps(), self.is_cxl(), self.weight_scale)
         return w, np.zeros(self._B)
-
-
-def _planner(**params: Any) -> HeuristicPolicy:
-    """The clairvoyant ``planner`` (:mod:`baselines.planner`; imported here lazily, it imports this)."""
-    from baselines.planner import Planner
-
-    return Planner(**params)
 
 
 class RandomPolicy(HeuristicPolicy):
@@ -910,10 +908,20 @@ _REGISTRY: dict[str, Callable[..., HeuristicPolicy]] = {
     "damon-tiering": DamonTiering,
     "bw-aware-interleave": BandwidthAwareInterleave,
     "random": RandomPolicy,
-    "planner": _planner,
 }
 STATIC_PATTERN = "static:W1:W2[:...][@RATE]"
 _STATIC_RE = re.compile(r"^static((?::\d+)+)(?:@([0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?))?$")
+
+
+def register_policy(name: str, factory: Callable[..., HeuristicPolicy]) -> None:
+    """Add a policy to the registry (``baselines.planner`` registers ``planner`` this way).
+
+    Raises:
+        ValueError: the name is taken.
+    """
+    if name in _REGISTRY or name.startswith("static:"):
+        raise ValueError(f"policy name {name!r} is already registered")
+    _REGISTRY[name] = factory
 
 
 def policy_names() -> list[str]:
