@@ -263,3 +263,15 @@ def test_run_comparison_reports_the_headroom(tmp_path: Path) -> None:
     assert share == pytest.approx((ratio - 1) / (up - 1))
     assert "headroom share" in (tmp_path / "out" / "table.md").read_text()
     assert "headroom share" in (tmp_path / "out" / "leaderboard.md").read_text()
+
+
+def test_planner_runs_split_into_seed_blocks_like_a_heuristic() -> None:
+    """Ray cells cut a splittable policy's run into seed blocks: the planner's episodes do
+    not depend on the block they run in; the oracle runs as one cell."""
+    from agents.distributed import splittable
+
+    sc = load_scenario("colocation", episode_steps=20)
+    whole = rollout(Planner(population=6, iterations=2), sc, 4, seed=30)
+    block = rollout(Planner(population=6, iterations=2), sc, 2, seed=32)
+    assert [r["metrics"] for r in whole[2:]] == [r["metrics"] for r in block]
+    assert splittable(Planner()) and not splittable(BestHeuristicPerEpisode())
