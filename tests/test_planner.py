@@ -275,3 +275,15 @@ def test_planner_runs_split_into_seed_blocks_like_a_heuristic() -> None:
     block = rollout(Planner(population=6, iterations=2), sc, 2, seed=32)
     assert [r["metrics"] for r in whole[2:]] == [r["metrics"] for r in block]
     assert splittable(Planner()) and not splittable(BestHeuristicPerEpisode())
+
+
+def test_planner_is_at_least_every_static_action_it_seeds_with_on_mixed() -> None:
+    """By construction (its iteration 0): per episode at least dram-first, numa-tiering
+    (local-first at 65536 MB/s) and interleave (1:1 = DRAM share 0.5), all in its kernel."""
+    recs = {n: _g(rollout(n, "mixed", 4, seed=20000)) for n in ("dram-first", "numa-tiering",
+                                                                 "interleave")}  # fmt: skip
+    p = Planner(population=6, iterations=1)
+    got = _g(rollout(p, "mixed", 4, seed=20000))
+    for name, v in recs.items():
+        assert (got >= v).all(), name
+    np.testing.assert_array_equal(p.seed_scores[:, 1], recs["numa-tiering"])
