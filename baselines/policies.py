@@ -792,12 +792,21 @@ class BandwidthAwareInterleave(HeuristicPolicy):
       global weights one row for the machine: ``c = X / sum_t d_t``, the auto
       share before the first measurement.
 
-    Promotion rate 0 (allocation-time placement only). Kernel:
-    :data:`STATIC_KERNEL`. Reads info: ``tenant_active``, ``tenant_demand_gbps``.
+    - Promotion: while some running tenant is local-first, NUMA balancing in
+      tiering mode at the kernel's default rate limit
+      (``promote_rate_mbps``, 65536 MB/s) brings its hot CXL pages (those
+      interleaved before it was measured, or spilled) back to DRAM; while
+      every running tenant interleaves, promotion is off (it would undo the
+      interleave).
+
+    Kernel: :data:`STATIC_KERNEL`. Reads info: ``tenant_active``,
+    ``tenant_demand_gbps``.
 
     Args:
         target_utilization: share of the DRAM bandwidth the tenants may use before
             offloading (1.0: the firmware bandwidth itself).
+        promote_rate_mbps: promotion rate limit while a tenant is local-first
+            (kernel default 65536; 0: never promote).
         weightiness: scale of the auto weights (kernel constant 32).
         weight_scale: resolution of the share-to-weights mapping (100).
     """
@@ -805,14 +814,23 @@ class BandwidthAwareInterleave(HeuristicPolicy):
     name = "bw-aware-interleave"
 
     def __init__(
-        self, target_utilization: float = 1.0, weightiness: int = 32, weight_scale: int = 100
+        self,
+        target_utilization: float = 1.0,
+        promote_rate_mbps: float = KERNEL_RATE_MBPS,
+        weightiness: int = 32,
+        weight_scale: int = 100,
     ) -> None:
         super().__init__()
         if not (math.isfinite(target_utilization) and target_utilization > 0):
             raise ValueError(
                 f"bw-aware-interleave target_utilization: got {target_utilization}, expected > 0"
             )
+        if not (math.isfinite(promote_rate_mbps) and promote_rate_mbps >= 0):
+            raise ValueError(
+                f"bw-aware-interleave promote_rate_mbps: got {promote_rate_mbps}, expected >= 0"
+            )
         self.target_utilization = float(target_utilization)
+        self.promote_rate_mbps = float(promote_rate_mbps)
         self.weightiness = int(weightiness)
         self.weight_scale = int(weight_scale)
 
@@ -821,8 +839,10 @@ class BandwidthAwareInterleave(HeuristicPolicy):
         if c is None or c.shape != (self._B, self.n_rows):
             self.cxl_share = np.zeros((self._B, self.n_rows))
             self.measured = np.zeros((self._B, self.n_rows), dtype=bool)
+            self.rate = np.zeros(self._B)
         self.cxl_share[mask] = 0.0
         self.measured[mask] = False
+        self.rate[mask] = 0.0
 
     def auto_cxl_share(self) -> F64:
         """(B,) the CXL share of the auto weights (``c_max``)."""
@@ -852,12 +872,15 @@ class BandwidthAwareInterleave(HeuristicPolicy):
         active = info["tenant_active"]
         self.cxl_share = self.cxl_share_for(info["tenant_demand_gbps"], active)
         self.measured = active if self.n_rows > 1 else active.any(axis=1, keepdims=True)
+        rows = active if self.n_rows > 1 else active.any(axis=1, keepdims=True)
+        local = (rows & (self.cxl_share == 0)).any(axis=1)  # a running tenant is local-first
+        self.rate = np.where(local, self.promote_rate_mbps, 0.0)
 
     def _decide(self, obs: NDArray) -> tuple[I64, F64]:
         c = np.where(self.measured, self.cxl_share, self.auto_cxl_share()[:, None])
         share = np.where(c > 0, 1.0 - c, np.nan)  # NaN: local-first
         w = share_to_weights(share, self.node_bandwidth_gbps(), self.is_cxl(), self.weight_scale)
-        return w, np.zeros(self._B)
+        return w, self.rate.copy()
 
 
 class RandomPolicy(HeuristicPolicy):

@@ -131,8 +131,9 @@ def test_bw_aware_interleave_offloads_the_bandwidth_bound_tenant_only() -> None:
     assert c[2, 0] == pytest.approx((95.0 - b_dram) / 70.0)
     assert c[3, 0] == pytest.approx(c_max * 205.0 / 200.0)  # the machine-wide cap
     assert (c[:, 1] == 0).all()  # the latency-bound tenant stays local
-    w, _ = pol._decide(np.zeros((4, 1)))
+    w, rate = pol._decide(np.zeros((4, 1)))
     assert (w[0] == 0).all() and (w[:, 1] == 0).all()  # local-first
+    assert (rate == 65536.0).all()  # a tenant is local-first: NUMA-balancing promotion on
     frac = w[1:, 0, 1] / w[1:, 0].sum(1)
     np.testing.assert_allclose(frac, c[1:, 0], atol=0.01)
 
