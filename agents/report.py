@@ -200,7 +200,8 @@ def summarize_records(
              "ratio": {"mean", "ci": [lo, hi], "n"} | None}}},
          "per_policy": {policy: {"geomean_ratio": float | None,
                                  "geomean_ratio_ci": [lo, hi] | None,
-                                 "n_scenarios": int, "scenarios": [...]}}}
+                                 "n_scenarios": int, "scenarios": [...]}},
+         "headroom": {...}}   # only with both "dram-first" and "planner": headroom_summary
 
     Raises:
         ValueError: for empty or malformed records, two records of one (scenario, policy,
