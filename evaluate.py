@@ -6,7 +6,13 @@ interquartile mean of each episode metric with 95% percentile-bootstrap
 intervals over episodes, and the mean ratio of the primary metric to a
 reference policy on the same seeds; across scenarios, the geometric mean of
 those ratios with an interval stratified by scenario (README.md and
-``agents.report.summarize_records`` say exactly how).
+``agents.report.summarize_records`` say exactly how). When ``planner`` and
+``dram-first`` are both compared, each policy's share of the headroom,
+``(policy - dram-first) / (planner - dram-first)`` on geomean_perf, per scenario
+and across scenarios (``summary["headroom"]``, a second table, a leaderboard
+column). ``planner`` is clairvoyant (it replays each episode from its seed and
+searches its actions): an upper bound, not a deployable policy; so is
+``best-heuristic-per-episode`` (per episode, the best shipped heuristic).
 
 Examples::
 
@@ -45,8 +51,11 @@ DEFAULT_POLICIES = (
     "colloid",
     "caption",
     "damon-tiering",
+    "bw-aware-interleave",
     "static-best",
+    "best-heuristic-per-episode",
     "random",
+    "planner",
 )
 
 
@@ -73,7 +82,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--policies",
         default=",".join(DEFAULT_POLICIES),
-        help="comma-separated baseline names, static:W1:W2[@RATE], or trained run folders / model files, each optionally LABEL=... (default: every heuristic)",
+        help="comma-separated baseline names, static:W1:W2[@RATE], or trained run folders / model files, each optionally LABEL=... (default: every heuristic, static-best, best-heuristic-per-episode and the clairvoyant planner)",
     )
     ap.add_argument(
         "--episodes", type=int, default=16, help="episodes per scenario and policy (default: 16)"

@@ -42,6 +42,10 @@ from typing import Any, NoReturn
 from agents.training import ALGOS, ON_POLICY, RunConfig, TrainingError
 
 REFERENCES = ("dram-first", "interleave", "weighted-interleave", "numa-tiering", "tpp", "colloid")
+#: Added to the final comparison only (not scored during training): the per-tenant
+#: bandwidth-aware heuristic and the upper bounds, so ``RUN/results`` has the headroom share
+#: ``(policy - dram-first) / (planner - dram-first)``.
+UPPER_REFERENCES = ("bw-aware-interleave", "best-heuristic-per-episode", "planner")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -742,7 +746,7 @@ def final_comparison(
     cfg = read_config(run_dir)
     scenario = cfg.env["scenario"]
     summary = run_comparison(
-        [load_policy(str(run_dir), label=cfg.algo), *REFERENCES],
+        [load_policy(str(run_dir), label=cfg.algo), *REFERENCES, *UPPER_REFERENCES],
         [scenario],
         args.compare_episodes,
         run_dir / "results",

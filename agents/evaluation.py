@@ -49,19 +49,25 @@ class PolicyError(ValueError):
 
 
 def _baseline_names() -> list[str]:
-    """The heuristics' names and ``static-best`` (the grid search, :mod:`agents.static_best`)."""
+    """The heuristics' names, ``static-best`` (the grid search, :mod:`agents.static_best`) and
+    ``best-heuristic-per-episode`` (the oracle over heuristics, :mod:`agents.oracles`)."""
     from baselines import policy_names
 
     names = list(policy_names())
-    return [*names[:-1], "static-best", names[-1]]
+    return [*names[:-1], "static-best", "best-heuristic-per-episode", names[-1]]
 
 
 def make_reference(name: str) -> Any:
-    """A reference policy by name: a heuristic (:func:`baselines.make_policy`) or ``static-best``."""
+    """A reference policy by name: a heuristic (:func:`baselines.make_policy`, the
+    clairvoyant ``planner`` among them), ``static-best`` or ``best-heuristic-per-episode``."""
     if name == "static-best":
         from agents.static_best import StaticBest
 
         return StaticBest()
+    if name == "best-heuristic-per-episode":
+        from agents.oracles import BestHeuristicPerEpisode
+
+        return BestHeuristicPerEpisode()
     from baselines import make_policy
 
     return make_policy(name)

@@ -37,12 +37,24 @@ from typing import Any
 
 import numpy as np
 
-from agents.stats import geomean_ratio, geometric_mean, ratio_to_reference, summarize
+from agents.stats import (
+    MIN_HEADROOM,
+    geomean_ratio,
+    geometric_mean,
+    headroom_share,
+    ratio_to_reference,
+    summarize,
+)
 
 __all__ = [
+    "HEADROOM_LOWER",
+    "HEADROOM_METRIC",
+    "HEADROOM_UPPER",
     "LOWER_IS_BETTER",
     "METRICS",
     "TENANT_METRICS",
+    "headroom_markdown",
+    "headroom_summary",
     "leaderboard_markdown",
     "markdown_table",
     "plot_ratio_bars",
@@ -73,6 +85,13 @@ TENANT_METRICS: tuple[str, ...] = (
 LOWER_IS_BETTER: frozenset[str] = frozenset({"mean_latency_ns"})
 
 _REQUIRED_KEYS = ("scenario", "policy", "seed", "episode", "metrics")
+
+#: The headroom scale: ``HEADROOM_LOWER`` (Linux's default) is 0, ``HEADROOM_UPPER`` (the
+#: clairvoyant planner, :mod:`baselines.planner`: an upper bound, not a deployable policy)
+#: is 1, on ``HEADROOM_METRIC`` (what the planner maximises), whatever the primary metric.
+HEADROOM_LOWER = "dram-first"
+HEADROOM_UPPER = "planner"
+HEADROOM_METRIC = "geomean_perf"
 
 #: How the intervals are computed, written into every summary.
 CI_DESCRIPTION = (
@@ -181,7 +200,8 @@ def summarize_records(
              "ratio": {"mean", "ci": [lo, hi], "n"} | None}}},
          "per_policy": {policy: {"geomean_ratio": float | None,
                                  "geomean_ratio_ci": [lo, hi] | None,
-                                 "n_scenarios": int, "scenarios": [...]}}}
+                                 "n_scenarios": int, "scenarios": [...]}},
+         "headroom": {...}}   # only with both "dram-first" and "planner": headroom_summary
 
     Raises:
         ValueError: for empty or malformed records, two records of one (scenario, policy,
@@ -307,7 +327,7 @@ def summarize_records(
             "scenarios": scen_list,
         }
 
-    return {
+    out: dict[str, Any] = {
         "metric": metric,
         "reference": reference,
         "seed": int(seed),
@@ -317,6 +337,103 @@ def summarize_records(
         "intervals": CI_DESCRIPTION,
         "scenarios": scenarios,
         "policies": policies,
+        "per_scenario": per_scenario,
+        "per_policy": per_policy,
+    }
+    headroom = headroom_summary(recs, policies, boot)
+    if headroom is not None:
+        out["headroom"] = headroom
+    return out
+
+
+def headroom_summary(
+    records: Sequence[Mapping[str, Any]], policies: Sequence[str], boot: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """Each policy's share of the headroom between ``dram-first`` and ``planner`` (or None).
+
+    ``(policy - dram-first) / (planner - dram-first)`` on :data:`HEADROOM_METRIC`,
+    computed on paired per-episode ratios to ``dram-first`` (same scenario and seed):
+    per scenario ``(mean ratio - 1) / (planner's mean ratio - 1)``; across
+    scenarios the same with the geometric means over scenarios of the mean ratios
+    (:func:`agents.stats.headroom_share`; intervals resample each scenario's
+    episodes, policy and planner paired). 0 is ``dram-first``, 1 the planner; a
+    share is ``None`` where the planner's headroom is under
+    :data:`agents.stats.MIN_HEADROOM` (no headroom to share), and those scenarios
+    are left out of the aggregate. ``None`` when the records lack either reference.
+
+    Layout::
+
+        {"lower": "dram-first", "upper": "planner", "metric": "geomean_perf",
+         "min_headroom": float, "definition": str,
+         "per_scenario": {scenario: {"headroom": float,   # planner's mean ratio - 1
+                                     "policies": {policy: {"share", "ci", "n"}}}},
+         "per_policy": {policy: {"share", "ci", "n_scenarios", "scenarios"}}}
+    """
+    by: dict[tuple[str, str], dict[int, float]] = {}
+    for r in records:
+        v = r["metrics"].get(HEADROOM_METRIC)
+        if v is not None:
+            by.setdefault((str(r["scenario"]), str(r["policy"])), {})[int(r["seed"])] = float(v)
+    scenarios = sorted({s for s, _ in by})
+    have = [s for s in scenarios if (s, HEADROOM_LOWER) in by and (s, HEADROOM_UPPER) in by]
+    if not have:
+        return None
+
+    def pairs(scen: str, pol: str) -> tuple[np.ndarray, np.ndarray] | None:
+        lo, up, mine = by[(scen, HEADROOM_LOWER)], by[(scen, HEADROOM_UPPER)], by.get((scen, pol))
+        if mine is None:
+            return None
+        seeds = sorted(set(lo) & set(up) & set(mine))
+        if not seeds or any(lo[k] <= 0 or up[k] <= 0 or mine[k] <= 0 for k in seeds):
+            return None
+        return (
+            np.array([mine[k] / lo[k] for k in seeds]),
+            np.array([up[k] / lo[k] for k in seeds]),
+        )
+
+    def share(strata: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
+        try:
+            h = headroom_share([a for a, _ in strata], [b for _, b in strata], **boot)
+        except ValueError:  # a degenerate bootstrap distribution: the point, no interval
+            h = headroom_share(
+                [a for a, _ in strata], [b for _, b in strata], **{**boot, "n_boot": 1}
+            )
+            h["ci"] = None
+        ci = h["ci"]
+        return {"share": h["share"], "ci": None if ci is None else _ci_list(ci), "n": h["n"]}
+
+    per_scenario: dict[str, Any] = {}
+    resolved: list[str] = []
+    for scen in have:
+        up = pairs(scen, HEADROOM_UPPER)
+        head = None if up is None else float(np.mean(up[1])) - 1.0
+        entry: dict[str, Any] = {"headroom": head, "policies": {}}
+        for pol in policies:
+            pr = pairs(scen, pol)
+            if pr is not None:
+                entry["policies"][pol] = share([pr])
+        if head is not None and head >= MIN_HEADROOM:
+            resolved.append(scen)
+        per_scenario[scen] = entry
+    per_policy: dict[str, Any] = {}
+    for pol in policies:
+        strata = [(s, pairs(s, pol)) for s in resolved]
+        got = [(s, p) for s, p in strata if p is not None]
+        if not got:
+            continue
+        h = share([p for _, p in got])
+        per_policy[pol] = {**h, "n_scenarios": len(got), "scenarios": [s for s, _ in got]}
+    return {
+        "lower": HEADROOM_LOWER,
+        "upper": HEADROOM_UPPER,
+        "metric": HEADROOM_METRIC,
+        "min_headroom": MIN_HEADROOM,
+        "definition": (
+            f"({HEADROOM_METRIC} ratio to {HEADROOM_LOWER} - 1) / ({HEADROOM_UPPER}'s ratio - 1); "
+            "per scenario on mean paired ratios, across scenarios on their geometric means over "
+            "the scenarios with headroom; the planner is clairvoyant (an upper bound, not a "
+            "deployable policy)"
+        ),
         "per_scenario": per_scenario,
         "per_policy": per_policy,
     }
@@ -383,6 +500,46 @@ def markdown_table(
             + " | ".join(cells)
             + " |"
         )
+    text = "\n".join(lines) + "\n"
+    if summary.get("headroom"):
+        text += "\n" + headroom_markdown(summary, digits=digits)
+    return text
+
+
+def _share_text(entry: Mapping[str, Any] | None, digits: int) -> str:
+    if entry is None or entry.get("share") is None:
+        return "-"
+    ci = entry.get("ci")
+    ci_text = "" if ci is None else f" [{_fmt(ci[0], digits)}, {_fmt(ci[1], digits)}]"
+    return f"{_fmt(entry['share'], digits)}{ci_text}"
+
+
+def headroom_markdown(summary: Mapping[str, Any], digits: int = 3) -> str:
+    """Markdown table of each policy's headroom share: rows = scenarios, then across scenarios.
+
+    Cells read ``share [low, high]`` (0 = ``dram-first``, 1 = the clairvoyant
+    ``planner``; see :func:`headroom_summary`); ``-`` where there is none (the
+    policy did not run, or the planner found no headroom there). Empty text
+    when the summary has no headroom section.
+    """
+    head = summary.get("headroom")
+    if not head:
+        return ""
+    policies = list(summary["policies"])
+    lines = [
+        f"| headroom share ({head['metric']}: {_md_escape(head['lower'])} = 0, "
+        f"{_md_escape(head['upper'])} = 1, an upper bound) | "
+        + " | ".join(_md_escape(p) for p in policies)
+        + " |",
+        "|" + "---|" * (len(policies) + 1),
+    ]
+    for scen, entry in head["per_scenario"].items():
+        h = entry["headroom"]
+        label = f"{scen} (headroom {'-' if h is None else f'{h:+.1%}'})"
+        cells = [_share_text(entry["policies"].get(p), digits) for p in policies]
+        lines.append(f"| {_md_escape(label)} | " + " | ".join(cells) + " |")
+    cells = [_share_text(head["per_policy"].get(p), digits) for p in policies]
+    lines.append("| across scenarios with headroom | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -415,10 +572,12 @@ def leaderboard_markdown(
     rows = [(pol, info) for pol, info in summary["per_policy"].items()]
     sign = -1.0 if higher_is_better else 1.0
     rows.sort(key=lambda item: (sign * item[1]["geomean_ratio"], item[0]))
+    head = summary.get("headroom")
     lines = [
         f"| rank | policy | geomean ratio to {_md_escape(ref)} ({summary['metric']}) "
-        f"| {summary['confidence']:.0%} CI | scenarios |",
-        "|---|---|---|---|---|",
+        f"| {summary['confidence']:.0%} CI | scenarios |"
+        + (f" headroom share ({head['upper']} = 1) |" if head else ""),
+        "|---|---|---|---|---|" + ("---|" if head else ""),
     ]
     for rank, (pol, info) in enumerate(rows, start=1):
         ci = info.get("geomean_ratio_ci")
@@ -426,6 +585,7 @@ def leaderboard_markdown(
         lines.append(
             f"| {rank} | {_md_escape(pol)} | {_fmt(info['geomean_ratio'], digits)} | "
             f"{ci_text} | {info['n_scenarios']}/{n_total} |"
+            + (f" {_share_text(head['per_policy'].get(pol), digits)} |" if head else "")
         )
     return "\n".join(lines) + "\n"
 

@@ -19,6 +19,13 @@ parts of the protocol, used when present:
   (every instance, including one that just finished) and the
   :class:`~envs.core.Hardware` view of the episodes now running, as a kernel
   policy reads its counters;
+- ``policy.plan_episodes(seeds)``: a clairvoyant reference (``planner``) is
+  handed the episodes' seeds after ``bind`` and before the reset, and plans
+  each episode by replaying it (an upper bound, not a deployable policy);
+- ``policy.rollout_records(scenario, n_episodes, seed, split, env_kwargs,
+  record_series, policy_name)``: a policy that makes its records itself
+  (``best-heuristic-per-episode``, an oracle over other policies' records);
+  :func:`rollout` returns what it returns;
 - ``policy.name``: the name written in the records.
 
 :func:`rollout` runs ``n_episodes`` episodes as ``n_episodes`` instances of one
@@ -176,6 +183,9 @@ def run_episodes(
     B, T = seeds.size, params.n_tenants
     if hasattr(policy, "bind"):
         policy.bind(params, B)
+    plan = getattr(policy, "plan_episodes", None)
+    if plan is not None:  # clairvoyant: the planner replays these episodes first
+        plan(seeds)
     state, obs = core.reset(params, seeds)
     observe = getattr(policy, "observe", None)
     if observe is not None:
@@ -352,6 +362,9 @@ def rollout(
         from baselines import make_policy  # the registry lives with the heuristics
 
         policy = make_policy(policy)
+    own = getattr(policy, "rollout_records", None)
+    if own is not None:  # an oracle over other policies' records
+        return list(own(scenario, n_episodes, seed, split, env_kwargs, record_series, policy_name))
     params = make_params(policy, scenario, split, env_kwargs)
     seeds = [seed + i for i in range(n_episodes)]
     stats = run_episodes(policy, params, seeds, record_series=record_series)

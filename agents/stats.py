@@ -14,7 +14,10 @@ Learning at the Edge of the Statistical Precipice" (``rliable``), computed with
 * :func:`ratio_to_reference` -- paired ratios of a policy to a reference policy with an
   interval on the mean ratio;
 * :func:`geometric_mean` and :func:`geomean_ratio` -- the aggregate of per-scenario mean
-  ratios, the latter with an interval stratified by scenario.
+  ratios, the latter with an interval stratified by scenario;
+* :func:`headroom_share` -- a policy's share of the headroom between a lower and an
+  upper reference (``dram-first`` and the clairvoyant ``planner``), per scenario or
+  across scenarios, with a paired, stratified interval.
 
 Which unit is resampled and what the strata are is the caller's choice
 (:func:`agents.report.summarize_records` documents the one evaluation uses).
@@ -40,6 +43,7 @@ __all__ = [
     "bootstrap_ci",
     "geomean_ratio",
     "geometric_mean",
+    "headroom_share",
     "iqm",
     "ratio_to_reference",
     "stratified_bootstrap_ci",
@@ -431,3 +435,65 @@ def geomean_ratio(
         "n_strata": len(strata),
         "n": int(sum(s.size for s in strata)),
     }
+
+
+#: A headroom (upper reference's mean ratio to the lower one, minus 1) under this is not
+#: resolved: the share is undefined (``None``) rather than a quotient of noise.
+MIN_HEADROOM = 1e-3
+
+
+def headroom_share(
+    ratios_by_stratum: Sequence[ArrayLike],
+    upper_by_stratum: Sequence[ArrayLike],
+    n_boot: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    method: str = "percentile",
+) -> dict[str, Any]:
+    """Share of the headroom a policy takes: ``(G_policy - 1) / (G_upper - 1)``, with an interval.
+
+    What it is for: ``(policy - dram-first) / (planner - dram-first)``. Inputs are
+    per-episode ratios to the lower reference, one array per stratum (scenario):
+    the policy's (``ratios_by_stratum``) and the upper reference's
+    (``upper_by_stratum``), aligned so index ``i`` is the same episode. ``G`` is
+    the geometric mean over strata of each stratum's mean ratio (with one
+    stratum, the mean ratio itself). Each bootstrap replicate resamples every
+    stratum's episodes within it, the policy's and the upper reference's ratio
+    of an episode together (the pair is the unit).
+
+    Returns:
+        ``{"share": float | None, "ci": (low, high) | None, "headroom": float, "n": int,
+        "n_strata": int}``; ``share`` is ``None`` when the headroom ``G_upper - 1`` is
+        under :data:`MIN_HEADROOM`.
+
+    Raises:
+        ValueError: for no strata, misaligned, empty or non-finite inputs, or a
+            non-positive ratio.
+    """
+    pol = _strata_list(ratios_by_stratum)
+    up = _strata_list(upper_by_stratum)
+    if len(pol) != len(up) or any(a.shape != b.shape for a, b in zip(pol, up, strict=False)):
+        raise ValueError("headroom_share: the policy's and the upper reference's ratios must pair")
+    if any(np.any(a <= 0) for a in (*pol, *up)):
+        raise ValueError("headroom_share: ratios must be positive")
+
+    def g(arrs: list[NDArray[np.float64]]) -> Any:
+        return np.exp(np.mean(np.stack([np.log(np.mean(a, axis=-1)) for a in arrs], -1), -1))
+
+    headroom = float(g(up)) - 1.0
+    n = int(sum(a.size for a in pol))
+    if headroom < MIN_HEADROOM:
+        return {"share": None, "ci": None, "headroom": headroom, "n": n, "n_strata": len(pol)}
+    share = (float(g(pol)) - 1.0) / headroom
+    # resample episode indices, so a policy's episode and the planner's stay paired
+    idx = [np.arange(a.size, dtype=np.float64) for a in pol]
+
+    def stat(ix: list[NDArray[np.float64]]) -> Any:
+        take = [i.astype(np.int64) for i in ix]
+        gp = g([a[t] for a, t in zip(pol, take, strict=True)])
+        gu = g([a[t] for a, t in zip(up, take, strict=True)])
+        return (gp - 1.0) / (gu - 1.0)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        low, high = bootstrap_ci(idx, stat, n_boot, confidence, seed, method)
+    return {"share": share, "ci": (low, high), "headroom": headroom, "n": n, "n_strata": len(pol)}

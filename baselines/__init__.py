@@ -2,9 +2,12 @@
 
 - :func:`make_policy` builds a baseline by name (:func:`policy_names`): ``dram-first``,
   ``interleave``, ``weighted-interleave``, ``numa-tiering``, ``tpp``, ``memcg-fair``,
-  ``colloid``, ``caption``, ``damon-tiering``, ``static:W1:W2[:...][@RATE]``,
-  ``random`` (``static-best``, a search over the static family, lives with evaluation:
-  :mod:`agents.static_best`);
+  ``colloid``, ``caption``, ``damon-tiering``, ``bw-aware-interleave``,
+  ``static:W1:W2[:...][@RATE]``, ``random``, and ``planner`` (:mod:`baselines.planner`:
+  clairvoyant, it replays each episode from its seed; an upper bound, not a deployable
+  policy). ``static-best`` (a search over the static family) and
+  ``best-heuristic-per-episode`` (an oracle over the heuristics' records) live with
+  evaluation: :mod:`agents.static_best`, :mod:`agents.oracles`;
 - :mod:`baselines.policies`: the policies (what each does, its source, its mapping onto
   the environment; the table is in ``baselines/README.md``);
 - :mod:`baselines.algorithms`: each system's decision logic, independent of the environment;
@@ -14,10 +17,12 @@ Layers import one way: ``envs`` <- ``baselines`` <- ``agents``. Evaluate with
 :func:`agents.rollout.rollout`.
 """
 
+from baselines.planner import Planner  # registers "planner"
 from baselines.policies import (
     STATIC_KERNEL,
     TPP,
     TPP_KERNEL,
+    BandwidthAwareInterleave,
     CaptionPolicy,
     ColloidPolicy,
     DamonTiering,
@@ -37,6 +42,7 @@ __all__ = [
     "STATIC_KERNEL",
     "TPP",
     "TPP_KERNEL",
+    "BandwidthAwareInterleave",
     "CaptionPolicy",
     "ColloidPolicy",
     "DamonTiering",
@@ -45,6 +51,7 @@ __all__ = [
     "LocalFirst",
     "MemcgFair",
     "NumaTiering",
+    "Planner",
     "RandomPolicy",
     "StaticWeights",
     "WeightedInterleave",

@@ -53,6 +53,7 @@ __all__ = [
     "STATIC_KERNEL",
     "TPP",
     "TPP_KERNEL",
+    "BandwidthAwareInterleave",
     "CaptionPolicy",
     "ColloidPolicy",
     "DamonTiering",
@@ -66,6 +67,7 @@ __all__ = [
     "WeightedInterleave",
     "make_policy",
     "policy_names",
+    "register_policy",
 ]
 
 F64 = NDArray[np.float64]
@@ -759,6 +761,128 @@ class DamonTiering(HeuristicPolicy):
         return self._rows(np.zeros(self.n_nodes)), rate
 
 
+class BandwidthAwareInterleave(HeuristicPolicy):
+    """``bw-aware-interleave``: the kernel's auto weights per tenant, offloading only bandwidth-bound tenants.
+
+    The per-tenant, bandwidth-aware reference the learned policies must beat
+    (issue #12): Caption's idea (send new pages to CXL when the machine is
+    bandwidth-bound, keep them local when it is latency-bound) applied per
+    cgroup, with the split bounded by the weighted-interleave auto weights
+    (``mm/mempolicy.c``, :func:`envs.kernel.auto_interleave_weights` on the
+    nodes' firmware bandwidth) instead of Caption's hill climbing.
+
+    - A tenant not measured yet (the step it starts, before its first
+      interval's counters) allocates with the auto weights: bandwidth-
+      proportional interleave, the kernel's choice for a workload it knows
+      nothing about (and pages placed at a tenant's start stay where they
+      are put, so the first decision matters most).
+    - Once running, from the last interval's counters: ``d_t`` each running
+      tenant's bandwidth demand (``info["tenant_demand_gbps"]``, its traffic
+      at idle latencies), ``B_D`` the DRAM nodes' firmware bandwidth summed,
+      ``c_max`` the CXL share of the auto weights. The traffic DRAM cannot
+      carry, ``X = clip(sum_t d_t - target_utilization * B_D, 0, c_max *
+      sum_t d_t)`` (at most the bandwidth-proportional share of the whole
+      machine's traffic: beyond it CXL, not DRAM, is the bottleneck), is
+      offloaded from the tenants of largest demand first (the most
+      bandwidth-bound): tenant ``t`` sends
+      ``c_t = clip((X - sum of the larger tenants' d) / d_t, 0, 1)`` of its
+      new pages to CXL (:func:`share_to_weights`, each tier split by
+      bandwidth); a tenant with ``c_t = 0`` (latency-bound, or a machine
+      within DRAM's bandwidth) allocates local-first, Linux's default. With
+      global weights one row for the machine: ``c = X / sum_t d_t``, the auto
+      share before the first measurement.
+
+    - Promotion: while some running tenant is local-first, NUMA balancing in
+      tiering mode at the kernel's default rate limit
+      (``promote_rate_mbps``, 65536 MB/s) brings its hot CXL pages (those
+      interleaved before it was measured, or spilled) back to DRAM; while
+      every running tenant interleaves, promotion is off (it would undo the
+      interleave).
+
+    Kernel: :data:`STATIC_KERNEL`. Reads info: ``tenant_active``,
+    ``tenant_demand_gbps``.
+
+    Args:
+        target_utilization: share of the DRAM bandwidth the tenants may use before
+            offloading (1.0: the firmware bandwidth itself).
+        promote_rate_mbps: promotion rate limit while a tenant is local-first
+            (kernel default 65536; 0: never promote).
+        weightiness: scale of the auto weights (kernel constant 32).
+        weight_scale: resolution of the share-to-weights mapping (100).
+    """
+
+    name = "bw-aware-interleave"
+
+    def __init__(
+        self,
+        target_utilization: float = 1.0,
+        promote_rate_mbps: float = KERNEL_RATE_MBPS,
+        weightiness: int = 32,
+        weight_scale: int = 100,
+    ) -> None:
+        super().__init__()
+        if not (math.isfinite(target_utilization) and target_utilization > 0):
+            raise ValueError(
+                f"bw-aware-interleave target_utilization: got {target_utilization}, expected > 0"
+            )
+        if not (math.isfinite(promote_rate_mbps) and promote_rate_mbps >= 0):
+            raise ValueError(
+                f"bw-aware-interleave promote_rate_mbps: got {promote_rate_mbps}, expected >= 0"
+            )
+        self.target_utilization = float(target_utilization)
+        self.promote_rate_mbps = float(promote_rate_mbps)
+        self.weightiness = int(weightiness)
+        self.weight_scale = int(weight_scale)
+
+    def _reset(self, mask: NDArray[np.bool_]) -> None:
+        c = getattr(self, "cxl_share", None)
+        if c is None or c.shape != (self._B, self.n_rows):
+            self.cxl_share = np.zeros((self._B, self.n_rows))
+            self.measured = np.zeros((self._B, self.n_rows), dtype=bool)
+            self.rate = np.zeros(self._B)
+        self.cxl_share[mask] = 0.0
+        self.measured[mask] = False
+        self.rate[mask] = 0.0
+
+    def auto_cxl_share(self) -> F64:
+        """(B,) the CXL share of the auto weights (``c_max``)."""
+        auto = auto_interleave_weights(self.node_bandwidth_gbps(), self.weightiness).astype(float)
+        return np.where(self.is_cxl(), auto, 0.0).sum(1) / np.maximum(auto.sum(1), 1e-300)
+
+    def cxl_share_for(self, demand: F64, active: NDArray[np.bool_]) -> F64:
+        """Each weight row's CXL share (B, R) for demands ``demand`` (B, T) of running tenants."""
+        cxl = self.is_cxl()
+        c_max = self.auto_cxl_share()
+        b_dram = np.where(cxl, 0.0, self.node_bandwidth_gbps()).sum(1)
+        d = np.where(active, np.maximum(demand, 0.0), 0.0)
+        total = d.sum(1)
+        excess = np.clip(total - self.target_utilization * b_dram, 0.0, c_max * total)  # (B,)
+        if self.n_rows == 1:
+            return (excess / np.maximum(total, 1e-300))[:, None]
+        order = np.argsort(-d, axis=1, kind="stable")
+        ds = np.take_along_axis(d, order, axis=1)
+        before = np.cumsum(ds, axis=1) - ds  # demand of the larger tenants
+        cs = np.clip((excess[:, None] - before) / np.maximum(ds, 1e-300), 0.0, 1.0)
+        cs = np.where(ds > 0, cs, 0.0)
+        out = np.empty_like(cs)
+        np.put_along_axis(out, order, cs, axis=1)
+        return out
+
+    def _observe(self, info: Mapping[str, Any]) -> None:
+        active = info["tenant_active"]
+        self.cxl_share = self.cxl_share_for(info["tenant_demand_gbps"], active)
+        self.measured = active if self.n_rows > 1 else active.any(axis=1, keepdims=True)
+        rows = active if self.n_rows > 1 else active.any(axis=1, keepdims=True)
+        local = (rows & (self.cxl_share == 0)).any(axis=1)  # a running tenant is local-first
+        self.rate = np.where(local, self.promote_rate_mbps, 0.0)
+
+    def _decide(self, obs: NDArray) -> tuple[I64, F64]:
+        c = np.where(self.measured, self.cxl_share, self.auto_cxl_share()[:, None])
+        share = np.where(c > 0, 1.0 - c, np.nan)  # NaN: local-first
+        w = share_to_weights(share, self.node_bandwidth_gbps(), self.is_cxl(), self.weight_scale)
+        return w, self.rate.copy()
+
+
 class RandomPolicy(HeuristicPolicy):
     """``random``: uniform random box actions every step (a lower bound).
 
@@ -805,10 +929,22 @@ _REGISTRY: dict[str, Callable[..., HeuristicPolicy]] = {
     "colloid": ColloidPolicy,
     "caption": CaptionPolicy,
     "damon-tiering": DamonTiering,
+    "bw-aware-interleave": BandwidthAwareInterleave,
     "random": RandomPolicy,
 }
 STATIC_PATTERN = "static:W1:W2[:...][@RATE]"
 _STATIC_RE = re.compile(r"^static((?::\d+)+)(?:@([0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?))?$")
+
+
+def register_policy(name: str, factory: Callable[..., HeuristicPolicy]) -> None:
+    """Add a policy to the registry (``baselines.planner`` registers ``planner`` this way).
+
+    Raises:
+        ValueError: the name is taken.
+    """
+    if name in _REGISTRY or name.startswith("static:"):
+        raise ValueError(f"policy name {name!r} is already registered")
+    _REGISTRY[name] = factory
 
 
 def policy_names() -> list[str]:

@@ -32,6 +32,8 @@ def _policy(name: str, tmp_path: Path | None = None) -> Any:
     """A heuristic by name, or static-best (a grid search, built by agents.static_best)."""
     if name == "static-best":
         return StaticBest(n_episodes=1, cache_dir=tmp_path if tmp_path is not None else False)
+    if name == "planner":  # a small search: these tests are about the protocol
+        return make_policy(name, population=4, iterations=1)
     return make_policy(name)
 
 
@@ -57,7 +59,9 @@ def test_registry_names_and_errors() -> None:
         "colloid",
         "caption",
         "damon-tiering",
+        "bw-aware-interleave",
         "random",
+        "planner",
     }
     assert policy_names()[-1] == "static:W1:W2[:...][@RATE]"
     # static-best is a search that runs rollouts: evaluation builds it, not the registry
@@ -104,6 +108,8 @@ def test_every_policy_speaks_the_protocol(weights: str, tmp_path: Path) -> None:
         pol = _policy(name, tmp_path)
         params = core.make_params(sc, weights=weights, kernel=pol.kernel)
         assert pol.bind(params, 3) is pol
+        if name == "planner":  # clairvoyant: handed the episodes' seeds, as run_episodes does
+            pol.plan_episodes([0, 1, 2])
         state, obs = core.reset(params, [0, 1, 2])
         pol.observe(None, core.hardware(state))
         start = np.ones(3, dtype=bool)
@@ -143,6 +149,8 @@ def test_kernel_configs_per_system() -> None:
         "caption",
         "random",
         "static-best",
+        "bw-aware-interleave",
+        "planner",
     ):
         assert k[n] == STATIC_KERNEL == KernelConfig(), n
     assert make_policy("static:1:2@64").kernel == STATIC_KERNEL

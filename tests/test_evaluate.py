@@ -258,7 +258,13 @@ def test_train_runs_the_final_comparison_in_process(
     assert train.main(args) == 0
     data = json.loads((run / "results" / "results.json").read_text())
     assert data["command"][0] == "train.py"
-    assert {r["policy"] for r in data["records"]} == {"ppo", *train.REFERENCES}
+    assert {r["policy"] for r in data["records"]} == {
+        "ppo",
+        *train.REFERENCES,
+        *train.UPPER_REFERENCES,
+    }
+    head = data["summary"]["headroom"]["per_scenario"][str(sc)]  # the share column is there
+    assert "ppo" in head["policies"] and head["headroom"] >= 0.0  # planner >= dram-first
     assert sorted({r["seed"] for r in data["records"]}) == [20_001, 20_002]
     out = capsys.readouterr().out
     assert (run / "results" / "leaderboard.md").read_text() in out

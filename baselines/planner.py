@@ -1,0 +1,307 @@
+"""``planner``: a clairvoyant upper bound that searches each episode's actions on the model itself.
+
+NOT a deployable policy. It is handed the seeds of the episodes it will be
+evaluated on (:meth:`Planner.plan_episodes`, which :func:`agents.rollout.run_episodes`
+calls before the first step), replays every episode from its seed on the
+batched model and searches, by the cross-entropy method (CEM), the
+piecewise-constant action sequence that maximises the episode's geometric-mean
+performance. It therefore knows every arrival, phase change and the jitter of
+the episode in advance: what it reaches bounds what any policy acting in that
+environment could reach with actions of the same form, and evaluation uses it
+as the top of the headroom scale ``(policy - dram-first) / (planner - dram-first)``.
+
+What it searches (per episode, ``S = segments`` equal parts of the episode):
+
+- per segment and weight row (tenant slot, or one row with global weights),
+  the tenant's DRAM share of new pages, ``x``: ``x > 1`` is local-first
+  allocation (all weights 0: Linux's default, what ``dram-first`` does);
+  ``0 <= x <= 1`` interleaves ``x`` of new pages over the DRAM nodes and the
+  rest over the CXL nodes, each tier split by firmware bandwidth
+  (:func:`baselines.policies.share_to_weights`, weights in 1/100);
+- per segment, the promotion rate limit: off, or a power of two 1..65536 MB/s.
+
+Why this form: the headroom on the shipped scenarios is almost all in each
+tenant's DRAM:CXL ratio on bandwidth-contended machines (issue #12); weights
+only steer new and churned pages, so a few segments per episode capture the
+time variation that matters (a tenant's arrival, a phase), and the promotion
+rate is one more knob per segment.
+
+How: the episode's candidates run as one batch of ``population x episodes``
+instances of the model (:func:`envs.model.step` on the rows
+:func:`envs.core.reset` draws for the repeated seeds: replay from the seed, not
+a cloned state; instances are independent, so a candidate's score is exactly
+what the evaluation will measure). Iteration 0 evaluates the seed candidates:
+local-first with promotion off (``dram-first``) and at the kernel's default
+rate (``numa-tiering``'s action), and every DRAM share of ``static-best``'s
+ratio grid plus the kernel's auto weights, the same for every tenant and
+segment. The CEM's mean starts at the best of them; each further iteration
+samples ``population`` candidates around it (the best so far among them),
+keeps the top ``elite_frac`` and moves the mean and spread toward them. The
+plan played is the best candidate evaluated, so on each episode the planner
+scores at least as well as every seed candidate, ``dram-first`` among them.
+
+Deterministic: each episode's random numbers come from ``(seed, episode seed)``,
+so an episode's plan does not depend on the rest of the batch.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from baselines.policies import STATIC_KERNEL, HeuristicPolicy, register_policy, share_to_weights
+from envs import core
+from envs.kernel import auto_interleave_weights, gcd_reduce
+from envs.model import Action
+from envs.model import step as model_step
+from envs.spaces import reward_terms
+
+__all__ = ["SEED_SHARES", "Planner"]
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+
+#: DRAM shares of the seed candidates: ``a / (a + b)`` of ``static-best``'s DRAM:CXL ratios
+#: (:data:`agents.static_best.DEFAULT_RATIOS`: DRAM only, CXL only, 1:1, 3:2, ..., 32:1, 2:3,
+#: 1:2, 1:4), each the same for every tenant and segment, promotion off.
+SEED_SHARES: tuple[float, ...] = tuple(
+    a / (a + b)
+    for a, b in (
+        (1, 0),
+        (0, 1),
+        (1, 1),
+        (3, 2),
+        (2, 1),
+        (3, 1),
+        (4, 1),
+        (6, 1),
+        (8, 1),
+        (12, 1),
+        (16, 1),
+        (32, 1),
+        (2, 3),
+        (1, 2),
+        (1, 4),
+    )
+)
+LOCAL_FIRST_X = 1.5  # any x > 1 means local-first; the seed's value
+X_LO, X_HI = 0.0, 1.25  # samples are clipped to this range (above 1: local-first)
+V_LO = -2.0  # rate variable: v < 0 is promotion off, else 2 ** round(v) MB/s
+
+
+class Planner(HeuristicPolicy):
+    """``planner``: clairvoyant CEM over piecewise-constant actions, replaying each episode (an upper bound).
+
+    Not deployable: see the module docstring for what it searches and how.
+    Call :meth:`plan_episodes` with the evaluation's seeds after :meth:`bind`
+    (:func:`agents.rollout.run_episodes` does); ``plan_score`` then holds each
+    episode's searched ``geomean_perf``, ``seed_scores`` the seed candidates'
+    (column 0 is ``dram-first``) and ``plan_seconds`` the search's wall time.
+    Kernel: :data:`~baselines.policies.STATIC_KERNEL` (the agents' and the
+    static policies' environment). Reads no info.
+
+    Args:
+        population: candidates per episode and CEM iteration (64).
+        iterations: CEM iterations after the seed candidates (12).
+        segments: equal parts of the episode with their own action (4).
+        elite_frac: share of the population kept as elites (0.25).
+        smoothing: weight of the elites' statistics in the mean and spread update (0.7).
+        init_std: initial spread of the DRAM share (0.25) and of the rate exponent (4.0).
+        weight_scale: resolution of the share-to-weights mapping (100).
+        seed: seed of the search's random numbers (0).
+    """
+
+    name = "planner"
+    kernel = STATIC_KERNEL
+    clairvoyant = True
+
+    def __init__(
+        self,
+        population: int = 64,
+        iterations: int = 12,
+        segments: int = 4,
+        elite_frac: float = 0.25,
+        smoothing: float = 0.7,
+        init_std: tuple[float, float] = (0.25, 4.0),
+        weight_scale: int = 100,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        for what, v, lo in (
+            ("population", population, 2),
+            ("iterations", iterations, 0),
+            ("segments", segments, 1),
+            ("weight_scale", weight_scale, 1),
+        ):
+            if int(v) != v or v < lo:
+                raise ValueError(f"planner {what}: got {v}, expected an integer >= {lo}")
+        if not 0.0 < elite_frac <= 1.0:
+            raise ValueError(f"planner elite_frac: got {elite_frac}, expected 0 < elite_frac <= 1")
+        if not 0.0 < smoothing <= 1.0:
+            raise ValueError(f"planner smoothing: got {smoothing}, expected 0 < smoothing <= 1")
+        if len(init_std) != 2 or min(init_std) <= 0:
+            raise ValueError(f"planner init_std: got {init_std}, expected two numbers > 0")
+        self.population = int(population)
+        self.iterations = int(iterations)
+        self.segments = int(segments)
+        self.elite_frac = float(elite_frac)
+        self.smoothing = float(smoothing)
+        self.init_std = (float(init_std[0]), float(init_std[1]))
+        self.weight_scale = int(weight_scale)
+        self.seed = int(seed)
+        self._planned = False
+
+    # ------------------------------------------------------------------ binding
+    def _bound(self) -> None:
+        params = self._p()
+        codec = params.codec
+        top = math.floor(math.log2(codec.max_promote_mbps))
+        levels = np.array([0.0] + [float(2**k) for k in range(top + 1)])
+        # the rate each level becomes in the environment (the codec's float32 round trip), so
+        # the replay runs exactly the actions the evaluation will run
+        zero = np.zeros((levels.size, codec.n_weight_rows, params.n_nodes), dtype=np.int64)
+        act, _ = codec.decode(codec.encode_box(zero, levels))
+        self.rate_levels = levels
+        self.rate_exec = np.asarray(act.promote_mbps, dtype=float)
+        self._planned = False
+
+    def _reset(self, mask: NDArray[np.bool_]) -> None:
+        k = getattr(self, "_k", None)
+        if k is None or k.shape != (self._B,):
+            self._k = np.zeros(self._B, dtype=np.int64)
+        self._k[mask] = 0
+
+    # ------------------------------------------------------------------ search
+    def _decode(self, x: F64, v: F64, hw: core.Hardware) -> tuple[I64, F64, F64]:
+        """Candidates (B, S, R) shares and (B, S) rate variables -> integer weights (B, S, R, N),
+        the rate levels' nominal MB/s and the MB/s the environment runs (B, S)."""
+        B, S, R = x.shape
+        N = hw.is_cxl.shape[1]
+        share = np.clip(x, 0.0, 1.0).reshape(B * S, R)
+        bw = np.repeat(hw.firmware_gbps, S, axis=0)
+        cxl = np.repeat(hw.is_cxl, S, axis=0)
+        w = share_to_weights(share, bw, cxl, self.weight_scale).reshape(B, S, R, N)
+        w = np.where((x > 1.0)[..., None], 0, gcd_reduce(w))
+        top = self.rate_levels.size - 1
+        j = np.where(v < 0.0, 0, 1 + np.clip(np.rint(v), 0, top - 1).astype(np.int64))
+        return w, self.rate_levels[j], self.rate_exec[j]
+
+    def _segment(self, k: I64, steps: I64) -> I64:
+        return np.minimum(k * self.segments // np.maximum(steps, 1), self.segments - 1)
+
+    def _scores(self, seeds: NDArray[np.uint64], x: F64, v: F64) -> F64:
+        """Each candidate's episode ``geomean_perf`` (B,): episode ``seeds`` (B,) replayed on the
+        model under candidate shares ``x`` (B, S, R) and rate variables ``v`` (B, S)."""
+        params = self._p()
+        state, _ = core.reset(params, seeds)
+        inst, ms = state.instance, state.model
+        hw = core.hardware(state)
+        w, _, rate = self._decode(x, v, hw)
+        B, T, N = seeds.size, params.n_tenants, params.n_nodes
+        w = np.broadcast_to(w, (B, self.segments, T, N)) if w.shape[2] == 1 else w
+        wf = w.astype(float)
+        steps = np.asarray(inst.episode_steps, dtype=np.int64)
+        c = inst.curves
+        peak = np.minimum(c.mem_read, c.link_read).sum(0)
+        rows = np.arange(B)
+        logsum = np.zeros(B)
+        n = np.zeros(B, dtype=np.int64)
+        for k in range(int(steps.max())):
+            seg = self._segment(np.full(B, k), steps)
+            act = Action(weights=wf[rows, seg], promote_mbps=rate[rows, seg])
+            ms, out = model_step(inst, ms, act, check=False)
+            has = (k < steps) & out.tenant_active.any(axis=1)
+            logsum += np.where(has, reward_terms(out, peak)["log-geomean"], 0.0)
+            n += has
+        return np.where(n > 0, np.exp(logsum / np.maximum(n, 1)), np.nan)
+
+    def _seed_candidates(self, hw: core.Hardware, R: int) -> tuple[F64, F64]:
+        """(E, K, S, R) shares and (E, K, S) rate variables of the seed candidates."""
+        E, S = hw.is_cxl.shape[0], self.segments
+        auto = auto_interleave_weights(hw.firmware_gbps).astype(float)
+        auto_share = np.where(hw.is_cxl, 0.0, auto).sum(1) / auto.sum(1)  # (E,)
+        shares = [np.full(E, LOCAL_FIRST_X), np.full(E, LOCAL_FIRST_X)]
+        rates = [V_LO, math.log2(self.rate_levels[-1])]  # dram-first; numa-tiering's action
+        for s in (*SEED_SHARES, None):
+            shares.append(auto_share if s is None else np.full(E, s))
+            rates.append(V_LO)
+        K = len(shares)
+        x = np.broadcast_to(np.stack(shares, 1)[:, :, None, None], (E, K, S, R)).copy()
+        v = np.broadcast_to(np.asarray(rates)[None, :, None], (E, K, S)).copy()
+        return x, v
+
+    def plan_episodes(self, seeds: Any) -> None:
+        """Search the plan of each episode ``seeds[i]`` (one per bound instance); clairvoyant."""
+        params = self._p()
+        seeds = np.asarray([int(s) for s in np.asarray(seeds).reshape(-1)], dtype=np.uint64)
+        if seeds.size != self._B:
+            raise ValueError(
+                f"planner: got {seeds.size} episode seeds, the policy is bound to {self._B} instances"
+            )
+        t0 = time.perf_counter()
+        E, S, R = seeds.size, self.segments, params.codec.n_weight_rows
+        state, _ = core.reset(params, seeds)
+        hw = core.hardware(state)
+        x0, v0 = self._seed_candidates(hw, R)
+        K = x0.shape[1]
+        sc0 = self._scores(np.repeat(seeds, K), x0.reshape(E * K, S, R), v0.reshape(E * K, S))
+        sc0 = np.where(np.isnan(sc0), -np.inf, sc0).reshape(E, K)
+        self.seed_scores = sc0.copy()
+        best = np.argmax(sc0, axis=1)  # first best: dram-first on ties
+        bx, bv, bs = x0[np.arange(E), best], v0[np.arange(E), best], sc0[np.arange(E), best]
+        mx = np.clip(bx, X_LO, X_HI)
+        mv = bv.copy()
+        sx = np.full_like(mx, self.init_std[0])
+        sv = np.full_like(mv, self.init_std[1])
+        rngs = [np.random.default_rng([self.seed, int(s)]) for s in seeds]
+        P = self.population
+        n_elite = max(1, round(self.elite_frac * P))
+        a = self.smoothing
+        for _ in range(self.iterations):
+            zx = np.stack([g.standard_normal((P, S, R)) for g in rngs])  # (E, P, S, R)
+            zv = np.stack([g.standard_normal((P, S)) for g in rngs])
+            cx = np.clip(mx[:, None] + sx[:, None] * zx, X_LO, X_HI)
+            cv = np.clip(mv[:, None] + sv[:, None] * zv, V_LO, math.log2(self.rate_levels[-1]))
+            cx[:, 0], cv[:, 0] = bx, bv  # the best so far (re-evaluated: deterministic)
+            sc = self._scores(np.repeat(seeds, P), cx.reshape(E * P, S, R), cv.reshape(E * P, S))
+            sc = np.where(np.isnan(sc), -np.inf, sc).reshape(E, P)
+            order = np.argsort(-sc, axis=1, kind="stable")
+            el = order[:, :n_elite]
+            ex = np.take_along_axis(cx, el[:, :, None, None], axis=1)
+            ev = np.take_along_axis(cv, el[:, :, None], axis=1)
+            mx = a * ex.mean(1) + (1 - a) * mx
+            mv = a * ev.mean(1) + (1 - a) * mv
+            sx = a * ex.std(1) + (1 - a) * sx
+            sv = a * ev.std(1) + (1 - a) * sv
+            top = order[:, 0]
+            better = sc[np.arange(E), top] > bs
+            bx = np.where(better[:, None, None], cx[np.arange(E), top], bx)
+            bv = np.where(better[:, None], cv[np.arange(E), top], bv)
+            bs = np.where(better, sc[np.arange(E), top], bs)
+        w, nominal, _ = self._decode(bx, bv, hw)
+        self.plan_weights = w  # (E, S, R, N) integer weights
+        self.plan_rate_mbps = nominal  # (E, S) MB/s as the codec encodes them
+        self.plan_score = np.where(np.isfinite(bs), bs, np.nan)
+        self.plan_steps = np.asarray(state.instance.episode_steps, dtype=np.int64)
+        self.plan_seconds = time.perf_counter() - t0
+        self._planned = True
+        self._reset(np.ones(self._B, dtype=bool))
+
+    # ------------------------------------------------------------------ acting
+    def _decide(self, obs: NDArray) -> tuple[I64, F64]:
+        if not self._planned:
+            raise RuntimeError(
+                "planner: no plan; it is clairvoyant and must be given the episodes' seeds: "
+                "plan_episodes(seeds) after bind (agents.rollout.run_episodes does this)"
+            )
+        rows = np.arange(self._B)
+        seg = self._segment(self._k, self.plan_steps)
+        self._k = self._k + 1
+        return self.plan_weights[rows, seg], self.plan_rate_mbps[rows, seg]
+
+
+register_policy("planner", Planner)
