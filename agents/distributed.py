@@ -501,10 +501,6 @@ def run_cells(
 # --------------------------------------------------------------------------- comparison
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
-
-
 def run_comparison_ray(
     policies: Sequence[str | tuple[Any, dict[str, Any]]],
     scenarios: Sequence[str],
@@ -543,8 +539,7 @@ def run_comparison_ray(
             unreachable cluster or a node without the package, before any cell
             runs; or what a cell raised.
     """
-    from agents import report
-    from agents.evaluation import RECORD_METRICS, check_output_dir, check_runs
+    from agents.evaluation import RECORD_METRICS, check_output_dir, check_runs, write_results
 
     if metric not in RECORD_METRICS:
         raise ValueError(f"metric {metric!r}: expected one of {list(RECORD_METRICS)}")
@@ -577,38 +572,17 @@ def run_comparison_ray(
             cells_dir=cells_dir,
             show_progress=show_progress,
         )
-    # from here on, exactly agents.evaluation.run_comparison's writing
-    series = [(r["scenario"], r["policy"], r.pop("series")) for r in records if "series" in r]
-    summary = report.summarize_records(
+    summary = write_results(
+        out,
         records,
         reference=reference,
         metric=metric,
         seed=seed,
         n_boot=n_boot,
         confidence=confidence,
+        command=command,
+        plots=plots,
     )
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(
-        json.dumps(
-            {
-                "command": None if command is None else list(command),
-                "records": records,
-                "summary": summary,
-            },
-            indent=1,
-        )
-    )
-    report.write_csv(records, out / "results.csv")
-    (out / "table.md").write_text(report.markdown_table(summary, metric=metric) + "\n")
-    (out / "leaderboard.md").write_text(report.leaderboard_markdown(summary) + "\n")
-    if plots:
-        report.plot_ratio_bars(summary, out / "ratio.png")
-        for scenario, policy, s in series:
-            report.plot_timeseries(
-                s,
-                out / f"timeseries-{_slug(scenario)}-{_slug(policy)}.png",
-                f"{scenario} / {policy}",
-            )
     import shutil
 
     shutil.rmtree(cells_dir, ignore_errors=True)  # the results hold every cell now

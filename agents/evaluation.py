@@ -310,8 +310,6 @@ def run_comparison(
     """
     from tqdm import tqdm
 
-    from agents import report
-
     if metric not in RECORD_METRICS:
         raise ValueError(f"metric {metric!r}: expected one of {list(RECORD_METRICS)}")
     out = check_output_dir(output)
@@ -339,6 +337,39 @@ def run_comparison(
         )
     finally:
         bar.close()
+    return write_results(
+        out,
+        records,
+        reference=reference,
+        metric=metric,
+        seed=seed,
+        n_boot=n_boot,
+        confidence=confidence,
+        command=command,
+        plots=plots,
+    )
+
+
+def write_results(
+    out: Path,
+    records: list[dict[str, Any]],
+    *,
+    reference: str,
+    metric: str,
+    seed: int,
+    n_boot: int,
+    confidence: float,
+    command: Sequence[str] | None,
+    plots: bool,
+) -> dict[str, Any]:
+    """Summarise ``records`` and write every result file into ``out``; returns the summary.
+
+    The one writer of a comparison's files, whichever way the records were made
+    (one process, :func:`run_comparison`; Ray cells, :func:`agents.distributed.run_comparison_ray`).
+    Records that carry a ``series`` (``plots``) lose it here: it goes to the plots only.
+    """
+    from agents import report
+
     series = [(r["scenario"], r["policy"], r.pop("series")) for r in records if "series" in r]
     summary = report.summarize_records(
         records,
