@@ -387,6 +387,10 @@ class Scenario(_Strict):
     episode_steps: Steps
     hardware: HardwareSpec
     tenants: list[TenantSpec] = Field(min_length=1)
+    # What memory_low_gib / memory_high_gib act on (KernelConfig.memcg_limits; null:
+    # the kernel configuration's): "total" (Linux), "tier_aware" (the tier-aware
+    # memcg RFC), "dram" (TierGym before: DRAM usage only).
+    memcg_limits: Literal["total", "tier_aware", "dram"] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
