@@ -1116,7 +1116,7 @@ def reclaim_and_demote(
     over_high = np.maximum(dram_use - tn.high, 0.0) / np.maximum(dram_use, 1e-300)  # (T, B)
     total_use = lsum(tenant_node, 1)  # (T, B) demotion does not change it
     if charged is not None and np.isfinite(tn.tot_high).any():
-        over_tot = (charged > 0) & (
+        over_tot = (charged * PAGES_PER_GIB >= 1.0) & (  # at least one page charged
             memcg_high_delay_s(total_use, tn.tot_high) > MEMCG_MIN_HIGH_DELAY_S
         )
         over_high = np.where(over_tot, 1.0, over_high)
