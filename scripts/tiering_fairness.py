@@ -39,7 +39,15 @@ def run_variants(kernel: KernelConfig | None = None) -> dict[str, Any]:
     steps = int(sim.scenarios[0].episode_steps)
     late = np.array([sim.tenant_names[b].index(LATECOMER) for b in range(B)])
     rows = np.arange(B)
-    keys = ("perf", "share", "dram_gib", "period_ms", "active", "streamer_dram_gib", "streamer_perf")
+    keys = (
+        "perf",
+        "share",
+        "dram_gib",
+        "period_ms",
+        "active",
+        "streamer_dram_gib",
+        "streamer_perf",
+    )
     rec: dict[str, Any] = {k: np.zeros((steps, B)) for k in keys}
     for s in range(steps):
         out = sim.step(np.zeros((B, T, N)), RATE_MBPS)
