@@ -31,6 +31,7 @@ __all__ = [
     "memcg_reclaim_scan",
     "pgdat_free_space_enough",
     "task_nr_scan_windows",
+    "task_scan_bounds",
     "task_scan_max",
     "task_scan_min",
     "tier_aware_limit",
@@ -225,22 +226,36 @@ def task_nr_scan_windows(
     return np.maximum(np.ceil(np.where(rss > 0, rss, size) / size), 1.0)
 
 
+def task_scan_bounds(
+    rss_mb: ArrayLike,
+    scan_size_mb: ArrayLike = SCAN_SIZE_MB,
+    period_min_ms: ArrayLike = SCAN_PERIOD_MIN_MS,
+    period_max_ms: ArrayLike = SCAN_PERIOD_MAX_MS,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """:func:`task_scan_min` and :func:`task_scan_max` at once (the windows counted once)."""
+    size = np.asarray(scan_size_mb, dtype=float)
+    windows = task_nr_scan_windows(rss_mb, size)
+    per_s = np.where(size < MAX_SCAN_WINDOW_MB, np.maximum(MAX_SCAN_WINDOW_MB // size, 1.0), 1.0)
+    smin = np.maximum(
+        np.floor(1000.0 / per_s), np.floor(np.asarray(period_min_ms, dtype=float) / windows)
+    )
+    smax = np.floor(np.asarray(period_max_ms, dtype=float) / windows)
+    return smin, np.maximum(smin, smax)
+
+
 def task_scan_min(
     rss_mb: ArrayLike,
     scan_size_mb: ArrayLike = SCAN_SIZE_MB,
     period_min_ms: ArrayLike = SCAN_PERIOD_MIN_MS,
 ) -> NDArray[np.float64]:
-    """Shortest scan period (ms per ``scan_size`` window) of a task (``task_scan_min``).
+    """Shortest scan period
+    (ms per ``scan_size`` window) of a task (``task_scan_min``).
 
-    ``max(1000 / (2560 // scan_size), period_min / windows)`` with the kernel's
-    integer divisions: the whole address space is scanned at most once per
-    ``period_min`` and no faster than 2560 MB/s.
+       ``max(1000 / (2560 // scan_size), period_min / windows)`` with the kernel's
+       integer divisions: the whole address space is scanned at most once per
+       ``period_min`` and no faster than 2560 MB/s.
     """
-    size = np.asarray(scan_size_mb, dtype=float)
-    windows = np.where(size < MAX_SCAN_WINDOW_MB, np.maximum(MAX_SCAN_WINDOW_MB // size, 1.0), 1.0)
-    floor = np.floor(1000.0 / windows)
-    scan = np.floor(np.asarray(period_min_ms, dtype=float) / task_nr_scan_windows(rss_mb, size))
-    return np.maximum(floor, scan)
+    return task_scan_bounds(rss_mb, scan_size_mb, period_min_ms)[0]
 
 
 def task_scan_max(
@@ -254,10 +269,7 @@ def task_scan_max(
     ``max(task_scan_min, period_max / windows)``: the whole address space is
     scanned at least once per ``period_max``.
     """
-    smin = task_scan_min(rss_mb, scan_size_mb, period_min_ms)
-    windows = task_nr_scan_windows(rss_mb, scan_size_mb)
-    smax = np.floor(np.asarray(period_max_ms, dtype=float) / windows)
-    return np.maximum(smin, smax)
+    return task_scan_bounds(rss_mb, scan_size_mb, period_min_ms, period_max_ms)[1]
 
 
 def update_task_scan_period(

@@ -53,8 +53,7 @@ from envs.kernel import (
     memcg_promotion_scan_fraction,
     memcg_reclaim_scan,
     pgdat_free_space_enough,
-    task_scan_max,
-    task_scan_min,
+    task_scan_bounds,
     tier_aware_limit,
     update_task_scan_period,
     zone_watermarks,
@@ -845,6 +844,7 @@ class Candidates:
     need_room: F64  # (N, B) GiB kswapd must free on the target to take them
     plentiful: NDArray[np.bool_]  # (N, B) pgdat_free_space_enough on the node
     scan_gib: F64  # (T, B) address space the NUMA-balancing scanner covered this interval
+    scan_bounds: tuple[F64, F64] | None  # task_scan_min/max (T, B) ms; None: no per-task scan
 
 
 @dataclass(frozen=True)
@@ -991,9 +991,14 @@ def promotion_candidates(
     noise = np.exp(
         sigma * _normal32(state.key, _counter(state.t, T), 11) - np.float32(0.5) * sigma * sigma
     ).astype(float)  # (T, B)
-    scan_gib = np.where(
-        p.scan_task, task_scan_gib(p, state, tn, place, dt), p.scan_gib_per_s * dt
-    )  # (T, B) address space scanned this interval
+    bounds = None
+    if p.scan_task.any():
+        bounds = _scan_bounds(p, lsum(tenant_node, 1))  # migration keeps the resident set
+        scan_gib = np.where(
+            p.scan_task, task_scan_gib(p, state, tn, bounds[0], dt), p.scan_gib_per_s * dt
+        )  # (T, B) address space scanned this interval
+    else:
+        scan_gib = np.broadcast_to(p.scan_gib_per_s * dt, dram_use.shape)
     scan_gib = np.where(tn.active & promo_on, scan_gib, 0.0)  # no candidates while off
     scanned = np.minimum(1.0, scan_gib / np.maximum(tn.ws, 1e-300))  # (T, B)
     pick = np.clip(np.multiply(detect, noise[:, None], out=detect), 0.0, 1.0, out=detect)
@@ -1016,17 +1021,16 @@ def promotion_candidates(
     rate_gib = rate_mbps * 1e6 / GIB * dt
     want = np.where(plentiful, cand_node, np.minimum(rate_gib, cand_node))  # (N, B)
     need_room = np.maximum(want - np.maximum(free - p.wm_high, 0.0), 0.0)
-    return Candidates(cand, tscale, cand_node, want, need_room, plentiful, scan_gib)
+    return Candidates(cand, tscale, cand_node, want, need_room, plentiful, scan_gib, bounds)
 
 
 def _scan_bounds(p: Params, rss_gib: F64) -> tuple[F64, F64]:
     """``task_scan_min`` / ``task_scan_max`` (ms per window) of tenants with this resident set."""
     rss_mb = rss_gib * (GIB / 1e6)
-    smin = task_scan_min(rss_mb, p.scan_size_mb, p.scan_min_ms)
-    return smin, task_scan_max(rss_mb, p.scan_size_mb, p.scan_min_ms, p.scan_max_ms)
+    return task_scan_bounds(rss_mb, p.scan_size_mb, p.scan_min_ms, p.scan_max_ms)
 
 
-def task_scan_gib(p: Params, state: State, tn: Tenants, place: F64, dt: F64) -> F64:
+def task_scan_gib(p: Params, state: State, tn: Tenants, smin: F64, dt: F64) -> F64:
     """GiB of each tenant's address space NUMA balancing scans this interval (T, B).
 
     ``task_numa_work`` (kernel/sched/fair.c) marks ``scan_size_mb`` every scan
@@ -1034,8 +1038,6 @@ def task_scan_gib(p: Params, state: State, tn: Tenants, place: F64, dt: F64) -> 
     ``numa_balancing_scan_delay`` after the tenant starts; at most the whole
     address space once per interval.
     """
-    rss = lsum(lsum(place, 1), 1)  # (T, B) resident GiB (get_mm_rss)
-    smin, _ = _scan_bounds(p, rss)
     period = np.where(state.scan_period_ms > 0, state.scan_period_ms, smin)
     now = state.t * dt
     running = np.clip(now + dt - state.scan_next_s, 0.0, dt)  # seconds of scanning
@@ -1056,9 +1058,12 @@ def numa_scan_update(
     time replaces the last cpupid). A sequence without recorded faults leaves
     the period as it is (placement does not run).
     """
+    if cand.scan_bounds is None:
+        return state.scan_period_ms, state.scan_offset_gib, state.numa_faults_mb
     rss = lsum(lsum(place, 1), 1)
-    smin, smax = _scan_bounds(p, rss)
+    smin, smax = cand.scan_bounds
     scanning = p.scan_task & (cand.scan_gib > 0)
+
     period = np.where(scanning & (state.scan_period_ms <= 0), smin, state.scan_period_ms)
     faults = state.numa_faults_mb + promo_t * (GIB / 1e6)
     offset = state.scan_offset_gib + cand.scan_gib
