@@ -1070,10 +1070,13 @@ def numa_scan_update(
     wrap = scanning & (offset >= np.maximum(rss, 1e-9))
     zero = np.zeros_like(faults)
     upd = wrap & (faults > 0)
-    new = update_task_scan_period(period, faults, zero, faults, zero, zero, smin, smax)
-    period = np.where(upd, new, period)
-    faults = np.where(upd, 0.0, faults)
-    offset = np.where(wrap, np.mod(offset, np.maximum(rss, 1e-9)), offset)
+    if upd.any():  # a pass ended somewhere (most intervals of big tenants: none)
+        new = update_task_scan_period(period, faults, zero, faults, zero, zero, smin, smax)
+        period = np.where(upd, new, period)
+        faults = np.where(upd, 0.0, faults)
+    if wrap.any():
+        offset = np.where(wrap, np.mod(offset, np.maximum(rss, 1e-9)), offset)
+
     gone = ~tn.active
     return (
         np.where(gone, 0.0, period),
