@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from envs import KernelConfig, Simulator
+from envs import KernelConfig, Simulator, load_scenario
 
 VARIANTS = (
     "tiering-fairness-alone",
@@ -33,7 +33,8 @@ LATECOMER = "latecomer"
 
 def run_variants(kernel: KernelConfig | None = None) -> dict[str, Any]:
     """Per-step latecomer series (steps, variants) and the streamer's DRAM GiB."""
-    sim = Simulator(list(VARIANTS), batch_size=len(VARIANTS), kernel=kernel)
+    scs = [load_scenario(v) for v in VARIANTS]
+    sim = Simulator(scs, batch_size=len(VARIANTS), kernel=kernel)
     p = sim.params
     B, T, N = p.batch_size, p.n_tenants, p.n_nodes
     steps = int(sim.scenarios[0].episode_steps)
@@ -78,10 +79,13 @@ def main(argv: list[str]) -> None:
     print("| variant | latecomer perf | relative to alone | streamer perf | streamer DRAM GiB |")
     print("|---|---|---|---|---|")
     for b, v in enumerate(VARIANTS):
-        print(
-            f"| {v} | {rec['mean_perf'][b]:.3f} | {rec['rel_alone'][b]:.3f} | "
-            f"{rec['streamer_mean_perf'][b]:.3f} | {rec['streamer_dram_gib'][-1, b]:.1f} |"
+        streamer = (
+            f"{rec['streamer_mean_perf'][b]:.3f} | {rec['streamer_dram_gib'][-1, b]:.1f}"
+            if rec["streamer_dram_gib"][-1, b] > 0
+            else "- | -"  # the alone variant has no streamer
         )
+        print(f"| {v} | {rec['mean_perf'][b]:.3f} | {rec['rel_alone'][b]:.3f} | {streamer} |")
+
     print()
     print("latecomer: DRAM access share / DRAM GiB / norm. perf / scan period ms")
     print("| t (s) | " + " | ".join(VARIANTS) + " |")
