@@ -200,9 +200,11 @@ def memcg_reclaim_scan(
 # --------------------------------------------------------------------------- NUMA-balancing scanning
 # kernel/sched/fair.c defaults (sysctl_numa_balancing_*, "Scan @scan_size MB every
 # @scan_period after an initial @scan_delay in ms"): scan_delay 1000, scan_period_min
-# 1000, scan_period_max 60000, scan_size 256; kernel/sched/core.c / mm/memory-tiers.c:
-# sysctl_numa_balancing_hot_threshold = MSEC_PER_SEC (THRESHOLD_START_MS above) and
-# sysctl_numa_balancing_promote_rate_limit = 65536 MB/s.
+# 1000, scan_period_max 60000, scan_size 256, hot_threshold = MSEC_PER_SEC
+# (THRESHOLD_START_MS above); sysctl_numa_balancing_promote_rate_limit = 65536 MB/s
+# ("Restrict the NUMA promotion throughput (MB/s) for each target node", fair.c, moved
+# out of it in later kernels with the same default). Checked in the source, Dec 2026.
+
 SCAN_DELAY_MS = 1000.0
 SCAN_PERIOD_MIN_MS = 1000.0
 SCAN_PERIOD_MAX_MS = 60000.0

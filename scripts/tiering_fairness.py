@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from envs import KernelConfig, Simulator, load_scenario
+from envs.kernel import PROMOTE_RATE_LIMIT_MBPS
 
 VARIANTS = (
     "tiering-fairness-alone",
@@ -27,7 +28,7 @@ VARIANTS = (
     "tiering-fairness-low",
     "tiering-fairness-low-high",
 )
-RATE_MBPS = 65536.0  # sysctl_numa_balancing_promote_rate_limit_MBps default
+RATE_MBPS = PROMOTE_RATE_LIMIT_MBPS  # the kernel default, 65536 MB/s
 LATECOMER = "latecomer"
 
 
