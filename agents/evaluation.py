@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.report import METRICS
 from agents.rollout import make_params, rollout
 from agents.training import ENV_KEYS, TrainingError, load_trained
 from envs.core import EnvParams
@@ -40,16 +41,7 @@ __all__ = [
 ]
 
 #: Episode metrics of a record (:func:`agents.rollout.rollout`); any can be the primary one.
-RECORD_METRICS = (
-    "geomean_perf",
-    "reward",
-    "throughput_gbps",
-    "worst_perf",
-    "mean_latency_ns",
-    "promotion_mbps",
-    "demotion_mbps",
-    "unconverged_steps",
-)
+RECORD_METRICS = METRICS
 
 
 class PolicyError(ValueError):

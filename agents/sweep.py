@@ -47,6 +47,7 @@ import yaml
 from ray import tune
 
 from agents.distributed import RayError, ray_address, ray_session
+from agents.report import METRICS as RECORD_METRICS
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -114,16 +115,8 @@ SCHEDULERS: dict[str, tuple[str, ...]] = {
     "hyperband": ("reduction_factor",),
     "median": ("grace_period", "min_samples_required", "hard_stop"),
 }
-#: Episode metrics an objective may use (agents.rollout's record contract).
-METRICS = (
-    "geomean_perf",
-    "reward",
-    "throughput_gbps",
-    "worst_perf",
-    "mean_latency_ns",
-    "promotion_mbps",
-    "demotion_mbps",
-)
+#: Episode metrics an objective may use: the record contract's, less the solver diagnostic.
+METRICS = tuple(m for m in RECORD_METRICS if m != "unconverged_steps")
 LOWER_IS_BETTER = ("mean_latency_ns",)
 #: Default validation seeds: held out from training (seeded from the run seed) and from the
 #: seeds train.py evaluates on (10,000 + seed) and compares on (20,000 + seed).

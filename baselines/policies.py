@@ -451,7 +451,7 @@ class MemcgFair(NumaTiering):
     action weights 0, rate ``rate_mbps``. Kernel:
     ``KernelConfig(promotion_throttle=True, memcg_limits="dram")`` (the limits
     act on DRAM usage as given, as before Linux's total-usage meaning became
-    the default; a scenario's ``memcg_limits`` key overrides it). Reads no info.
+    the default; a scenario's ``kernel.memcg_limits`` overrides it). Reads no info.
 
     Args:
         rate_mbps: promotion rate limit (kernel default 65536 MB/s).

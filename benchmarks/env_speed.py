@@ -18,7 +18,13 @@ Tables printed:
    info layout) on the same ``mixed`` instances and actions at N = 4096, over
    more than an episode so that autoresets are included; the target is a
    vector env at >= 60% of the model core's rate;
-4. the environment's share of the wall time inside a PPO training run.
+4. the environment's share of the wall time inside a PPO training run;
+5. the topology mechanisms' cost (``--topology`` prints only this table): the
+   model core at B = 4096 on the 4-node, 2-socket ``fallback-hotspot`` (bind
+   policies, per-node fallback lists, the socket link as a shared queue) and the
+   6-node ``cxl-spill`` (four CPU nodes, two expanders, the link), and table 1's
+   tenants on the 4-node machine (every kind of mempolicy, two random-access
+   tenants), beside the 4-tenant ``spr-a1000`` scenario of table 1 in the same run.
 
 Actions are random every step (a policy that changes its mind each interval,
 the costly case for the fixed-point solver's warm start). One process, one
@@ -99,14 +105,19 @@ KERNELS: dict[str, KernelConfig] = {
 
 
 def model_rate(
-    batch: int, steps: int, rng: np.random.Generator, kernel: KernelConfig | None = None
+    batch: int,
+    steps: int,
+    rng: np.random.Generator,
+    scenario: Any = SCENARIO,
+    kernel: KernelConfig | None = None,
 ) -> float:
     """Model steps per second (batch elements x steps / s) of the batched core."""
-    sc = load_scenario(SCENARIO)
+    sc = load_scenario(scenario)
     p = compile_params(sc, batch_size=batch, kernel=kernel)
     s = init_state(p, np.arange(batch))
+    shape = (batch, p.n_tenants, p.n_nodes)
     acts = [
-        Action(rng.integers(0, 8, (batch, 4, 2)).astype(float), rng.uniform(0, 2000, batch))
+        Action(rng.integers(0, 8, shape).astype(float), rng.uniform(0, 2000, batch))
         for _ in range(steps + 5)
     ]
     for a in acts[:5]:  # warm up: allocation, first fixed points
@@ -238,11 +249,17 @@ def main() -> None:
         action="store_true",
         help="only the model-core tables (1 and 1b), not the environments and PPO",
     )
+    ap.add_argument(
+        "--topology", action="store_true", help="only the topology table (model core, B = 4096)"
+    )
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     print(
         f"# TierGym speed ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, numpy {np.__version__})\n"
     )
+    if args.topology:
+        topology_table(args.quick, rng)
+        return
 
     print("## Layout: a sum over a small axis (4 entries) of a batch of 4096\n")
     print("| batch-last (4, B) sums/s | batch-first (B, 4) sums/s | ratio |")
@@ -267,7 +284,7 @@ def main() -> None:
     print("|---|---:|---:|")
     rates = {}
     for name, k in KERNELS.items():
-        rates[name] = model_rate(b_k, 3 if args.quick else 40, rng, k)
+        rates[name] = model_rate(b_k, 3 if args.quick else 40, rng, kernel=k)
         ref = next(iter(rates.values()))
         print(f"| {name} | {rates[name]:,.0f} | {rates[name] / ref:.0%} |")
     if args.model_only:
@@ -304,6 +321,58 @@ def main() -> None:
         env_s, wall, sps = ppo_share(n, total, ns, bs)
         print(
             f"| {n} | {ns} | {bs} | {total} | {env_s:.1f} | {wall:.1f} | {env_s / wall:.0%} | {sps:,.0f} |"
+        )
+    print()
+    topology_table(args.quick, rng)
+
+
+def four_node_scenario() -> dict[str, Any]:
+    """Table 1's four tenants on fallback-hotspot's 4-node, 2-socket machine, one per CPU
+    node, under each kind of policy: llm local, kv interleaved over its socket's two
+    nodes, scan bound to a remote and a local node, svc preferring a remote node; kv and
+    svc with random access."""
+    hw = load_scenario("fallback-hotspot").hardware.model_dump()
+    placement = [
+        ("dram0", {"mode": "default"}),
+        ("dram1", {"mode": "interleave", "nodes": ["dram0", "dram1"]}),
+        ("dram2", {"mode": "bind", "nodes": ["dram0", "dram2"]}),
+        ("dram3", {"mode": "preferred", "nodes": ["dram1"]}),
+    ]
+    tenants = [
+        {**t, "cpu_node": node, "mempolicy": pol, "access": "random" if i % 2 else "sequential"}
+        for i, (t, (node, pol)) in enumerate(zip(SCENARIO["tenants"], placement, strict=True))
+    ]
+    return {**SCENARIO, "name": "bench-4-node", "hardware": hw, "tenants": tenants}
+
+
+def topology_table(quick: bool, rng: np.random.Generator) -> None:
+    """Table 5: the model core on the topology scenarios beside spr-a1000, same run.
+
+    Each rate is the best of three short timings (the machine may be shared: the
+    spread of the three is printed as a noise estimate)."""
+    b = 256 if quick else 4096
+    steps = 3 if quick else 10
+    print(f"## Topology: model core at B = {b}, random actions (best of 3; spread)\n")
+    print("| scenario | nodes | sockets | tenants | model steps/s | spread | vs spr-a1000 |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    cases: list[tuple[str, Any]] = [
+        ("spr-a1000 (table 1)", SCENARIO),
+        ("4-node, table 1's tenants", four_node_scenario()),
+        ("fallback-hotspot", "fallback-hotspot"),
+        ("cxl-spill", "cxl-spill"),
+    ]
+    base = None
+    for label, spec in cases:
+        sc = load_scenario(spec)
+        rates = [model_rate(b, steps, rng, spec) for _ in range(3)]
+        best = max(rates)
+        base = base or best
+        n = len(sc.hardware.nodes)
+        sockets = len(sc.hardware.sockets)
+        spread = (best - min(rates)) / best
+        print(
+            f"| {label} | {n} | {sockets} | {len(sc.tenants)} | {best:,.0f} | {spread:.0%} "
+            f"| {best / base:.2f} |"
         )
 
 

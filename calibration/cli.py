@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tag = "met" if c.ok else ("NOT MET" if c.required else "not met (extra)")
             print(f"[{tag}] {c.name}: {c.value} (target {c.target})")
         return 0 if all(c.ok for c in checks if c.required) else 1
-    dram, cxl = fit(series, verbose=args.verbose)
+    dram, cxl = fit(series, verbose=args.verbose, data=args.data)
     for p in write_presets(dram, cxl):
         print(f"wrote {p}")
     return 0

@@ -182,6 +182,46 @@ def random_read_series(
     return np.array([p[1] for p in pts]), np.array([p[2] for p in pts])
 
 
+#: The MLC runs whose random/sequential peak ratio sets a node's random-access peaks:
+#: (memory, mix, write type). DDR5: reads only and non-temporal writes only (the read
+#: and write peaks); A1000: 1:1 with regular stores, where the expander's memory and not
+#: its link binds (its 1:0 and 0:1 peaks are the link's, the same for both accesses).
+RANDOM_PEAK_RUNS = {
+    "mmem": {"read": ("1:0", "none"), "write": ("0:1", "non-temporal")},
+    "cxl": {"read": ("1:1", "regular"), "write": ("1:1", "regular")},
+}
+
+
+def random_peak_ratios(data: str | Path | None = None) -> dict[str, dict[str, float]] | None:
+    """Random over sequential peak bandwidth of the runs in :data:`RANDOM_PEAK_RUNS`.
+
+    16-thread runs on node 0's CPUs (``cpu_set`` d0), the same mix and write type for
+    both accesses, from :data:`ALL_CSV`; ``None`` when that file is absent.
+    """
+    path = resolve_data_dir(data) / ALL_CSV
+    if not path.is_file():
+        return None
+    peak: dict[tuple[str, str, str, str], float] = {}
+    with path.open(newline="") as f:
+        for r in csv.DictReader(f):
+            if int(r["threads"]) != SERIES_THREADS or r["cpu_set"] != "d0":
+                continue
+            k = (r["memory"], r["access"], r["rw_mix"], r["write_type"])
+            peak[k] = max(peak.get(k, 0.0), float(r["bandwidth_gbps"]))
+    out: dict[str, dict[str, float]] = {}
+    for memory, runs in RANDOM_PEAK_RUNS.items():
+        out[memory] = {}
+        for side, (mix, wt) in runs.items():
+            rnd = peak.get((memory, "random", mix, wt))
+            seq = peak.get((memory, "sequential", mix, wt))
+            if not rnd or not seq:
+                raise CalibrationDataError(
+                    f"{path}: no 16-thread {memory} {mix} {wt} run of both accesses on d0"
+                )
+            out[memory][side] = rnd / seq
+    return out
+
+
 def mlc_lines_in_flight(series: Mapping[tuple[str, str], Series], memories: Sequence[str]) -> float:
     """Median requests in flight per MLC thread at inject delay 0 (Little's law: X * L / 64 B)."""
     vals = [

@@ -10,12 +10,13 @@ import copy
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from calibration.bench import SETUPS, MLCBench
-from calibration.data import F64, MEMORIES, MIXES, Series
+from calibration.data import F64, MEMORIES, MIXES, Series, random_peak_ratios
 from calibration.presets import a1000_2s_hardware, a1000_hardware
 from envs.hardware import mix_peak, turnaround_penalty
 
@@ -28,6 +29,7 @@ __all__ = [
     "fit_memory",
     "hardware_with",
     "node_values",
+    "random_peaks",
     "theta_of",
 ]
 
@@ -317,7 +319,9 @@ def fit_memory(
 
 
 def fit(
-    series: Mapping[tuple[str, str], Series], verbose: bool = False
+    series: Mapping[tuple[str, str], Series],
+    verbose: bool = False,
+    data: str | Path | None = None,
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Fit dram0 and cxl0 (local, then remote parameters); returns their node values.
 
@@ -345,7 +349,23 @@ def fit(
         print(f"fit {memory}: cost (peak, curve) {cost}", file=sys.stderr)
         for k, v in vals.items():
             print(f"    {k:<24} {v:10.3f}", file=sys.stderr)
+    dram.update(random_peaks("mmem", dram, data))
+    cxl.update(random_peaks("cxl", cxl, data))
     return dram, cxl
+
+
+def random_peaks(memory: str, node: Mapping[str, float], data: Any = None) -> dict[str, float]:
+    """A node's random-access peaks (``"data"`` parameters): its fitted read and write peaks
+    times the measured random/sequential peak ratios (:func:`random_peak_ratios`); empty
+    without the data."""
+    ratios = random_peak_ratios(data)
+    if ratios is None:
+        return {}
+    r = ratios[memory]
+    return {
+        "random_read_gbps": node["read_gbps"] * r["read"],
+        "random_write_gbps": node["write_gbps"] * r["write"],
+    }
 
 
 def _peak_guess(memory: str, series: Mapping[tuple[str, str], Series], node: Mapping) -> dict:

@@ -37,6 +37,8 @@ NODE_ORDER = [
     "read_gbps",
     "write_gbps",
     "mixed_gbps",
+    "random_read_gbps",
+    "random_write_gbps",
     "link_read_gbps",
     "link_write_gbps",
     "queue_slope_ns",
@@ -102,6 +104,11 @@ SPR4_DRAM_GIB = 476.8  # 8 x 64 GB RDIMM
 SPR4_CXL_GIB = 238.4  # 256 GB per expander
 
 
+#: a node's random-access peaks (scaled like the sequential ones where a preset derives
+#: a node from the fitted ones)
+RANDOM_KEYS = ("random_read_gbps", "random_write_gbps")
+
+
 def spr4cxl_hardware(dram: Mapping[str, float], cxl: Mapping[str, float]) -> dict[str, Any]:
     """The spr-4cxl preset derived from the fitted SNC node and A1000 (scalings documented)."""
     k = SPR4_CHANNEL_RATE
@@ -113,6 +120,7 @@ def spr4cxl_hardware(dram: Mapping[str, float], cxl: Mapping[str, float]) -> dic
         "read_gbps": dram["read_gbps"] * scale_d,
         "write_gbps": dram["write_gbps"] * scale_d,
         "mixed_gbps": dram["mixed_gbps"] * scale_d,
+        **{k: dram[k] * scale_d for k in RANDOM_KEYS if k in dram},
         "queue_slope_ns": dram["queue_slope_ns"],
         "knee_ns": dram["knee_ns"],
         "knee_exp": dram["knee_exp"],
@@ -122,6 +130,7 @@ def spr4cxl_hardware(dram: Mapping[str, float], cxl: Mapping[str, float]) -> dic
         "read_gbps": dram["read_gbps"] * scale_c,
         "write_gbps": dram["write_gbps"] * scale_c,
         "mixed_gbps": dram["mixed_gbps"] * scale_c,
+        **{k: dram[k] * scale_c for k in RANDOM_KEYS if k in dram},
         "link_read_gbps": cxl["link_read_gbps"] * link,
         "link_write_gbps": cxl["link_write_gbps"] * link,
         "queue_slope_ns": cxl["queue_slope_ns"],
@@ -219,6 +228,8 @@ def a1000_notes(kind: str, fit_info: Mapping[str, str]) -> dict[str, str]:
             "read_gbps": "fit: mmem peaks (16 threads: 67.5 GB/s at 1:0)",
             "write_gbps": "fit: mmem peaks (54.7 GB/s at 0:1, non-temporal)",
             "mixed_gbps": "fit: mmem peaks (59.1 GB/s at 1:1)",
+            "random_read_gbps": "data: read_gbps x mmem random/sequential 1:0 peak (66.4/68.1)",
+            "random_write_gbps": "data: write_gbps x mmem random/sequential 0:1 NT peak (50.8/53.4)",
             "queue_slope_ns": "fit: mmem curve shape",
             "knee_ns": "fit: mmem knee",
             "knee_exp": "fit: mmem knee",
@@ -237,6 +248,8 @@ def a1000_notes(kind: str, fit_info: Mapping[str, str]) -> dict[str, str]:
             "read_gbps": "fit: cxl 3:1..1:1 peaks (54.1-54.5 GB/s): device memory",
             "write_gbps": "= read_gbps: the device memory is only seen at mixed traffic",
             "mixed_gbps": "= read_gbps",
+            "random_read_gbps": "data: device x cxl random/sequential 1:1 peak (52.4/54.0)",
+            "random_write_gbps": "data: device x cxl random/sequential 1:1 peak (52.4/54.0)",
             "link_read_gbps": "fit: cxl 1:0 peak 48.0 GB/s (x16 Gen5: 75% of 64 GB/s)",
             "link_write_gbps": "fit: cxl 0:1 peak 47.0 GB/s (non-temporal writes)",
             "queue_slope_ns": "fit: cxl curve shape",
@@ -312,6 +325,8 @@ def preset_files(dram: Mapping[str, float], cxl: Mapping[str, float]) -> list[tu
         "read_gbps": "= 4 x spr-a1000 dram0 x 5600/4800",
         "write_gbps": "= 4 x spr-a1000 dram0 x 5600/4800",
         "mixed_gbps": "= 4 x spr-a1000 dram0 x 5600/4800",
+        "random_read_gbps": "= 4 x spr-a1000 dram0 x 5600/4800",
+        "random_write_gbps": "= 4 x spr-a1000 dram0 x 5600/4800",
         "queue_slope_ns": "= spr-a1000 dram0 (curve shape in utilisation)",
         "knee_ns": "= spr-a1000 dram0",
         "knee_exp": "= spr-a1000 dram0",
@@ -322,6 +337,8 @@ def preset_files(dram: Mapping[str, float], cxl: Mapping[str, float]) -> list[tu
         "read_gbps": "one DDR5 channel: spr-a1000 dram0 / 2 x 5600/4800",
         "write_gbps": "one DDR5 channel: spr-a1000 dram0 / 2 x 5600/4800",
         "mixed_gbps": "one DDR5 channel: spr-a1000 dram0 / 2 x 5600/4800",
+        "random_read_gbps": "one DDR5 channel: spr-a1000 dram0 / 2 x 5600/4800",
+        "random_write_gbps": "one DDR5 channel: spr-a1000 dram0 / 2 x 5600/4800",
         "link_read_gbps": "x8: half the A1000's measured x16 link",
         "link_write_gbps": "x8: half the A1000's measured x16 link",
         "queue_slope_ns": "= spr-a1000 cxl0",

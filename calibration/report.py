@@ -39,6 +39,7 @@ from calibration.presets import (
     node_of,
     read_preset,
 )
+from calibration.topology import topology_lines
 from envs.scenario import hardware_presets
 
 __all__ = ["write_report"]
@@ -93,6 +94,7 @@ def write_report(data: str | Path | None = None) -> Path:
         checks,
         sensitivity_runs(),
         random_remote_check(hws["spr-a1000-2s"], data),
+        topology_lines(data),
     )
     DOC.parent.mkdir(parents=True, exist_ok=True)
     DOC.write_text(text)
@@ -107,6 +109,7 @@ def _report_text(
     checks: Sequence[Check],
     sensitivity: Sequence[tuple[str, Mapping[Any, Any]]],
     random_remote: Sequence[tuple],
+    topology: Sequence[str] = (),
 ) -> str:
     a2 = hws["spr-a1000-2s"]
     dram, cxl = node_of(a2, "dram0"), node_of(a2, "cxl0")
@@ -461,4 +464,5 @@ def _report_text(
     w("The fit uses `scipy.optimize.least_squares` (`scipy` is imported only by `python -m")
     w("calibration` without `--report`/`--check`); the report uses matplotlib (Agg).")
     w("")
+    L.extend(topology)
     return "\n".join(L)

@@ -10,9 +10,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
+    "FALLBACK_LISTS",
+    "LOCAL_DISTANCE",
     "MAX_WEIGHT",
     "PAGE_BYTES",
     "PROMOTE_RATE_LIMIT_MBPS",
+    "REMOTE_DISTANCE",
     "SCAN_DELAY_MS",
     "SCAN_PERIOD_MAX_MS",
     "SCAN_PERIOD_MIN_MS",
@@ -23,7 +26,9 @@ __all__ = [
     "THRESHOLD_UNIT_MS",
     "adapt_promotion_threshold",
     "auto_interleave_weights",
+    "build_fallback_lists",
     "default_min_free_kbytes",
+    "find_next_best_node",
     "gcd_reduce",
     "memcg_high_delay_s",
     "memcg_high_throttle",
@@ -250,12 +255,11 @@ def task_scan_min(
     scan_size_mb: ArrayLike = SCAN_SIZE_MB,
     period_min_ms: ArrayLike = SCAN_PERIOD_MIN_MS,
 ) -> NDArray[np.float64]:
-    """Shortest scan period
-    (ms per ``scan_size`` window) of a task (``task_scan_min``).
+    """Shortest scan period (ms per ``scan_size`` window) of a task (``task_scan_min``).
 
-       ``max(1000 / (2560 // scan_size), period_min / windows)`` with the kernel's
-       integer divisions: the whole address space is scanned at most once per
-       ``period_min`` and no faster than 2560 MB/s.
+    ``max(1000 / (2560 // scan_size), period_min / windows)`` with the kernel's
+    integer divisions: the whole address space is scanned at most once per
+    ``period_min`` and no faster than 2560 MB/s.
     """
     return task_scan_bounds(rss_mb, scan_size_mb, period_min_ms)[0]
 
@@ -379,3 +383,94 @@ def tier_aware_limit(
         * top
         / np.maximum(np.asarray(total_gib, dtype=float), 1e-300)
     )
+
+
+# --------------------------------------------------------------------------- mm/page_alloc.c
+
+#: ``include/linux/topology.h``: a node's distance to itself, and the default distance
+#: to another node when firmware gives no SLIT.
+LOCAL_DISTANCE = 10
+REMOTE_DISTANCE = 20
+#: ``mm/page_alloc.c``: added to the distance of a node with CPUs ("give preference to
+#: headless and unused nodes").
+PENALTY_FOR_NODE_WITH_CPUS = 1
+#: The two ways ``build_zonelists`` has accumulated ``node_load`` (see
+#: :func:`build_fallback_lists`).
+FALLBACK_LISTS = ("pre-2021", "current")
+
+
+def find_next_best_node(
+    node: int,
+    used: list[bool],
+    distance: NDArray[np.int64],
+    has_cpus: NDArray[np.bool_],
+    node_load: list[int],
+) -> int:
+    """The next node of ``node``'s fallback list, or -1 when every node is used.
+
+    ``mm/page_alloc.c`` ``find_next_best_node``: the node itself first; then the
+    unused node with the smallest ``distance + (n < node) + PENALTY_FOR_NODE_WITH_CPUS
+    * has_cpus``, ties broken by the smaller ``node_load`` (the distance term is
+    scaled by ``MAX_NODE_LOAD * MAX_NUMNODES`` so the load only breaks ties), then by
+    the lower node number (the scan keeps the first minimum). ``used`` is updated.
+    """
+    n_nodes = len(used)
+    if not used[node]:
+        used[node] = True
+        return node
+    scale = (n_nodes + 1) * (max(node_load, default=0) + n_nodes + 1)  # > any node_load
+    best, best_val = -1, None
+    for n in range(n_nodes):
+        if used[n]:
+            continue
+        val = int(distance[node, n]) + (n < node) + PENALTY_FOR_NODE_WITH_CPUS * bool(has_cpus[n])
+        val = val * scale + node_load[n]
+        if best_val is None or val < best_val:
+            best, best_val = n, val
+    if best >= 0:
+        used[best] = True
+    return best
+
+
+def build_fallback_lists(
+    distance: ArrayLike, has_cpus: ArrayLike, mode: str = "current"
+) -> NDArray[np.int64]:
+    """Every node's allocation fallback list (N, N), as the kernel builds its zonelists.
+
+    ``mm/page_alloc.c`` ``__build_all_zonelists`` clears ``node_load`` and calls
+    ``build_zonelists`` for each online node in turn (node 0 first); that walks
+    :func:`find_next_best_node` and, at the first node of each new distance
+    group, adds a penalty ``load`` (the number of online nodes, one less per node
+    placed) to that node's ``node_load`` so that the next lists built start their
+    group with another node (round robin).
+
+    ``mode="current"``: the penalty accumulates (``node_load[node] += load``),
+    as restored by "mm/page_alloc: Use accumulated load when building node
+    fallback list" (Krupa Ramakrishnan, Bharata B Rao, AMD; linux-mm, 30 Aug 2021,
+    merged for 5.15). ``mode="pre-2021"``: it is reset (``node_load[node] = load``),
+    as from f0c0b2b808f2 ("change zonelist order: zonelist order selection logic",
+    2007) until that fix; on the commit message's 4-node matrix nodes 2 and 3
+    then both fall back to node 0 before node 1.
+    """
+    if mode not in FALLBACK_LISTS:
+        raise ValueError(f"fallback_lists: got {mode!r}, expected one of {list(FALLBACK_LISTS)}")
+    dist = np.asarray(distance, dtype=np.int64)
+    cpus = np.asarray(has_cpus, dtype=bool)
+    n_nodes = dist.shape[0]
+    node_load = [0] * n_nodes
+    lists = np.empty((n_nodes, n_nodes), dtype=np.int64)
+    for local in range(n_nodes):
+        used = [False] * n_nodes
+        load = n_nodes
+        prev = local
+        for i in range(n_nodes):
+            node = find_next_best_node(local, used, dist, cpus, node_load)
+            if dist[local, node] != dist[local, prev]:
+                if mode == "current":
+                    node_load[node] += load
+                else:
+                    node_load[node] = load
+            lists[local, i] = node
+            prev = node
+            load -= 1
+    return lists

@@ -40,6 +40,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from envs.hardware import mix_peak, turnaround_penalty
 from envs.kernel import (
+    FALLBACK_LISTS,
     MEMCG_MIN_HIGH_DELAY_S,
     PAGE_BYTES,
     SCAN_DELAY_MS,
@@ -48,6 +49,7 @@ from envs.kernel import (
     SCAN_SIZE_MB,
     THRESHOLD_START_MS,
     adapt_promotion_threshold,
+    build_fallback_lists,
     memcg_high_delay_s,
     memcg_high_throttle,
     memcg_promotion_scan_fraction,
@@ -61,9 +63,16 @@ from envs.kernel import (
 from envs.rng import normal32 as _normal32
 from envs.rng import splitmix as _splitmix
 from envs.rng import uniform as _uniform
-from envs.scenario import HotColdHotness, Scenario, TenantSpec, ZipfHotness
+from envs.scenario import HotColdHotness, Scenario, TenantSpec, ZipfHotness, tenant_cpu_node
 from envs.solver import TOL as SOLVER_TOL
-from envs.solver import NodeCurves, lsum, solve_fixed_point, zero_load_demand
+from envs.solver import (
+    NodeCurves,
+    SocketLinks,
+    link_weights,
+    lsum,
+    solve_fixed_point,
+    zero_load_demand,
+)
 
 __all__ = [
     "BUCKET_EDGES",
@@ -125,7 +134,7 @@ class KernelConfig:
       of the machine's capacity (``memory.toptier_low/high``), DRAM protection and
       DRAM cap as in ``"dram"``. ``"dram"``: TierGym before this option: the
       limits as given act on DRAM usage only (low protects DRAM, high caps it).
-      A scenario's ``memcg_limits`` key overrides this.
+      A scenario's ``kernel.memcg_limits`` takes precedence.
     - ``numa_scan``: ``"task"`` (default): NUMA-balancing scanning per task as the
       kernel runs it (``task_numa_work``): ``scan_size_mb`` every scan period,
       the first scan ``scan_delay_ms`` after the tenant starts, the period between
@@ -135,6 +144,10 @@ class KernelConfig:
       ``"fixed"``: ``scan_mb_per_period`` every ``scan_period_s`` (TierGym before).
     - ``scan_delay_ms``, ``scan_period_min_ms``, ``scan_period_max_ms``,
       ``scan_size_mb``: the ``numa_balancing_*`` sysctls (kernel defaults).
+    - ``fallback_lists``: how ``build_zonelists`` accumulates ``node_load``:
+      ``"current"`` (since the Aug 2021 fix) or ``"pre-2021"`` (the node load reset
+      for every list; :func:`envs.kernel.build_fallback_lists`). A scenario's
+      ``kernel.fallback_lists`` takes precedence.
     """
 
     demotion: bool = True
@@ -155,8 +168,14 @@ class KernelConfig:
     scan_period_min_ms: float = SCAN_PERIOD_MIN_MS
     scan_period_max_ms: float = SCAN_PERIOD_MAX_MS
     scan_size_mb: float = SCAN_SIZE_MB
+    fallback_lists: str = "current"
 
     def __post_init__(self) -> None:
+        if self.fallback_lists not in FALLBACK_LISTS:
+            raise ValueError(
+                f"KernelConfig.fallback_lists: got {self.fallback_lists!r}, expected one of "
+                f"{list(FALLBACK_LISTS)}"
+            )
         if self.memcg_limits not in MEMCG_LIMIT_MODES:
             raise ValueError(
                 f"KernelConfig.memcg_limits: got {self.memcg_limits!r}, expected one of {MEMCG_LIMIT_MODES}"
@@ -211,6 +230,7 @@ class Params:
     fallback: NDArray[
         np.int64
     ]  # (T, N, B) node indices in fallback order for the tenant's first socket
+    # (its CPU node's zonelist, or the preferred node's; -1 for nodes a bind mask excludes)
     local_dram: NDArray[np.int64]  # (T, P, B) local DRAM node per phase
     demote_target: NDArray[np.int64]  # (N, B) -1 where none
     present: NDArray[np.bool_]  # (T, B)
@@ -249,6 +269,15 @@ class Params:
     scan_min_ms: F64  # (B,) sysctl numa_balancing_scan_period_min_ms
     scan_max_ms: F64  # (B,)
     scan_size_mb: F64  # (B,)
+    # topology (docs/model.md, "Topology"); added after the fields above
+    policy_mask: F64  # (T, N, B) 1 where the tenant's mempolicy lets pages go
+    policy_w: F64  # (T, N, B) the policy's weights when the action's are all zero (0: local)
+    numa_mof: NDArray[np.bool_]  # (T, B) NUMA balancing may migrate its pages (default policy)
+    link_gbps: F64  # (B,) socket link bandwidth per direction (inf: none)
+    link_slope_ns: F64  # (B,)
+    link_knee_ns: F64  # (B,)
+    link_knee_exp: F64  # (B,)
+    random: F64  # (T, P, B) 1 where the tenant's access is random
 
     @property
     def batch_size(self) -> int:
@@ -471,21 +500,62 @@ def _node_arrays(sc: Scenario) -> dict[str, np.ndarray]:
         "rem_slope_ns": np.array([n.remote_queue_slope_ns for n in nodes]),
         "rem_knee_ns": np.array([n.remote_knee_ns for n in nodes]),
         "rem_knee_exp": np.array([n.remote_knee_exp for n in nodes]),
+        "rnd_read": np.array([n.random_read_gbps or n.read_gbps for n in nodes]),
+        "rnd_write": np.array([n.random_write_gbps or n.write_gbps for n in nodes]),
     }
 
 
 _CURVE_FIELDS = [f.name for f in dataclasses.fields(NodeCurves)]
 
 
-def _node_order(sc: Scenario, socket: int) -> list[int]:
-    """Allocation fallback order for CPUs on ``socket``: local DRAM, local CXL, remote DRAM, remote CXL."""
-    nodes = sc.hardware.nodes
+def fallback_lists(sc: Scenario, kernel: KernelConfig | None = None) -> NDArray[np.int64]:
+    """Every node's allocation fallback list (N, N) on the scenario's machine.
 
-    def dist(i: int) -> tuple[int, int]:
-        n = nodes[i]
-        return (2 * (n.socket != socket) + (n.kind == "cxl"), i)
+    The kernel's zonelists (:func:`envs.kernel.build_fallback_lists`) from the
+    machine's distances (given or derived, :meth:`HardwareSpec.distance_matrix`) and
+    which nodes have CPUs; the scenario's ``kernel.fallback_lists`` overrides the
+    kernel configuration's. On a machine with one DRAM node per socket and derived
+    distances the list of a socket's DRAM node is local DRAM, local CXL, remote
+    DRAM, remote CXL (each by node number), the order the model used before.
+    """
+    mode = (kernel or KernelConfig()).fallback_lists
+    if sc.kernel is not None and sc.kernel.fallback_lists is not None:
+        mode = sc.kernel.fallback_lists
+    hw = sc.hardware
+    return build_fallback_lists(hw.distance_matrix(), [n.has_cpus for n in hw.nodes], mode)
 
-    return sorted(range(len(nodes)), key=dist)
+
+def _policy_arrays(t: TenantSpec, sc: Scenario, lists: NDArray[np.int64]) -> tuple[F64, F64, F64]:
+    """A tenant's fallback list (N,), allowed-node mask (N,) and default weights (N,).
+
+    ``mm/mempolicy.c``: ``default`` allocates from its CPU node's zonelist;
+    ``bind`` from the same zonelist restricted to the mask (``policy_nodemask``),
+    so the nearest node of the mask first; ``preferred`` from the preferred
+    node's zonelist (``policy_node``); ``interleave`` round robin over the mask
+    (equal weights), ``weighted_interleave`` by the tenant's ``weights`` over it.
+    A fallback entry of -1 is a node the mask excludes.
+    """
+    hw = sc.hardware
+    names = hw.node_names
+    N = len(names)
+    pol = t.mempolicy
+    cpu = tenant_cpu_node(hw, t, t.socket)
+    mask = np.ones(N)
+    if pol.mode in ("bind", "interleave", "weighted_interleave"):
+        mask = np.array([float(n in pol.nodes) for n in names])
+    start = names.index(pol.nodes[0]) if pol.mode == "preferred" else cpu
+    order = lists[start].astype(np.int64)
+    if pol.mode == "bind":
+        order = np.where(mask[order] > 0, order, -1)
+        order = np.concatenate([order[order >= 0], order[order < 0]])
+    w = np.zeros(N)
+    if pol.mode in ("bind", "preferred"):
+        w[order[0]] = 1.0
+    elif pol.mode == "interleave":
+        w = mask.copy()
+    elif pol.mode == "weighted_interleave":
+        w = _tenant_weights(t, sc) * mask if t.weights is not None else mask.copy()
+    return order, mask, w
 
 
 def _tenant_weights(t: TenantSpec, sc: Scenario) -> F64:
@@ -575,6 +645,7 @@ def compile_params(
         "grow_gib_per_s",
         "memory_low_gib",
         "churn_per_s",
+        "random",
     )
     tab = {k: np.zeros((bsz, T, P)) for k in keys}
     tab["threads"][:] = 1.0
@@ -583,14 +654,21 @@ def compile_params(
     share = np.zeros((bsz, T, P, K))
     share[..., 0] = 1.0
     init_w = np.zeros((bsz, T, N))
+    pmask = np.ones((bsz, T, N))
+    pw = np.zeros((bsz, T, N))
+    mof = np.zeros((bsz, T), dtype=bool)
     fallback = np.tile(np.arange(N), (bsz, T, 1))
     local = np.zeros((bsz, T, P), dtype=np.int64)
     demote_target = np.full((bsz, N), -1, dtype=np.int64)
     names: list[list[str]] = []
     for b, sc in enumerate(scs):
         names.append([t.name for t in sc.tenants] + [""] * (T - len(sc.tenants)))
+        lists = fallback_lists(sc, kernels[b])
+        hw_nodes = sc.hardware.nodes
         for i, t in enumerate(sc.tenants):
             present[b, i] = True
+            fallback[b, i], pmask[b, i], pw[b, i] = _policy_arrays(t, sc, lists)
+            mof[b, i] = t.mempolicy.mode == "default"
             start[b, i] = t.start_s
             stop[b, i] = np.inf if t.stop_s is None else t.stop_s
             init_w[b, i] = _tenant_weights(t, sc)
@@ -607,18 +685,18 @@ def compile_params(
                 tab["grow_gib_per_s"][b, i, ph] = st["grow_gib_per_s"]
                 tab["memory_low_gib"][b, i, ph] = st["memory_low_gib"]
                 tab["churn_per_s"][b, i, ph] = st["churn_per_s"]
+                tab["random"][b, i, ph] = float(st["access"] == "random")
                 if st["memory_high_gib"] is not None:
                     high[b, i, ph] = st["memory_high_gib"]
-                sock[b, i, ph] = st["socket"]
                 share[b, i, ph] = bucket_access_shares(st["hotness"], st["working_set_gib"])
-                order = _node_order(sc, st["socket"])
-                local[b, i, ph] = order[0]
-                if ph == 0:
-                    fallback[b, i] = order
-        hw_nodes = sc.hardware.nodes
+                cpu = tenant_cpu_node(sc.hardware, t, st["socket"])
+                sock[b, i, ph] = hw_nodes[cpu].socket
+                local[b, i, ph] = lists[cpu][0]  # the CPU node itself (it has memory)
         for m, nd in enumerate(hw_nodes):
             if nd.kind == "dram":
-                cxl = [j for j in _node_order(sc, nd.socket) if hw_nodes[j].kind == "cxl"]
+                # the nearest CXL node in its fallback list (mm/memory-tiers.c
+                # establish_demotion_targets: the lower tier's nodes at the least distance)
+                cxl = [int(j) for j in lists[m] if hw_nodes[j].kind == "cxl"]
                 if cxl:
                     demote_target[b, m] = cxl[0]
 
@@ -675,7 +753,9 @@ def compile_params(
         migrate_max_util=np.array([k.migrate_max_util for k in kernels]),
         memcg_mode=np.array(
             [
-                MEMCG_LIMIT_MODES.index(sc.memcg_limits or k.memcg_limits)
+                MEMCG_LIMIT_MODES.index(
+                    (sc.kernel.memcg_limits if sc.kernel is not None else None) or k.memcg_limits
+                )
                 for sc, k in zip(scs, kernels, strict=True)
             ],
             dtype=np.int64,
@@ -692,8 +772,24 @@ def compile_params(
         scan_min_ms=np.array([k.scan_period_min_ms for k in kernels]),
         scan_max_ms=np.array([k.scan_period_max_ms for k in kernels]),
         scan_size_mb=np.array([k.scan_size_mb for k in kernels]),
+        policy_mask=last(pmask),
+        policy_w=last(pw),
+        numa_mof=last(mof),
+        **_link_arrays(scs),
+        random=last(tab["random"]),
     )
     return params
+
+
+def _link_arrays(scs: Sequence[Scenario]) -> dict[str, F64]:
+    """The socket link of each machine (B,) each; an unlimited link where none is given."""
+    links = [sc.hardware.socket_link for sc in scs]
+    return {
+        "link_gbps": np.array([np.inf if lk is None else lk.gbps for lk in links]),
+        "link_slope_ns": np.array([0.0 if lk is None else lk.queue_slope_ns for lk in links]),
+        "link_knee_ns": np.array([10.0 if lk is None else lk.knee_ns for lk in links]),
+        "link_knee_exp": np.array([1.0 if lk is None else lk.knee_exp for lk in links]),
+    }
 
 
 def solo_throughput(p: Params, jit: F64) -> F64:
@@ -723,6 +819,7 @@ def solo_throughput(p: Params, jit: F64) -> F64:
         bg_rd=np.zeros((N, flat)),
         bg_wr=np.zeros((N, flat)),
         nc=curves,
+        random=p.random.reshape(1, flat) if p.random.any() else None,
     )
     return sol.throughput.reshape(T, P, bsz)
 
@@ -775,9 +872,15 @@ def _onehot(idx: NDArray[np.int64], n: int) -> F64:
 
 
 def _normalise_weights(params: Params, w: F64, phase: NDArray[np.int64]) -> F64:
-    """Weights (T, N, B) as fractions per tenant; all-zero rows mean local-first."""
+    """Weights (T, N, B) as fractions per tenant; all-zero rows mean the tenant's
+    mempolicy (``policy_w``: its bind or preferred node first, its interleave), and
+    local-first where that is the default policy."""
     tot = lsum(w, 1)
     onehot = _onehot(_gather(params.local_dram, phase), params.n_nodes)
+    pw = params.policy_w
+    ptot = lsum(pw, 1)
+    if (ptot > 0).any():
+        onehot = np.where(ptot[:, None] > 0, pw / np.where(ptot > 0, ptot, 1.0)[:, None], onehot)
     return np.where(tot[:, None] > 0, w / np.where(tot > 0, tot, 1.0)[:, None], onehot)
 
 
@@ -940,9 +1043,12 @@ def allocate_pages(
     Returns the weights in force (T, N, B) and the placement (``place`` is updated).
     """
     N = p.n_nodes
-    w_new = _normalise_weights(
-        p, np.ascontiguousarray(np.moveaxis(action.weights, 0, -1)), tn.phase
-    )
+    # the action's weights count only on the nodes the tenant's mempolicy allows (a bind
+    # or interleave mask); none there leaves the policy's own placement
+    aw = np.ascontiguousarray(np.moveaxis(action.weights, 0, -1))
+    if (p.policy_mask < 1).any():
+        aw = aw * p.policy_mask
+    w_new = _normalise_weights(p, aw, tn.phase)
     w = np.where(tn.active[:, None], w_new, state.weights)
     deficit = np.maximum(tn.bucket_size - lsum(place, 2), 0.0)  # (T, K, B)
     need = lsum(deficit, 1)
@@ -1001,6 +1107,7 @@ def promotion_candidates(
         scan_gib = np.broadcast_to(p.scan_gib_per_s * dt, dram_use.shape)
     scan_gib = np.where(tn.active & promo_on, scan_gib, 0.0)  # no candidates while off
     scanned = np.minimum(1.0, scan_gib / np.maximum(tn.ws, 1e-300))  # (T, B)
+    scanned = np.where(p.numa_mof, scanned, 0.0)  # mempolicy without MPOL_F_MOF: no migration
     pick = np.clip(np.multiply(detect, noise[:, None], out=detect), 0.0, 1.0, out=detect)
     pick *= scanned[:, None]  # (T, K, B)
     cxl_nodes = [n for n in range(N) if p.is_cxl[n].any()]
@@ -1327,9 +1434,29 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     )
     compute = _gather(p.compute_ns, phase) * state.jit[1]
     rfrac = _gather(p.read_fraction, phase)
-    remote = (_gather(p.socket, phase)[:, None] != p.node_socket).astype(float)  # (T, N, B)
+    tsock = _gather(p.socket, phase)
+    remote = (tsock[:, None] != p.node_socket).astype(float)  # (T, N, B)
+    links = None
+    if np.isfinite(p.link_gbps).any():
+        links = SocketLinks(
+            link_weights(node_share, rfrac, tsock, p.node_socket),
+            p.link_gbps,
+            p.link_slope_ns,
+            p.link_knee_ns,
+            p.link_knee_exp,
+        )
     sol = solve_fixed_point(
-        cap, compute, rfrac, node_share, remote, bg_rd, bg_wr, p.curves, x0=state.throughput
+        cap,
+        compute,
+        rfrac,
+        node_share,
+        remote,
+        bg_rd,
+        bg_wr,
+        p.curves,
+        x0=state.throughput,
+        links=links,
+        random=_gather(p.random, phase) if p.random.any() else None,
     )
 
     # ---- outputs (batch-first)

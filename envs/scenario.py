@@ -44,16 +44,20 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 __all__ = [
     "HardwareSpec",
     "HotColdHotness",
+    "MempolicySpec",
     "NodeSpec",
     "PhaseSpec",
     "Scenario",
     "ScenarioError",
+    "ScenarioKernel",
+    "SocketLinkSpec",
     "TenantSpec",
     "ZipfHotness",
     "hardware_presets",
     "load_hardware",
     "load_scenario",
     "scenario_names",
+    "tenant_cpu_node",
 ]
 
 _DATA = resources.files("envs") / "data"
@@ -218,6 +222,21 @@ class NodeSpec(_Strict):
     remote_queue_slope_ns: AddedNs = 0.0
     remote_knee_ns: LatencyNs = 10.0
     remote_knee_exp: KneeExp = 1.0
+    #: Whether the node has CPUs (added key): None is the usual case, a DRAM node
+    #: has CPUs and a CXL node is CPU-less. Tenants run on nodes with CPUs
+    #: (``cpu_node``), and the kernel's fallback lists prefer CPU-less nodes at
+    #: equal distance (``find_next_best_node``).
+    cpus: bool | None = None
+    #: Peaks of the node's memory under random access (added keys; default: the
+    #: sequential ``read_gbps`` / ``write_gbps``): a tenant with ``access: random`` uses
+    #: the memory at these peaks (more row-buffer misses); the link and the remote path
+    #: are unaffected. Fitted to the MLC random-access series (docs/validation.md).
+    random_read_gbps: Gbps | None = None
+    random_write_gbps: Gbps | None = None
+
+    @property
+    def has_cpus(self) -> bool:
+        return self.kind == "dram" if self.cpus is None else self.cpus
 
     @model_validator(mode="after")
     def _check(self) -> NodeSpec:
@@ -238,12 +257,39 @@ class NodeSpec(_Strict):
         return self
 
 
+Distance = Annotated[int, Field(ge=10, le=254), _INTEGER]
+
+
+class SocketLinkSpec(_Strict):
+    """The link between two sockets (UPI, xGMI), shared by every remote access.
+
+    ``gbps`` is its bandwidth in each direction between each pair of sockets;
+    a remote read's data crosses it towards the CPU's socket, a remote write's
+    away from it. Loaded, it adds ``queue_slope_ns*u + knee_ns*u**knee_exp/(1-u)``
+    at utilisation ``u`` of the direction the data takes (docs/model.md,
+    "Topology"). The default curve is an assumption (no data isolates the link).
+    """
+
+    gbps: Gbps
+    queue_slope_ns: AddedNs = 0.0
+    knee_ns: LatencyNs = 10.0
+    knee_exp: KneeExp = 1.0
+
+
 class HardwareSpec(_Strict):
-    """A machine: its memory nodes and a free-text description with sources."""
+    """A machine: its memory nodes and a free-text description with sources.
+
+    Added keys: ``distance``, the NUMA distance matrix (ACPI SLIT, as
+    ``numactl -H`` prints it; default derived from socket and kind, see
+    :meth:`distance_matrix`), and ``socket_link`` (default: no limit but each
+    node's remote path).
+    """
 
     name: Name = "custom"
     description: Description = ""
     nodes: list[NodeSpec] = Field(min_length=1, max_length=MAX_NODES)
+    distance: list[list[Distance]] | None = None
+    socket_link: SocketLinkSpec | None = None
 
     @model_validator(mode="after")
     def _check(self) -> HardwareSpec:
@@ -255,7 +301,38 @@ class HardwareSpec(_Strict):
         for s in sockets:
             if not any(n.socket == s and n.kind == "dram" for n in self.nodes):
                 raise ValueError(f"socket {s} has no dram node (each socket needs its local DRAM)")
+        if self.distance is not None:
+            _check_distance(self.distance, len(self.nodes))
         return self
+
+    def distance_matrix(self) -> list[list[int]]:
+        """The NUMA distances: ``distance`` when given, else derived from socket and kind.
+
+        Derived: 10 to itself (``LOCAL_DISTANCE``); another DRAM node of the same
+        socket (a sub-NUMA node, SNC/NPS) 12, as SPR SNC and EPYC NPS firmware
+        report (the matrix of the 2021 fallback-list fix); a DRAM node of another
+        socket 20 (``REMOTE_DISTANCE``, include/linux/topology.h); a CXL node 4
+        more than a DRAM node at the same place (14 local, 24 remote: an
+        assumption that keeps a socket's CXL after its DRAM and before remote
+        DRAM, the fallback order the model used before distances existed).
+        """
+        if self.distance is not None:
+            return [list(r) for r in self.distance]
+        out = []
+        for a in self.nodes:
+            row = []
+            for b in self.nodes:
+                if a is b:
+                    row.append(10)
+                    continue
+                d = 10 if a.socket == b.socket else 20
+                if "cxl" in (a.kind, b.kind):
+                    d += 4
+                elif a.socket == b.socket:
+                    d += 2
+                row.append(d)
+            out.append(row)
+        return out
 
     @property
     def sockets(self) -> list[int]:
@@ -264,6 +341,34 @@ class HardwareSpec(_Strict):
     @property
     def node_names(self) -> list[str]:
         return [n.name for n in self.nodes]
+
+
+def _check_distance(dist: list[list[int]], n: int) -> None:
+    """A SLIT the kernel accepts (drivers/acpi/numa/srat.c ``slit_valid``): N x N, 10 on
+    the diagonal and above 10 elsewhere; symmetric, as the fallback lists and the
+    model read one row per node and treat the matrix as one distance per pair."""
+    if len(dist) != n:
+        raise ValueError(f"distance: got {len(dist)} rows, expected one per node ({n})")
+    for i, row in enumerate(dist):
+        if len(row) != n:
+            raise ValueError(
+                f"distance[{i}]: got {len(row)} entries, expected a square matrix ({n} per row)"
+            )
+    for i in range(n):
+        if dist[i][i] != 10:
+            raise ValueError(
+                f"distance[{i}][{i}]: got {dist[i][i]}, expected 10 (LOCAL_DISTANCE) on the diagonal"
+            )
+        for j in range(n):
+            if i != j and dist[i][j] <= 10:
+                raise ValueError(
+                    f"distance[{i}][{j}]: got {dist[i][j]}, expected more than 10 off the diagonal"
+                )
+            if dist[i][j] != dist[j][i]:
+                raise ValueError(
+                    f"distance[{i}][{j}]: got {dist[i][j]} but distance[{j}][{i}] is {dist[j][i]}, "
+                    "expected a symmetric matrix"
+                )
 
 
 class ZipfHotness(_Strict):
@@ -282,6 +387,38 @@ class HotColdHotness(_Strict):
 Hotness = ZipfHotness | HotColdHotness
 Weights = list[Weight] | dict[str, Weight]
 
+#: set_mempolicy(2) modes a tenant may have (mm/mempolicy.c): ``default`` (local
+#: allocation, the fallback list of its CPU node), ``bind`` (MPOL_BIND: the nodes of the
+#: mask nearest first, never another), ``preferred`` (MPOL_PREFERRED: one node, then that
+#: node's fallback list), ``interleave`` (MPOL_INTERLEAVE: round robin over the mask) and
+#: ``weighted_interleave`` (MPOL_WEIGHTED_INTERLEAVE: by the tenant's ``weights``).
+MempolicyMode = Literal["default", "bind", "preferred", "interleave", "weighted_interleave"]
+
+
+class MempolicySpec(_Strict):
+    """A tenant's memory policy: ``{mode, nodes}`` (docs/scenarios.md, "Topology")."""
+
+    mode: MempolicyMode = "default"
+    nodes: list[Name] = Field(default_factory=list, max_length=MAX_NODES)
+
+    @model_validator(mode="after")
+    def _check(self) -> MempolicySpec:
+        if self.mode == "default" and self.nodes:
+            raise ValueError("nodes: the default policy takes no nodes (local allocation)")
+        if self.mode == "preferred" and len(self.nodes) != 1:
+            raise ValueError(f"nodes: got {len(self.nodes)} nodes, expected one for preferred")
+        if self.mode not in ("default", "preferred") and not self.nodes:
+            raise ValueError(f"nodes: empty, expected at least one node for {self.mode}")
+        dup = sorted({n for n in self.nodes if self.nodes.count(n) > 1})
+        if dup:
+            raise ValueError(f"nodes: repeated {dup}, expected each node once")
+        return self
+
+
+#: How a tenant walks its pages: ``sequential`` (streams, the MLC default) or ``random``
+#: (the node's memory then delivers its ``random_*_gbps`` peaks).
+Access = Literal["sequential", "random"]
+
 
 class _TenantKeys(_Strict):
     """The tenant keys a phase may change (all optional here)."""
@@ -297,6 +434,7 @@ class _TenantKeys(_Strict):
     memory_high_gib: GiBLimit | None = None
     churn_per_s: ChurnPerS | None = None
     grow_gib_per_s: GiBRate | None = None
+    access: Access | None = None
 
 
 class PhaseSpec(_TenantKeys):
@@ -313,7 +451,11 @@ class TenantSpec(_Strict):
     - ``grow_gib_per_s``: working-set growth while the phase lasts (a KV cache), default 0;
     - ``weights``: the interleave weights in force before the first action
       (a list in node order or a map by node name, integers 0..255; default
-      local DRAM only, i.e. local-first allocation).
+      local DRAM only, i.e. local-first allocation);
+    - ``cpu_node``: the node whose CPUs run its threads (default: the first node
+      with CPUs on ``socket``); its socket is the tenant's socket;
+    - ``mempolicy``: ``{mode, nodes}``, see :data:`MempolicyMode` (default local);
+    - ``access``: ``sequential`` (default) or ``random``, see :data:`Access`.
     """
 
     name: Name
@@ -330,8 +472,11 @@ class TenantSpec(_Strict):
     memory_high_gib: GiBLimit | None = None
     churn_per_s: ChurnPerS = 0.0
     grow_gib_per_s: GiBRate = 0.0
+    access: Access = "sequential"
     weights: Weights | None = None
     phases: list[PhaseSpec] = Field(default_factory=list)
+    cpu_node: Name | None = None
+    mempolicy: MempolicySpec = MempolicySpec()
 
     @model_validator(mode="after")
     def _check(self) -> TenantSpec:
@@ -378,6 +523,18 @@ class TenantSpec(_Strict):
         return out
 
 
+class ScenarioKernel(_Strict):
+    """Kernel options a scenario fixes, whatever the policy's kernel configuration
+    (added key ``kernel``): ``fallback_lists`` ("pre-2021" or "current", see
+    :func:`envs.kernel.build_fallback_lists`); ``memcg_limits`` (what
+    ``memory_low_gib`` / ``memory_high_gib`` act on: "total" (Linux), "tier_aware"
+    (the tier-aware memcg RFC), "dram" (TierGym before: DRAM usage only), see
+    :class:`envs.model.KernelConfig`)."""
+
+    fallback_lists: Literal["pre-2021", "current"] | None = None
+    memcg_limits: Literal["total", "tier_aware", "dram"] | None = None
+
+
 class Scenario(_Strict):
     """A complete scenario: hardware, tenants and episode settings."""
 
@@ -387,10 +544,33 @@ class Scenario(_Strict):
     episode_steps: Steps
     hardware: HardwareSpec
     tenants: list[TenantSpec] = Field(min_length=1)
-    # What memory_low_gib / memory_high_gib act on (KernelConfig.memcg_limits; null:
-    # the kernel configuration's): "total" (Linux), "tier_aware" (the tier-aware
-    # memcg RFC), "dram" (TierGym before: DRAM usage only).
-    memcg_limits: Literal["total", "tier_aware", "dram"] | None = None
+    kernel: ScenarioKernel | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cpu_node_socket(cls, data: Any) -> Any:
+        """A tenant with a ``cpu_node`` and no ``socket`` is on its CPU node's socket
+        (so a dumped scenario loads again with the same values)."""
+        if not isinstance(data, Mapping):
+            return data
+        hw, tenants = data.get("hardware"), data.get("tenants")
+        nodes = hw.get("nodes") if isinstance(hw, Mapping) else getattr(hw, "nodes", None)
+        if not isinstance(nodes, list) or not isinstance(tenants, list):
+            return data
+        where: dict[Any, Any] = {}
+        for n in nodes:
+            name = n.get("name") if isinstance(n, Mapping) else getattr(n, "name", None)
+            sock = n.get("socket") if isinstance(n, Mapping) else getattr(n, "socket", None)
+            if isinstance(name, str):
+                where.setdefault(name, sock)
+        out = []
+        for t in tenants:
+            if isinstance(t, Mapping) and "socket" not in t:
+                cpu = t.get("cpu_node")
+                if isinstance(cpu, str) and isinstance(where.get(cpu), int):
+                    t = {**t, "socket": where[cpu]}
+            out.append(t)
+        return {**data, "tenants": out}
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
@@ -429,6 +609,8 @@ class Scenario(_Strict):
                     raise ValueError(
                         f"tenants[{i}].weights: all zero, expected at least one positive weight"
                     )
+        for i, t in enumerate(self.tenants):
+            _check_topology(self, i, t)
         episode_s = self.interval_s * self.episode_steps
         need = sum(peak_working_set_gib(t, episode_s) for t in self.tenants)
         # Each node keeps its min watermark free (see kernel.zone_watermarks).
@@ -449,6 +631,71 @@ class Scenario(_Strict):
     @property
     def episode_s(self) -> float:
         return self.interval_s * self.episode_steps
+
+
+def tenant_cpu_node(hw: HardwareSpec, t: TenantSpec, socket: int) -> int:
+    """Index of the node whose CPUs run tenant ``t`` while it is on ``socket``."""
+    if t.cpu_node is not None:
+        return hw.node_names.index(t.cpu_node)
+    for i, n in enumerate(hw.nodes):
+        if n.socket == socket and n.has_cpus:
+            return i
+    raise ValueError(f"socket {socket} has no node with CPUs")
+
+
+def _check_topology(sc: Scenario, i: int, t: TenantSpec) -> None:
+    """``cpu_node`` and ``mempolicy`` of tenant ``i`` against the machine."""
+    hw = sc.hardware
+    names = hw.node_names
+    if t.cpu_node is not None:
+        if t.cpu_node not in names:
+            raise ValueError(
+                f"tenants[{i}].cpu_node: unknown node {_short(t.cpu_node)}, expected one of {names}"
+            )
+        node = hw.nodes[names.index(t.cpu_node)]
+        if not node.has_cpus:
+            raise ValueError(
+                f"tenants[{i}].cpu_node: node {t.cpu_node!r} has no CPUs (a {node.kind} node; "
+                "set cpus: true on it or name a node with CPUs)"
+            )
+        if "socket" in t.model_fields_set and t.socket != node.socket:
+            raise ValueError(
+                f"tenants[{i}].socket: got {t.socket}, but cpu_node {t.cpu_node!r} is on socket "
+                f"{node.socket}; give one of them"
+            )
+        for j, ph in enumerate(t.phases):
+            if ph.socket is not None and ph.socket != node.socket:
+                raise ValueError(
+                    f"tenants[{i}].phases[{j}].socket: got {ph.socket}, expected none: the "
+                    f"tenant's threads are on cpu_node {t.cpu_node!r}"
+                )
+    else:
+        for j, st in enumerate(t.states()):
+            if not any(n.socket == st["socket"] and n.has_cpus for n in hw.nodes):
+                where = f"tenants[{i}].socket" if j == 0 else f"tenants[{i}].phases[{j - 1}].socket"
+                raise ValueError(f"{where}: socket {st['socket']} has no node with CPUs")
+    pol = t.mempolicy
+    bad = sorted(set(pol.nodes) - set(names))
+    if bad:
+        raise ValueError(
+            f"tenants[{i}].mempolicy.nodes: unknown node(s) {_short(bad)}, expected names from {names}"
+        )
+    if pol.mode in ("bind", "interleave", "weighted_interleave") and t.weights is not None:
+        w = t.weights if isinstance(t.weights, dict) else dict(zip(names, t.weights, strict=True))
+        out = sorted(k for k, v in w.items() if v > 0 and k not in pol.nodes)
+        if out:
+            raise ValueError(
+                f"tenants[{i}].weights: positive weight on {out}, outside the {pol.mode} "
+                f"nodes {pol.nodes}"
+            )
+    if pol.mode == "bind":
+        have = sum(n.capacity_gib for n in hw.nodes if n.name in pol.nodes)
+        need = peak_working_set_gib(t, sc.episode_s)
+        if need > have:
+            raise ValueError(
+                f"tenants[{i}].mempolicy.nodes: {pol.nodes} hold {have:.1f} GiB, less than the "
+                f"tenant's peak working set {need:.1f} GiB (the model does not swap)"
+            )
 
 
 def peak_working_set_gib(t: TenantSpec, episode_s: float) -> float:

@@ -56,7 +56,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["NodeCurves", "Solution", "lsum", "solve_fixed_point", "zero_load_demand"]
+__all__ = [
+    "NodeCurves",
+    "SocketLinks",
+    "Solution",
+    "link_weights",
+    "lsum",
+    "solve_fixed_point",
+    "zero_load_demand",
+]
 
 F64 = NDArray[np.float64]
 Ev = dict[str, np.ndarray]  # an evaluation: named arrays, float and bool
@@ -86,9 +94,55 @@ class NodeCurves:
     rem_slope_ns: F64
     rem_knee_ns: F64
     rem_knee_exp: F64
+    rnd_read: F64  # the memory's peaks under random access (= mem_read/mem_write if unknown)
+    rnd_write: F64
 
 
 _CURVES = [f.name for f in fields(NodeCurves)]
+
+
+@dataclass
+class SocketLinks:
+    """The socket links as shared queues: one per direction between two sockets.
+
+    ``weight`` (L, T, B): bytes tenant ``t`` moves over link direction ``l`` per
+    byte of its throughput (:func:`link_weights`); ``gbps`` (B,) each direction's
+    bandwidth (inf: no limit, the link adds nothing); ``slope_ns``, ``knee_ns``,
+    ``knee_exp`` (B,) its queue curve. A tenant's latency gains
+    ``sum_l weight_lt * q(u_l)`` with ``u_l = sum_t X_t weight_lt / gbps``.
+    """
+
+    weight: F64
+    gbps: F64
+    slope_ns: F64
+    knee_ns: F64
+    knee_exp: F64
+
+
+def link_weights(
+    share: F64, rfrac: F64, tenant_socket: NDArray[np.int64], node_socket: NDArray[np.int64]
+) -> F64:
+    """Share of each tenant's bytes that crosses each socket-link direction (L, T, B).
+
+    Directions are the ordered pairs ``(a, b)`` of the sockets present, ``a != b``,
+    in lexicographic order. A read by a tenant on socket ``b`` from a node on
+    ``a`` moves its data from ``a`` to ``b``; a write by a tenant on ``a`` to a
+    node on ``b`` moves its data from ``a`` to ``b``. ``share`` (T, N, B),
+    ``rfrac`` and ``tenant_socket`` (T, B), ``node_socket`` (N, B).
+    """
+    sockets = np.unique(node_socket)
+    out = []
+    ts = tenant_socket[:, None]  # (T, 1, B)
+    for a in sockets:
+        for b in sockets:
+            if a == b:
+                continue
+            rd_on = (node_socket == a) & (ts == b)  # (T, N, B)
+            wr_on = (ts == a) & (node_socket == b)
+            out.append(lsum(share * (rfrac[:, None] * rd_on + (1 - rfrac[:, None]) * wr_on), 1))
+    if not out:
+        return np.zeros((0, *rfrac.shape))
+    return np.stack(out)
 
 
 @dataclass
@@ -104,6 +158,7 @@ class Solution:
     node_write_gbps: F64  # (N, B)
     residual: F64  # (B,)
     iterations: NDArray[np.int64]  # (B,)
+    link_util: F64  # (L, B) utilisation of each socket-link direction (L = 0: no limit)
 
 
 def lsum(x: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
@@ -176,8 +231,25 @@ class _Problem:
         bg_rd: F64,
         bg_wr: F64,
         nc: NodeCurves,
+        links: SocketLinks | None = None,
+        random: F64 | None = None,
     ) -> None:
         self.T, self.N = share.shape[0], share.shape[1]
+        # socket links (the caller passes them only where some machine of the batch
+        # limits its link; a sub-problem keeps the structure, an element without a
+        # limit gets exact zeros)
+        self.n_links = 0
+        if links is not None and links.weight.shape[0]:
+            self.n_links = links.weight.shape[0]
+            fin = np.isfinite(links.gbps)
+            self.lk_w = links.weight  # (L, T, B)
+            # per unit throughput, the share of a direction's bandwidth (0 without a limit)
+            self.lk_r = links.weight * np.where(fin, 1.0 / np.where(fin, links.gbps, 1.0), 0.0)
+            self.lk_on = np.broadcast_to(fin.astype(float), rfrac.shape)  # (T, B)
+            self.lk_curve = [
+                np.broadcast_to(c, rfrac.shape)
+                for c in (links.slope_ns, links.knee_ns, links.knee_exp)
+            ]
         # Structure (which terms exist) is decided for the whole batch and kept by
         # sub-problems, so they return the same entries; a term that is absent for
         # an element adds an exact zero to it.
@@ -196,6 +268,19 @@ class _Problem:
         self.rw_w = np.empty((2, *np.broadcast_shapes(share.shape, rfrac[:, None].shape)))
         self.rd_w = np.multiply(share, rfrac[:, None], out=self.rw_w[0])
         self.wr_w = np.subtract(share, self.rd_w, out=self.rw_w[1])
+        # random access: a random tenant's bytes use the memory at its random peaks, i.e.
+        # cost R/R_random (W/W_random) of a sequential byte; "costed" traffic loads the
+        # memory, real bytes load the links (decided for the whole batch, exact 1 elsewhere)
+        self.any_random = random is not None and bool(np.any(random))
+        if self.any_random:
+            assert random is not None
+            rnd = random[:, None]
+            self.crw_w = np.stack(
+                [
+                    self.rd_w * (1.0 + rnd * (nc.mem_read / nc.rnd_read - 1.0)),
+                    self.wr_w * (1.0 + rnd * (nc.mem_write / nc.rnd_write - 1.0)),
+                ]
+            )
         if self.any_remote:
             self.rshare = share * remote  # (T, N, B)
             self.rrd_w = self.rd_w * remote
@@ -237,11 +322,16 @@ class _Problem:
             per_tn = [self.share, self.remote, self.rd_w, self.wr_w]  # rw_w: items 2 and 3
             if self.any_remote:
                 per_tn += [self.rshare, self.rrd_w, self.rwr_w]
+            if self.any_random:
+                per_tn += [*self.crw_w]
             per_n = [self.bg_rd, self.bg_wr, *(getattr(self.nc, f) for f in _CURVES)]  # bg: 0, 1
             if self.const_link:
                 per_n.append(self.q_link0)
+            per_t = [self.cap, self.compute, self.rfrac]
+            if self.n_links:
+                per_t += [*self.lk_w, *self.lk_r, self.lk_on, *self.lk_curve]
             self._pack = (
-                np.stack(np.broadcast_arrays(self.cap, self.compute, self.rfrac)),
+                np.stack(np.broadcast_arrays(*per_t)),
                 np.stack(np.broadcast_arrays(*per_tn)),
                 np.stack(np.broadcast_arrays(*per_n)),
             )
@@ -253,11 +343,19 @@ class _Problem:
         per_t, per_tn, per_n = per_t[..., idx], per_tn[..., idx], per_n[..., idx]
         sub = copy.copy(self)
         sub._pack = (per_t, per_tn, per_n)
-        sub.cap, sub.compute, sub.rfrac = per_t
+        sub.cap, sub.compute, sub.rfrac = per_t[:3]
+        if self.n_links:
+            L = self.n_links
+            sub.lk_w, sub.lk_r = per_t[3 : 3 + L], per_t[3 + L : 3 + 2 * L]
+            sub.lk_on = per_t[3 + 2 * L]
+            sub.lk_curve = list(per_t[4 + 2 * L : 7 + 2 * L])
         sub.share, sub.remote, sub.rd_w, sub.wr_w = per_tn[:4]
         sub.rw_w = per_tn[2:4]
         if self.any_remote:
             sub.rshare, sub.rrd_w, sub.rwr_w = per_tn[4:7]
+        if self.any_random:
+            k0 = 7 if self.any_remote else 4
+            sub.crw_w = per_tn[k0 : k0 + 2]
         sub.bg = per_n[:2]
         sub.bg_rd, sub.bg_wr = sub.bg
         k = 2 + len(_CURVES)
@@ -288,8 +386,13 @@ class _Problem:
         and what :meth:`jacobian` needs."""
         nc, N = self.nc, self.N
         rd, wr = lsum(x[None, :, None] * self.rw_w, 1) + self.bg  # (N, B) each
-        u_mem = mix_utilisation(rd, wr, nc.mem_read, nc.mem_write, nc.mem_turn)
         out = {"x": x, "rd": rd, "wr": wr}
+        if self.any_random:
+            crd, cwr = lsum(x[None, :, None] * self.crw_w, 1) + self.bg
+            out["crd"], out["cwr"] = crd, cwr
+            u_mem = mix_utilisation(crd, cwr, nc.mem_read, nc.mem_write, nc.mem_turn)
+        else:
+            u_mem = mix_utilisation(rd, wr, nc.mem_read, nc.mem_write, nc.mem_turn)
         if self.any_link:
             # the link's two directions queue in series with the memory behind them:
             # reads wait on device-to-host, writes on host-to-device
@@ -328,6 +431,21 @@ class _Problem:
         else:
             u_rem = np.zeros_like(u_loc)
             feasible = lmax(u_loc) < _U_MAX  # u_loc covers the memory and the link
+        if self.n_links:
+            # the socket links: shared by every tenant's remote traffic (a queue each way)
+            u_lk = lsum((x[None] * self.lk_r), 1)  # (L, B)
+            # the curve is the same for every tenant: its row 0
+            qk, dqk = queue_delay(u_lk, *(c[0] for c in self.lk_curve))
+            on = self.lk_on[0]
+            qk, dqk = qk * on, dqk * on  # exact zeros where a machine has no link limit
+            out["dq_lk"] = dqk
+            lbar = lbar + lsum((self.lk_w * qk[:, None]), 0)
+            feasible = feasible & (lmax(u_lk) < _U_MAX)
+            out["u_lk"] = u_lk
+            out["u_lk_max"] = lmax(u_lk)
+        else:
+            out["u_lk"] = np.zeros((0, *x.shape[1:]))
+            out["u_lk_max"] = np.zeros(x.shape[1:])
         denom = self.compute + lbar
         ratio = np.maximum(x, _TINY) * denom / self.capsafe
         resid = np.log(ratio if self.all_active else np.where(self.active, ratio, 1.0))
@@ -351,15 +469,13 @@ class _Problem:
         (a node row without a link in a direction would add exact zeros: skipped).
         """
         nc, T, N = self.nc, self.T, self.N
-        rd, wr = ev["rd"], ev["wr"]
+        rd, wr = (ev["crd"], ev["cwr"]) if self.any_random else (ev["rd"], ev["wr"])
         tot = np.maximum(rd + wr, _TINY)
         dmr = 1.0 / nc.mem_read + nc.mem_turn * (wr / tot) ** 2
         dmw = 1.0 / nc.mem_write + nc.mem_turn * (rd / tot) ** 2
         sh, dq = self.share, ev["dq_mem"]
-        terms = [
-            (sh[:, n] * dq[n], self.rd_w[:, n] * dmr[n] + self.wr_w[:, n] * dmw[n])
-            for n in range(N)
-        ]
+        mrd_w, mwr_w = self.crw_w if self.any_random else (self.rd_w, self.wr_w)
+        terms = [(sh[:, n] * dq[n], mrd_w[:, n] * dmr[n] + mwr_w[:, n] * dmw[n]) for n in range(N)]
         if self.any_link:
             rf = self.rfrac
             terms += [
@@ -382,6 +498,8 @@ class _Problem:
                 )
                 for n in range(N)
             ]
+        if self.n_links:
+            terms += [(self.lk_w[k] * ev["dq_lk"][k], self.lk_r[k]) for k in range(self.n_links)]
         # outer products added in a fixed order, into one buffer (the first is what
         # adding it to zeros gives)
         j = terms[0][0][:, None] * terms[0][1][None]
@@ -482,6 +600,8 @@ def solve_fixed_point(
     tol: float = TOL,
     max_iter: int = MAX_ITER,
     retry: bool = True,
+    links: SocketLinks | None = None,
+    random: F64 | None = None,
 ) -> Solution:
     """Solve every batch element's fixed point (arrays batch-last).
 
@@ -490,7 +610,9 @@ def solve_fixed_point(
     fraction; ``share`` (T, N, B) access shares (sum over N is 1);
     ``remote`` (T, N, B) 1 where the node is on another socket;
     ``bg_rd``/``bg_wr`` (N, B) background traffic in GB/s (migrations);
-    ``x0`` (T, B) an optional warm start (used where it is feasible).
+    ``x0`` (T, B) an optional warm start (used where it is feasible);
+    ``links`` the socket links (:class:`SocketLinks`; None: no limit);
+    ``random`` (T, B) 1 for a tenant with random access (None: all sequential).
 
     Only the elements that need it are evaluated again (a start pulled back,
     a cold start, an infeasible start halved); the others keep their numbers.
@@ -499,7 +621,7 @@ def solve_fixed_point(
     and, if that fails too, by continuation: the bytes in flight raised in
     stages from 10% to 100%, each stage started from the last one's solution.
     """
-    pb = _Problem(cap, compute, rfrac, share, remote, bg_rd, bg_wr, nc)
+    pb = _Problem(cap, compute, rfrac, share, remote, bg_rd, bg_wr, nc, links, random)
     active = pb.active
     cold = np.ones(cap.shape[1], dtype=bool)
     if x0 is not None:
@@ -511,8 +633,12 @@ def solve_fixed_point(
         if new.any():
             x = np.where(new, _zero_load_demand(pb), x)
         ev = pb.evaluate(x)
-        umax = np.maximum(lmax(ev["u_loc"]), lmax(ev["u_rem"]))
+        umax = np.maximum(np.maximum(lmax(ev["u_loc"]), lmax(ev["u_rem"])), ev["u_lk_max"])
         pull = np.minimum(1.0, 0.9 / np.maximum(umax, _TINY))
+        # a start that already solves the problem (a steady state: the same placement and
+        # rates as the last interval) is kept, however loaded: pulling it back would only
+        # cost Newton iterations to climb the knee again
+        pull = np.where(ev["feasible"] & (ev["norm"] <= tol), 1.0, pull)
         x = x * pull
         ev = _reevaluate(pb, ev, x, pull < 1.0)
         cold = ~ev["feasible"] | ((x <= 0) & active).any(0)
@@ -522,7 +648,7 @@ def solve_fixed_point(
         cp = pb if cold.all() else pb.take(idx)
         demand = _zero_load_demand(cp)
         quiet = cp.without_background().evaluate(demand)
-        umax = np.maximum(lmax(quiet["u_loc"]), lmax(quiet["u_rem"]))
+        umax = np.maximum(np.maximum(lmax(quiet["u_loc"]), lmax(quiet["u_rem"])), quiet["u_lk_max"])
         xc = np.where(cp.active, demand * np.minimum(1.0, 0.5 / np.maximum(umax, _TINY)), 0.0)
         evc = cp.evaluate(xc)
         if cp is pb:
@@ -609,9 +735,18 @@ def solve_fixed_point(
         node_write_gbps=ev["wr"],
         residual=ev["norm"],
         iterations=iters,
+        link_util=ev["u_lk"],
     )
     if retry and (sol.residual > tol).any():
-        _retry(sol, (cap, compute, rfrac, share, remote, bg_rd, bg_wr), nc, tol, max_iter)
+        _retry(
+            sol,
+            (cap, compute, rfrac, share, remote, bg_rd, bg_wr),
+            nc,
+            tol,
+            max_iter,
+            links,
+            random,
+        )
     return sol
 
 
@@ -619,19 +754,36 @@ _CONTINUATION = (0.1, 0.3, 0.6, 0.85, 1.0)
 
 
 def _retry(
-    sol: Solution, arrays: tuple[F64, ...], nc: NodeCurves, tol: float, max_iter: int
+    sol: Solution,
+    arrays: tuple[F64, ...],
+    nc: NodeCurves,
+    tol: float,
+    max_iter: int,
+    links: SocketLinks | None = None,
+    random: F64 | None = None,
 ) -> None:
     """Solve the unconverged elements of ``sol`` again (cold, then by continuation), in place."""
     idx = np.flatnonzero(sol.residual > tol)
     cap, compute, rfrac, share, remote, bg_rd, bg_wr = (a[..., idx] for a in arrays)
     snc = NodeCurves(**{k: v[..., idx] for k, v in vars(nc).items()})
+    slk = None if links is None else SocketLinks(**{k: v[..., idx] for k, v in vars(links).items()})
+    srnd = None if random is None else random[..., idx]
     rest = (compute, rfrac, share, remote, bg_rd, bg_wr, snc)
-    best = solve_fixed_point(cap, *rest, x0=None, tol=tol, max_iter=max_iter, retry=False)
+    best = solve_fixed_point(
+        cap, *rest, x0=None, tol=tol, max_iter=max_iter, retry=False, links=slk, random=srnd
+    )
     if (best.residual > tol).any():
         xk = None
         for lam in _CONTINUATION:
             cont = solve_fixed_point(
-                cap * lam, *rest, x0=xk, tol=tol, max_iter=max_iter, retry=False
+                cap * lam,
+                *rest,
+                x0=xk,
+                tol=tol,
+                max_iter=max_iter,
+                retry=False,
+                links=slk,
+                random=srnd,
             )
             xk = cont.throughput
         _replace(best, cont, cont.residual < best.residual)

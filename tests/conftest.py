@@ -17,3 +17,18 @@ def calibration_dir() -> Path:
             f"calibration data not found at {SHARED} (../shared/calibration beside the project)"
         )
     return SHARED
+
+
+@pytest.fixture(scope="session")
+def short_scenario(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """kv-store cut to 8-step episodes on an 8 GiB DRAM node: training runs cross
+    episode ends within a few rollouts (the command-line and run-folder tests)."""
+    import yaml
+
+    from envs import load_scenario
+
+    sc = load_scenario("kv-store", episode_steps=8).model_dump(mode="json")
+    sc["hardware"] = {"preset": "spr-a1000", "nodes": {"dram0": {"capacity_gib": 8}}}
+    path = tmp_path_factory.mktemp("sc") / "short.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    return path

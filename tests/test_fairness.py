@@ -93,7 +93,7 @@ def _over_high_scenario(mode: str | None) -> dict[str, Any]:
         ],
     }
     if mode is not None:
-        sc["memcg_limits"] = mode
+        sc["kernel"] = {"memcg_limits": mode}
     return sc
 
 
@@ -239,8 +239,8 @@ def test_tiering_fairness_low_high_tier_aware_helps(variants: dict[str, Any]) ->
 
 def test_tiering_fairness_variants_load() -> None:
     for name in ("tiering-fairness", "tiering-fairness-alone", "tiering-fairness-low"):
-        assert load_scenario(name).memcg_limits is None
+        assert load_scenario(name).kernel is None
     sc = load_scenario("tiering-fairness-low-high")
-    assert sc.memcg_limits == "tier_aware"
+    assert sc.kernel is not None and sc.kernel.memcg_limits == "tier_aware"
     assert [t.memory_high_gib for t in sc.tenants] == [256.0, None]
     assert dataclasses.is_dataclass(KernelConfig())

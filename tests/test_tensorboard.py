@@ -48,16 +48,6 @@ ROLLOUT = 8 * 16  # --num-envs 8, n_steps 16
 EVAL_EPISODES = 4
 
 
-@pytest.fixture(scope="module")
-def short_scenario(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """kv-store cut to 8-step episodes on a small DRAM node."""
-    sc = load_scenario("kv-store", episode_steps=8).model_dump(mode="json")
-    sc["hardware"] = {"preset": "spr-a1000", "nodes": {"dram0": {"capacity_gib": 8}}}
-    path = tmp_path_factory.mktemp("sc") / "short.yaml"
-    path.write_text(yaml.safe_dump(sc))
-    return path
-
-
 def tiny_args(scenario: Path, run_dir: Path, *extra: str) -> list[str]:
     return [
         "--scenario", str(scenario), "--num-envs", "8", "--set", "n_steps=16", "--set", "batch_size=64",

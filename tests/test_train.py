@@ -14,19 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from envs import load_scenario
-
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def short_scenario(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """kv-store cut to 8-step episodes, so runs cross episode ends quickly."""
-    sc = load_scenario("kv-store", episode_steps=8).model_dump(mode="json")
-    sc["hardware"] = {"preset": "spr-a1000", "nodes": {"dram0": {"capacity_gib": 8}}}
-    path = tmp_path_factory.mktemp("sc") / "short.yaml"
-    path.write_text(yaml.safe_dump(sc))
-    return path
 
 
 def tiny_args(scenario: Path, run_dir: Path, *extra: str) -> list[str]:
