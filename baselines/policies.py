@@ -451,14 +451,16 @@ class MemcgFair(NumaTiering):
     ``locallow``); the model's reclaim always honours them, and the promotion
     throttle is the kernel switch set here. On top of NUMA-balancing tiering:
     action weights 0, rate ``rate_mbps``. Kernel:
-    ``KernelConfig(promotion_throttle=True)``. Reads no info.
+    ``KernelConfig(promotion_throttle=True, memcg_limits="dram")`` (the limits
+    act on DRAM usage as given, as before Linux's total-usage meaning became
+    the default; a scenario's ``kernel.memcg_limits`` overrides it). Reads no info.
 
     Args:
         rate_mbps: promotion rate limit (kernel default 65536 MB/s).
     """
 
     name = "memcg-fair"
-    kernel = KernelConfig(promotion_throttle=True)
+    kernel = KernelConfig(promotion_throttle=True, memcg_limits="dram")
 
 
 # =============================================================================== published controllers

@@ -8,6 +8,8 @@ Tables printed:
 1. the model core (``envs.model.step``) on a 4-tenant ``spr-a1000`` scenario
    at B = 1, 64, 1024, 4096, against the same scenario stepped as B separate
    B=1 instances in a Python loop, with the ratio;
+   1b. the model core at B = 4096 under the kernel options of the memcg limits
+   and NUMA-balancing scanning (``--model-only`` stops after this table);
 2. the native vector env (observation and reward included) at N = 64, 1024,
    4096 against ``gymnasium.vector.SyncVectorEnv`` over N single envs;
 3. what the environment adds over the model: the model core alone, the
@@ -39,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from envs import Action, compile_params, init_state, load_scenario, step
+from envs import Action, KernelConfig, compile_params, init_state, load_scenario, step
 
 SCENARIO: dict[str, Any] = {
     "name": "bench-4-tenants",
@@ -91,10 +93,27 @@ SCENARIO: dict[str, Any] = {
 }
 
 
-def model_rate(batch: int, steps: int, rng: np.random.Generator, scenario: Any = SCENARIO) -> float:
+#: kernel options whose cost table 1b shows: TierGym before the memcg-limits and
+#: per-task scanning options, and each of the new modes
+KERNELS: dict[str, KernelConfig] = {
+    "before (memcg_limits=dram, numa_scan=fixed)": KernelConfig(
+        memcg_limits="dram", numa_scan="fixed"
+    ),
+    "default (memcg_limits=total, numa_scan=task)": KernelConfig(),
+    "memcg_limits=tier_aware, numa_scan=task": KernelConfig(memcg_limits="tier_aware"),
+}
+
+
+def model_rate(
+    batch: int,
+    steps: int,
+    rng: np.random.Generator,
+    scenario: Any = SCENARIO,
+    kernel: KernelConfig | None = None,
+) -> float:
     """Model steps per second (batch elements x steps / s) of the batched core."""
     sc = load_scenario(scenario)
-    p = compile_params(sc, batch_size=batch)
+    p = compile_params(sc, batch_size=batch, kernel=kernel)
     s = init_state(p, np.arange(batch))
     shape = (batch, p.n_tenants, p.n_nodes)
     acts = [
@@ -226,6 +245,11 @@ def main() -> None:
         "--quick", action="store_true", help="small sizes (a smoke run, not a measurement)"
     )
     ap.add_argument(
+        "--model-only",
+        action="store_true",
+        help="only the model-core tables (1 and 1b), not the environments and PPO",
+    )
+    ap.add_argument(
         "--topology", action="store_true", help="only the topology table (model core, B = 4096)"
     )
     args = ap.parse_args()
@@ -253,6 +277,18 @@ def main() -> None:
         steps = 3 if args.quick else max(10, min(200, 40000 // b))
         r = model_rate(b, steps, rng)
         print(f"| {b} | {r:,.0f} | {loop:,.0f} | {r / loop:.1f}x |")
+
+    b_k = 256 if args.quick else 4096
+    print(f"\n## Model core by kernel option (memcg limits, NUMA-balancing scanning), B = {b_k}\n")
+    print("| kernel | model steps/s | vs before |")
+    print("|---|---:|---:|")
+    rates = {}
+    for name, k in KERNELS.items():
+        rates[name] = model_rate(b_k, 3 if args.quick else 40, rng, kernel=k)
+        ref = next(iter(rates.values()))
+        print(f"| {name} | {rates[name]:,.0f} | {rates[name] / ref:.0%} |")
+    if args.model_only:
+        return
 
     print(
         "\n## Environments: native vector env vs SyncVectorEnv (scenario `mixed`, obs and reward included)\n"

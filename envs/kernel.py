@@ -14,7 +14,12 @@ __all__ = [
     "LOCAL_DISTANCE",
     "MAX_WEIGHT",
     "PAGE_BYTES",
+    "PROMOTE_RATE_LIMIT_MBPS",
     "REMOTE_DISTANCE",
+    "SCAN_DELAY_MS",
+    "SCAN_PERIOD_MAX_MS",
+    "SCAN_PERIOD_MIN_MS",
+    "SCAN_SIZE_MB",
     "SWAP_CLUSTER_MAX",
     "THRESHOLD_MAX_MS",
     "THRESHOLD_START_MS",
@@ -25,9 +30,17 @@ __all__ = [
     "default_min_free_kbytes",
     "find_next_best_node",
     "gcd_reduce",
+    "memcg_high_delay_s",
+    "memcg_high_throttle",
     "memcg_promotion_scan_fraction",
     "memcg_reclaim_scan",
     "pgdat_free_space_enough",
+    "task_nr_scan_windows",
+    "task_scan_bounds",
+    "task_scan_max",
+    "task_scan_min",
+    "tier_aware_limit",
+    "update_task_scan_period",
     "zone_watermarks",
 ]
 
@@ -187,6 +200,189 @@ def memcg_reclaim_scan(
     scan = size - size * prot / (usage + 1.0)
     scan = np.minimum(np.maximum(scan, min_scan_pages), size)
     return np.where(use <= prot, 0.0, scan)
+
+
+# --------------------------------------------------------------------------- NUMA-balancing scanning
+# kernel/sched/fair.c defaults (sysctl_numa_balancing_*, "Scan @scan_size MB every
+# @scan_period after an initial @scan_delay in ms"): scan_delay 1000, scan_period_min
+# 1000, scan_period_max 60000, scan_size 256, hot_threshold = MSEC_PER_SEC
+# (THRESHOLD_START_MS above); sysctl_numa_balancing_promote_rate_limit = 65536 MB/s
+# ("Restrict the NUMA promotion throughput (MB/s) for each target node", fair.c, moved
+# out of it in later kernels with the same default). Checked in the source, Dec 2026.
+
+SCAN_DELAY_MS = 1000.0
+SCAN_PERIOD_MIN_MS = 1000.0
+SCAN_PERIOD_MAX_MS = 60000.0
+SCAN_SIZE_MB = 256.0
+PROMOTE_RATE_LIMIT_MBPS = 65536.0
+MAX_SCAN_WINDOW_MB = 2560.0  # fair.c: never scan more PTEs than 2560 MB/s
+NUMA_PERIOD_SLOTS = 10
+NUMA_PERIOD_THRESHOLD = 7
+
+
+def task_nr_scan_windows(
+    rss_mb: ArrayLike, scan_size_mb: ArrayLike = SCAN_SIZE_MB
+) -> NDArray[np.float64]:
+    """Scan windows of a task's address space (``task_nr_scan_windows``, kernel/sched/fair.c).
+
+    The resident set rounded up to whole ``scan_size`` windows (an empty one
+    counts as one window).
+    """
+    rss = np.asarray(rss_mb, dtype=float)
+    size = np.asarray(scan_size_mb, dtype=float)
+    return np.maximum(np.ceil(np.where(rss > 0, rss, size) / size), 1.0)
+
+
+def task_scan_bounds(
+    rss_mb: ArrayLike,
+    scan_size_mb: ArrayLike = SCAN_SIZE_MB,
+    period_min_ms: ArrayLike = SCAN_PERIOD_MIN_MS,
+    period_max_ms: ArrayLike = SCAN_PERIOD_MAX_MS,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """:func:`task_scan_min` and :func:`task_scan_max` at once (the windows counted once)."""
+    size = np.asarray(scan_size_mb, dtype=float)
+    windows = task_nr_scan_windows(rss_mb, size)
+    per_s = np.where(size < MAX_SCAN_WINDOW_MB, np.maximum(MAX_SCAN_WINDOW_MB // size, 1.0), 1.0)
+    smin = np.maximum(
+        np.floor(1000.0 / per_s), np.floor(np.asarray(period_min_ms, dtype=float) / windows)
+    )
+    smax = np.floor(np.asarray(period_max_ms, dtype=float) / windows)
+    return smin, np.maximum(smin, smax)
+
+
+def task_scan_min(
+    rss_mb: ArrayLike,
+    scan_size_mb: ArrayLike = SCAN_SIZE_MB,
+    period_min_ms: ArrayLike = SCAN_PERIOD_MIN_MS,
+) -> NDArray[np.float64]:
+    """Shortest scan period (ms per ``scan_size`` window) of a task (``task_scan_min``).
+
+    ``max(1000 / (2560 // scan_size), period_min / windows)`` with the kernel's
+    integer divisions: the whole address space is scanned at most once per
+    ``period_min`` and no faster than 2560 MB/s.
+    """
+    return task_scan_bounds(rss_mb, scan_size_mb, period_min_ms)[0]
+
+
+def task_scan_max(
+    rss_mb: ArrayLike,
+    scan_size_mb: ArrayLike = SCAN_SIZE_MB,
+    period_min_ms: ArrayLike = SCAN_PERIOD_MIN_MS,
+    period_max_ms: ArrayLike = SCAN_PERIOD_MAX_MS,
+) -> NDArray[np.float64]:
+    """Longest scan period (ms per window) of a task without a NUMA group (``task_scan_max``).
+
+    ``max(task_scan_min, period_max / windows)``: the whole address space is
+    scanned at least once per ``period_max``.
+    """
+    return task_scan_bounds(rss_mb, scan_size_mb, period_min_ms, period_max_ms)[1]
+
+
+def update_task_scan_period(
+    period_ms: ArrayLike,
+    local: ArrayLike,
+    remote: ArrayLike,
+    private: ArrayLike,
+    shared: ArrayLike,
+    failed: ArrayLike,
+    smin_ms: ArrayLike,
+    smax_ms: ArrayLike,
+) -> NDArray[np.float64]:
+    """A task's next scan period from its hint faults of the last scan sequence.
+
+    kernel/sched/fair.c ``update_task_scan_period``: no recorded fault (or a
+    failed migration) doubles the period (up to ``smax``); otherwise with
+    ``slot = ceil(period / 10)``, ``sp = 10 * shared / (private + shared)`` and
+    ``lr = 10 * local / (local + remote)``: ``sp >= 7`` or else ``lr >= 7``
+    lengthens it by ``(ratio - 7) * slot`` (at least one slot), and otherwise
+    it shortens by ``(7 - max(lr, sp)) * slot``; clamped to ``smin..smax``.
+    Fault counts are in any unit (pages, MB), the ratios are integer tenths.
+    """
+    period = np.asarray(period_ms, dtype=float)
+    loc = np.asarray(local, dtype=float)
+    rem = np.asarray(remote, dtype=float)
+    priv = np.asarray(private, dtype=float)
+    sh = np.asarray(shared, dtype=float)
+    idle = (loc + sh <= 0) | (np.asarray(failed, dtype=float) > 0)
+    slot = np.ceil(period / NUMA_PERIOD_SLOTS)
+    lr = np.floor(loc * NUMA_PERIOD_SLOTS / np.maximum(loc + rem, 1e-300))
+    sp = np.floor(sh * NUMA_PERIOD_SLOTS / np.maximum(priv + sh, 1e-300))
+
+    def slower(ratio: NDArray[np.float64]) -> NDArray[np.float64]:
+        return np.maximum(ratio - NUMA_PERIOD_THRESHOLD, 1.0) * slot
+
+    diff = np.where(
+        sp >= NUMA_PERIOD_THRESHOLD,
+        slower(sp),
+        np.where(
+            lr >= NUMA_PERIOD_THRESHOLD,
+            slower(lr),
+            -(NUMA_PERIOD_THRESHOLD - np.maximum(lr, sp)) * slot,
+        ),
+    )
+    smin = np.asarray(smin_ms, dtype=float)
+    smax = np.asarray(smax_ms, dtype=float)
+    return np.where(
+        idle, np.minimum(smax, 2.0 * period), np.clip(period + diff, smin, np.maximum(smin, smax))
+    )
+
+
+# --------------------------------------------------------------------------- mm/memcontrol.c
+
+MEMCG_CHARGE_BATCH = 64  # pages charged at once (include/linux/memcontrol.h)
+MEMCG_MAX_HIGH_DELAY_S = 2.0  # MEMCG_MAX_HIGH_DELAY_JIFFIES = 2 * HZ
+MEMCG_MIN_HIGH_DELAY_S = 0.01  # mem_cgroup_handle_over_high: no sleep at or under HZ / 100
+
+
+def memcg_high_delay_s(
+    usage: ArrayLike, high: ArrayLike, nr_pages: ArrayLike = MEMCG_CHARGE_BATCH
+) -> NDArray[np.float64]:
+    """Sleep (s) a task charging ``nr_pages`` over ``memory.high`` owes (``calculate_high_delay``).
+
+    mm/memcontrol.c: ``overage = (usage - high) / high`` (fixed point, 20 bits),
+    ``penalty = overage^2 * HZ >> 20 >> 14`` jiffies, i.e. ``64 * overage^2``
+    seconds, times ``nr_pages / MEMCG_CHARGE_BATCH``; 0 at or under ``high``.
+    ``mem_cgroup_handle_over_high`` caps one sleep at 2 s and skips sleeps of
+    10 ms or less (the cap is the caller's: see :func:`memcg_high_throttle`).
+    """
+    use = np.asarray(usage, dtype=float)
+    hi = np.maximum(np.asarray(high, dtype=float), 1e-300)
+    over = np.minimum(np.maximum(use - hi, 0.0) / hi, 1e6)  # 1e6: far past the 2 s cap
+    return 64.0 * over * over * np.asarray(nr_pages, dtype=float) / MEMCG_CHARGE_BATCH
+
+
+def memcg_high_throttle(
+    usage: ArrayLike, high: ArrayLike, charged_pages: ArrayLike
+) -> NDArray[np.float64]:
+    """Seconds a cgroup's tasks sleep for ``charged_pages`` charged over ``memory.high``.
+
+    mm/memcontrol.c ``mem_cgroup_handle_over_high``: on the way back to user
+    space after charging, a task over ``memory.high`` whose reclaim cannot
+    bring usage down sleeps ``calculate_high_delay`` (at most 2 s, none at or
+    under 10 ms). Charges come in batches of ``MEMCG_CHARGE_BATCH`` pages,
+    one return to user space each.
+    """
+    per = memcg_high_delay_s(usage, high)
+    per = np.where(per > MEMCG_MIN_HIGH_DELAY_S, np.minimum(per, MEMCG_MAX_HIGH_DELAY_S), 0.0)
+    return per * np.asarray(charged_pages, dtype=float) / MEMCG_CHARGE_BATCH
+
+
+def tier_aware_limit(
+    limit_gib: ArrayLike, toptier_gib: ArrayLike, total_gib: ArrayLike
+) -> NDArray[np.float64]:
+    """A cgroup limit scaled to the top tier (tier-aware memcg limits RFC, linux-mm).
+
+    ``memory.toptier_low/high = memory.low/high * toptier / total`` (J. Hahn,
+    "mm/memcontrol: Make memcg limits tier-aware", RFC 2026, after K. Zhao's
+    tiering-fairness RFC, 2024, which scales memory.low the same way): with
+    150 G of DRAM and 50 G of CXL, ``memory.high = 40G`` caps DRAM at 30 G.
+    """
+    top = np.asarray(toptier_gib, dtype=float)
+    return (
+        np.asarray(limit_gib, dtype=float)
+        * top
+        / np.maximum(np.asarray(total_gib, dtype=float), 1e-300)
+    )
 
 
 # --------------------------------------------------------------------------- mm/page_alloc.c

@@ -41,13 +41,23 @@ from numpy.typing import ArrayLike, NDArray
 from envs.hardware import mix_peak, turnaround_penalty
 from envs.kernel import (
     FALLBACK_LISTS,
+    MEMCG_MIN_HIGH_DELAY_S,
     PAGE_BYTES,
+    SCAN_DELAY_MS,
+    SCAN_PERIOD_MAX_MS,
+    SCAN_PERIOD_MIN_MS,
+    SCAN_SIZE_MB,
     THRESHOLD_START_MS,
     adapt_promotion_threshold,
     build_fallback_lists,
+    memcg_high_delay_s,
+    memcg_high_throttle,
     memcg_promotion_scan_fraction,
     memcg_reclaim_scan,
     pgdat_free_space_enough,
+    task_scan_bounds,
+    tier_aware_limit,
+    update_task_scan_period,
     zone_watermarks,
 )
 from envs.rng import normal32 as _normal32
@@ -90,6 +100,8 @@ K_BUCKETS = len(BUCKET_EDGES) - 1
 
 # --------------------------------------------------------------------------- configuration
 
+MEMCG_LIMIT_MODES = ("total", "tier_aware", "dram")
+
 
 @dataclass(frozen=True)
 class KernelConfig:
@@ -113,6 +125,25 @@ class KernelConfig:
       and write peaks) that page migration may use in an interval. Migration
       copies are memory traffic like the tenants'; what does not fit is left for
       later intervals, so no node is driven past its peak by migration alone.
+    - ``memcg_limits``: what a tenant's ``memory_low_gib`` / ``memory_high_gib`` act on.
+      ``"total"`` (default, Linux): the cgroup's total usage (DRAM + CXL);
+      ``memory.low`` protects it from reclaim (demotion), ``memory.high`` makes a
+      charging cgroup over it reclaim (demote) its DRAM and sleep
+      (``mem_cgroup_handle_over_high``). ``"tier_aware"``: the tier-aware memcg
+      RFC: additionally DRAM usage is held to the limits scaled by the DRAM share
+      of the machine's capacity (``memory.toptier_low/high``), DRAM protection and
+      DRAM cap as in ``"dram"``. ``"dram"``: TierGym before this option: the
+      limits as given act on DRAM usage only (low protects DRAM, high caps it).
+      A scenario's ``kernel.memcg_limits`` takes precedence.
+    - ``numa_scan``: ``"task"`` (default): NUMA-balancing scanning per task as the
+      kernel runs it (``task_numa_work``): ``scan_size_mb`` every scan period,
+      the first scan ``scan_delay_ms`` after the tenant starts, the period between
+      ``task_scan_min`` and ``task_scan_max`` (from ``scan_period_min_ms`` /
+      ``scan_period_max_ms`` and the tenant's resident set) and adapted after
+      each pass over the address space (``update_task_scan_period``).
+      ``"fixed"``: ``scan_mb_per_period`` every ``scan_period_s`` (TierGym before).
+    - ``scan_delay_ms``, ``scan_period_min_ms``, ``scan_period_max_ms``,
+      ``scan_size_mb``: the ``numa_balancing_*`` sysctls (kernel defaults).
     - ``fallback_lists``: how ``build_zonelists`` accumulates ``node_load``:
       ``"current"`` (since the Aug 2021 fix) or ``"pre-2021"`` (the node load reset
       for every list; :func:`envs.kernel.build_fallback_lists`). A scenario's
@@ -131,6 +162,12 @@ class KernelConfig:
     scan_period_s: float = 1.0
     scan_mb_per_period: float = 256.0
     migrate_max_util: float = 0.9
+    memcg_limits: str = "total"
+    numa_scan: str = "task"
+    scan_delay_ms: float = SCAN_DELAY_MS
+    scan_period_min_ms: float = SCAN_PERIOD_MIN_MS
+    scan_period_max_ms: float = SCAN_PERIOD_MAX_MS
+    scan_size_mb: float = SCAN_SIZE_MB
     fallback_lists: str = "current"
 
     def __post_init__(self) -> None:
@@ -139,6 +176,17 @@ class KernelConfig:
                 f"KernelConfig.fallback_lists: got {self.fallback_lists!r}, expected one of "
                 f"{list(FALLBACK_LISTS)}"
             )
+        if self.memcg_limits not in MEMCG_LIMIT_MODES:
+            raise ValueError(
+                f"KernelConfig.memcg_limits: got {self.memcg_limits!r}, expected one of {MEMCG_LIMIT_MODES}"
+            )
+        if self.numa_scan not in ("task", "fixed"):
+            raise ValueError(
+                f"KernelConfig.numa_scan: got {self.numa_scan!r}, expected 'task' or 'fixed'"
+            )
+        for name in ("scan_period_min_ms", "scan_size_mb"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"KernelConfig.{name}: got {getattr(self, name)}, expected > 0")
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if isinstance(v, float) and (not math.isfinite(v) or v < 0):
@@ -214,6 +262,13 @@ class Params:
     scan_period_s: F64
     scan_gib_per_s: F64
     migrate_max_util: F64
+    memcg_mode: NDArray[np.int64]  # (B,) index into MEMCG_LIMIT_MODES
+    toptier_share: F64  # (B,) DRAM share of the machine's capacity (tier-aware limits)
+    scan_task: NDArray[np.bool_]  # (B,) per-task NUMA-balancing scanning
+    scan_delay_s: F64  # (B,)
+    scan_min_ms: F64  # (B,) sysctl numa_balancing_scan_period_min_ms
+    scan_max_ms: F64  # (B,)
+    scan_size_mb: F64  # (B,)
     # topology (docs/model.md, "Topology"); added after the fields above
     policy_mask: F64  # (T, N, B) 1 where the tenant's mempolicy lets pages go
     policy_w: F64  # (T, N, B) the policy's weights when the action's are all zero (0: local)
@@ -307,6 +362,11 @@ class State:
     key: NDArray[np.uint64]  # (B,) random key of the episode
     jit: F64  # (3, T, B) episode factors on mlp, compute_ns and working set
     solo_gbps: F64  # (T, P, B) throughput alone with all pages in local DRAM
+    # per-tenant NUMA-balancing scan state (kernel/sched/fair.c, one mm per tenant)
+    scan_period_ms: F64  # (T, B) numa_scan_period per scan_size window; 0 before the first scan
+    scan_next_s: F64  # (T, B) when scanning starts (start + numa_balancing_scan_delay)
+    scan_offset_gib: F64  # (T, B) mm->numa_scan_offset within the address space
+    numa_faults_mb: F64  # (T, B) recorded hint faults since the last period update
 
     def copy(self) -> State:
         return State(**{f.name: getattr(self, f.name).copy() for f in dataclasses.fields(self)})
@@ -691,6 +751,27 @@ def compile_params(
             [k.scan_mb_per_period * 1e6 / GIB / max(k.scan_period_s, 1e-9) for k in kernels]
         ),
         migrate_max_util=np.array([k.migrate_max_util for k in kernels]),
+        memcg_mode=np.array(
+            [
+                MEMCG_LIMIT_MODES.index(
+                    (sc.kernel.memcg_limits if sc.kernel is not None else None) or k.memcg_limits
+                )
+                for sc, k in zip(scs, kernels, strict=True)
+            ],
+            dtype=np.int64,
+        ),
+        toptier_share=np.array(
+            [
+                sum(n.capacity_gib for n in sc.hardware.nodes if n.kind == "dram")
+                / sum(n.capacity_gib for n in sc.hardware.nodes)
+                for sc in scs
+            ]
+        ),
+        scan_task=np.array([k.numa_scan == "task" for k in kernels]),
+        scan_delay_s=np.array([k.scan_delay_ms / 1000.0 for k in kernels]),
+        scan_min_ms=np.array([k.scan_period_min_ms for k in kernels]),
+        scan_max_ms=np.array([k.scan_period_max_ms for k in kernels]),
+        scan_size_mb=np.array([k.scan_size_mb for k in kernels]),
         policy_mask=last(pmask),
         policy_w=last(pw),
         numa_mof=last(mof),
@@ -768,6 +849,10 @@ def init_state(params: Params, seeds: ArrayLike) -> State:
         key=key,
         jit=jit,
         solo_gbps=solo_throughput(params, jit),
+        scan_period_ms=np.zeros((T, bsz)),
+        scan_next_s=params.start_s + params.scan_delay_s,
+        scan_offset_gib=np.zeros((T, bsz)),
+        numa_faults_mb=np.zeros((T, bsz)),
     )
 
 
@@ -844,8 +929,9 @@ class Tenants:
     active: NDArray[np.bool_]  # (T, B)
     ws: F64  # (T, B) working set this interval (jitter and growth included)
     bucket_size: F64  # (T, K, B) GiB each hotness bucket should hold
-    high: F64  # (T, B) memory.high in force (inf: none)
-    low: F64  # (T, B) memory.low in force
+    high: F64  # (T, B) cap on DRAM usage in force (inf: none; memory.high or toptier_high)
+    low: F64  # (T, B) memory.low in force (on total usage with memcg_limits "total", else on DRAM)
+    tot_high: F64  # (T, B) memory.high on the cgroup's total usage (inf: none)
     local: NDArray[np.int64]  # (T, B) local DRAM node
     loc1h: F64  # (T, N, B) one-hot of ``local``
 
@@ -859,6 +945,9 @@ class Candidates:
     per_target: F64  # (N, B) candidates per target DRAM node
     want: F64  # (N, B) GiB the promotion would move this interval (rate limit)
     need_room: F64  # (N, B) GiB kswapd must free on the target to take them
+    plentiful: NDArray[np.bool_]  # (N, B) pgdat_free_space_enough on the node
+    scan_gib: F64  # (T, B) address space the NUMA-balancing scanner covered this interval
+    scan_bounds: tuple[F64, F64] | None  # task_scan_min/max (T, B) ms; None: no per-task scan
 
 
 @dataclass(frozen=True)
@@ -911,17 +1000,39 @@ def tenant_phase(p: Params, state: State, now: F64, dt: F64) -> tuple[Tenants, F
     keep *= (1.0 - np.clip(_gather(p.churn_per_s, phase) * dt, 0.0, 1.0))[:, None]
     place = state.place * keep[:, :, None]  # (T, K, N, B), a new array: state is not modified
     local = _gather(p.local_dram, phase)
+    high, low, tot_high = memcg_limits(
+        p, _gather(p.memory_high_gib, phase), _gather(p.memory_low_gib, phase)
+    )
     tenants = Tenants(
         phase=phase,
         active=active,
         ws=ws,
         bucket_size=bucket_size,
-        high=_gather(p.memory_high_gib, phase),
-        low=_gather(p.memory_low_gib, phase),
+        high=high,
+        low=low,
         local=local,
         loc1h=_onehot(local, N),
+        tot_high=tot_high,
     )
     return tenants, place
+
+
+def memcg_limits(p: Params, high: F64, low: F64) -> tuple[F64, F64, F64]:
+    """The cgroup limits in force (T, B): DRAM cap, memory.low, memory.high on total usage.
+
+    ``memcg_limits`` "total" (Linux): no DRAM cap, low and high on total usage;
+    "tier_aware": DRAM cap and DRAM protection scaled to the DRAM share of the
+    machine (:func:`envs.kernel.tier_aware_limit`), high also on total usage;
+    "dram" (TierGym before): the limits as given on DRAM usage only.
+    """
+    mode = p.memcg_mode
+    top = p.toptier_share
+    dram_high = np.where(
+        mode == 0, np.inf, np.where(mode == 1, tier_aware_limit(high, top, 1.0), high)
+    )
+    dram_low = np.where(mode == 1, tier_aware_limit(low, top, 1.0), low)
+    tot_high = np.where(mode == 2, np.inf, high)
+    return dram_high, dram_low, tot_high
 
 
 def allocate_pages(
@@ -986,8 +1097,16 @@ def promotion_candidates(
     noise = np.exp(
         sigma * _normal32(state.key, _counter(state.t, T), 11) - np.float32(0.5) * sigma * sigma
     ).astype(float)  # (T, B)
-    scanned = np.minimum(1.0, p.scan_gib_per_s * dt / np.maximum(tn.ws, 1e-300))  # (T, B)
-    scanned = np.where(tn.active & promo_on, scanned, 0.0)  # no candidates while off
+    bounds = None
+    if p.scan_task.any():
+        bounds = _scan_bounds(p, lsum(tenant_node, 1))  # migration keeps the resident set
+        scan_gib = np.where(
+            p.scan_task, task_scan_gib(p, state, tn, bounds[0], dt), p.scan_gib_per_s * dt
+        )  # (T, B) address space scanned this interval
+    else:
+        scan_gib = np.broadcast_to(p.scan_gib_per_s * dt, dram_use.shape)
+    scan_gib = np.where(tn.active & promo_on, scan_gib, 0.0)  # no candidates while off
+    scanned = np.minimum(1.0, scan_gib / np.maximum(tn.ws, 1e-300))  # (T, B)
     scanned = np.where(p.numa_mof, scanned, 0.0)  # mempolicy without MPOL_F_MOF: no migration
     pick = np.clip(np.multiply(detect, noise[:, None], out=detect), 0.0, 1.0, out=detect)
     pick *= scanned[:, None]  # (T, K, B)
@@ -1009,11 +1128,78 @@ def promotion_candidates(
     rate_gib = rate_mbps * 1e6 / GIB * dt
     want = np.where(plentiful, cand_node, np.minimum(rate_gib, cand_node))  # (N, B)
     need_room = np.maximum(want - np.maximum(free - p.wm_high, 0.0), 0.0)
-    return Candidates(cand, tscale, cand_node, want, need_room)
+    return Candidates(cand, tscale, cand_node, want, need_room, plentiful, scan_gib, bounds)
+
+
+def _scan_bounds(p: Params, rss_gib: F64) -> tuple[F64, F64]:
+    """``task_scan_min`` / ``task_scan_max`` (ms per window) of tenants with this resident set."""
+    rss_mb = rss_gib * (GIB / 1e6)
+    return task_scan_bounds(rss_mb, p.scan_size_mb, p.scan_min_ms, p.scan_max_ms)
+
+
+def task_scan_gib(p: Params, state: State, tn: Tenants, smin: F64, dt: F64) -> F64:
+    """GiB of each tenant's address space NUMA balancing scans this interval (T, B).
+
+    ``task_numa_work`` (kernel/sched/fair.c) marks ``scan_size_mb`` every scan
+    period (``task_scan_min`` before the first pass ends), from
+    ``numa_balancing_scan_delay`` after the tenant starts; at most the whole
+    address space once per interval.
+    """
+    period = np.where(state.scan_period_ms > 0, state.scan_period_ms, smin)
+    now = state.t * dt
+    running = np.clip(now + dt - state.scan_next_s, 0.0, dt)  # seconds of scanning
+    gib = p.scan_size_mb * (1e6 / GIB) * running * 1000.0 / period
+    return np.minimum(gib, tn.ws)
+
+
+def numa_scan_update(
+    p: Params, state: State, tn: Tenants, place: F64, cand: Candidates, promo_t: F64
+) -> tuple[F64, F64, F64]:
+    """Per-tenant scan state after the interval: period, offset, recorded faults (T, B).
+
+    The scan offset advances by what was scanned; a pass over the whole address
+    space ends a scan sequence, after which the next recorded hint fault runs
+    ``task_numa_placement`` and with it ``update_task_scan_period``. In
+    tiering mode (``task_numa_fault``) only faults on top-tier memory are
+    recorded: on CXL, exactly the promoted pages (local, private: the access
+    time replaces the last cpupid). A sequence without recorded faults leaves
+    the period as it is (placement does not run).
+    """
+    if cand.scan_bounds is None:
+        return state.scan_period_ms, state.scan_offset_gib, state.numa_faults_mb
+    rss = lsum(lsum(place, 1), 1)
+    smin, smax = cand.scan_bounds
+    scanning = p.scan_task & (cand.scan_gib > 0)
+
+    period = np.where(scanning & (state.scan_period_ms <= 0), smin, state.scan_period_ms)
+    faults = state.numa_faults_mb + promo_t * (GIB / 1e6)
+    offset = state.scan_offset_gib + cand.scan_gib
+    wrap = scanning & (offset >= np.maximum(rss, 1e-9))
+    zero = np.zeros_like(faults)
+    upd = wrap & (faults > 0)
+    if upd.any():  # a pass ended somewhere (most intervals of big tenants: none)
+        new = update_task_scan_period(period, faults, zero, faults, zero, zero, smin, smax)
+        period = np.where(upd, new, period)
+        faults = np.where(upd, 0.0, faults)
+    if wrap.any():
+        offset = np.where(wrap, np.mod(offset, np.maximum(rss, 1e-9)), offset)
+
+    gone = ~tn.active
+    return (
+        np.where(gone, 0.0, period),
+        np.where(gone, 0.0, offset),
+        np.where(gone, 0.0, faults),
+    )
 
 
 def reclaim_and_demote(
-    p: Params, tn: Tenants, place: F64, need_room: F64, promo_on: NDArray[np.bool_], dt: F64
+    p: Params,
+    tn: Tenants,
+    place: F64,
+    need_room: F64,
+    promo_on: NDArray[np.bool_],
+    dt: F64,
+    charged: F64 | None = None,
 ) -> tuple[F64, F64, F64, F64]:
     """Phase 4: DRAM above a tenant's memory.high, then kswapd back to its watermark.
 
@@ -1025,6 +1211,14 @@ def reclaim_and_demote(
     bandwidth lets migration copy (:func:`migration_room`). Returns the
     placement (``place`` is updated), GiB demoted from and to each node (N, B),
     and the share of each node's bandwidth the demotion used.
+
+    ``memory.high`` on total usage (``tn.tot_high``): a cgroup that charged
+    pages this interval (``charged`` (T, B) GiB) and is over it reclaims in
+    ``mem_cgroup_handle_over_high``; without swap, reclaim is demotion, which
+    counts as progress (mm/vmscan.c ``shrink_folio_list``) but frees no charge,
+    so while the sleep it owes exceeds 10 ms the retry loop demotes all of its
+    DRAM (as far as migration bandwidth goes). ``memory.low`` acts on total
+    usage with ``memcg_limits`` "total", else on DRAM usage.
     """
     N = p.n_nodes
     is_dram = ~p.is_cxl
@@ -1035,6 +1229,13 @@ def reclaim_and_demote(
     dem_to = np.zeros_like(p.capacity_gib)
     util = np.zeros_like(p.capacity_gib)  # share of each node's bandwidth migration uses
     over_high = np.maximum(dram_use - tn.high, 0.0) / np.maximum(dram_use, 1e-300)  # (T, B)
+    total_use = lsum(tenant_node, 1)  # (T, B) demotion does not change it
+    if charged is not None and np.isfinite(tn.tot_high).any():
+        over_tot = (charged * PAGES_PER_GIB >= 1.0) & (  # at least one page charged
+            memcg_high_delay_s(total_use, tn.tot_high) > MEMCG_MIN_HIGH_DELAY_S
+        )
+        over_high = np.where(over_tot, 1.0, over_high)
+    low_on_total = p.memcg_mode == 0
     demoted = False  # the placement (and its sums above) changed
     low = tn.low
     for m in range(N):
@@ -1060,11 +1261,12 @@ def reclaim_and_demote(
         kswapd = np.where(free_m < wake, np.maximum(target - free_m, 0.0), 0.0)
         kswapd = np.where(p.demotion, np.maximum(kswapd, need_room[m]), 0.0)
         kswapd = np.minimum(kswapd, p.kswapd_gibps * dt)
+        usage = np.where(low_on_total, total_use, dram_use)
         scan = (
             memcg_reclaim_scan(
                 size_m * PAGES_PER_GIB,
-                np.minimum(low, dram_use) * PAGES_PER_GIB,
-                dram_use * PAGES_PER_GIB,
+                np.minimum(low, usage) * PAGES_PER_GIB,
+                usage * PAGES_PER_GIB,
             )
             / PAGES_PER_GIB
         )
@@ -1152,7 +1354,10 @@ def adapt_threshold(
     period_end = (state.t + 1) % period == 0
     adapt = period_end & p.threshold_adapt & (rate_mbps > 0) & ~p.is_cxl
     th_new = adapt_promotion_threshold(state.threshold_ms, cand_mb, rate_mbps, p.threshold_period_s)
-    return np.where(adapt, th_new, state.threshold_ms), np.where(period_end, 0.0, cand_mb)
+    th = np.where(adapt, th_new, state.threshold_ms)
+    # should_numa_migrate_memory: plenty of free memory resets the threshold to its default
+    th = np.where(cand.plentiful & (rate_mbps > 0) & ~p.is_cxl, THRESHOLD_START_MS, th)
+    return th, np.where(period_end, 0.0, cand_mb)
 
 
 def migration_cost(p: Params, tn: Tenants, mig: Migration, dt: F64) -> tuple[F64, F64, F64]:
@@ -1165,6 +1370,22 @@ def migration_cost(p: Params, tn: Tenants, mig: Migration, dt: F64) -> tuple[F64
     promoted_pages = mig.promo_t * PAGES_PER_GIB  # (T, B)
     cpu_loss = np.clip(promoted_pages * p.migrate_cpu_us * 1e-6 / (threads * dt), 0.0, 0.9)
     return bg_rd, bg_wr, cpu_loss
+
+
+def high_throttle(p: Params, tn: Tenants, place: F64, charged: F64, cpu_loss: F64, dt: F64) -> F64:
+    """``cpu_loss`` (T, B) plus the time a cgroup over ``memory.high`` (total usage) sleeps.
+
+    Each batch of ``MEMCG_CHARGE_BATCH`` pages charged over the limit costs the
+    charging thread :func:`envs.kernel.memcg_high_throttle`; the sleep is
+    spread over the tenant's threads (at most 90% of its time, as for
+    migration costs).
+    """
+    if not np.isfinite(tn.tot_high).any():
+        return cpu_loss
+    total_use = lsum(lsum(place, 1), 1)
+    sleep = memcg_high_throttle(total_use, tn.tot_high, charged * PAGES_PER_GIB)
+    threads = _gather(p.threads, tn.phase)
+    return np.clip(cpu_loss + sleep / (threads * dt), 0.0, 0.9)
 
 
 def step(params: Params, state: State, action: Action, check: bool = True) -> tuple[State, Outputs]:
@@ -1184,15 +1405,18 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     is_dram = ~p.is_cxl  # (N, B)
 
     tn, place = tenant_phase(p, state, now, dt)  # 1
+    charged = lsum(np.maximum(tn.bucket_size - lsum(place, 2), 0.0), 1)  # (T, B) GiB to charge
     w, place = allocate_pages(p, state, action, tn, place)  # 2
     cand = promotion_candidates(p, state, tn, place, rate_mbps, dt)  # 3
     place, dem_from, dem_to, util = reclaim_and_demote(
-        p, tn, place, cand.need_room, promo_on, dt
+        p, tn, place, cand.need_room, promo_on, dt, charged
     )  # 4
     place, promo_from, promo_to, promo_t = promote(p, tn, place, cand, util, dt)  # 5
     mig = Migration(dem_from, dem_to, promo_from, promo_to, promo_t)
     threshold_ms, cand_mb = adapt_threshold(p, state, cand, rate_mbps, dt)
+    scan_period, scan_offset, faults = numa_scan_update(p, state, tn, place, cand, promo_t)
     bg_rd, bg_wr, cpu_loss = migration_cost(p, tn, mig, dt)  # 6
+    cpu_loss = high_throttle(p, tn, place, charged, cpu_loss, dt)
 
     # ---- 7. the fixed point
     phase, active = tn.phase, tn.active
@@ -1285,6 +1509,10 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         key=state.key,
         jit=state.jit,
         solo_gbps=state.solo_gbps,
+        scan_period_ms=scan_period,
+        scan_next_s=state.scan_next_s,
+        scan_offset_gib=scan_offset,
+        numa_faults_mb=faults,
     )
     return new, out
 

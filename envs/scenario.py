@@ -526,9 +526,13 @@ class TenantSpec(_Strict):
 class ScenarioKernel(_Strict):
     """Kernel options a scenario fixes, whatever the policy's kernel configuration
     (added key ``kernel``): ``fallback_lists`` ("pre-2021" or "current", see
-    :func:`envs.kernel.build_fallback_lists`)."""
+    :func:`envs.kernel.build_fallback_lists`); ``memcg_limits`` (what
+    ``memory_low_gib`` / ``memory_high_gib`` act on: "total" (Linux), "tier_aware"
+    (the tier-aware memcg RFC), "dram" (TierGym before: DRAM usage only), see
+    :class:`envs.model.KernelConfig`)."""
 
     fallback_lists: Literal["pre-2021", "current"] | None = None
+    memcg_limits: Literal["total", "tier_aware", "dram"] | None = None
 
 
 class Scenario(_Strict):

@@ -162,7 +162,7 @@ def test_kernel_configs_per_system() -> None:
     )
     assert make_policy("tpp", demote_scale_factor=100).kernel.demote_watermark_frac == 0.01
     assert k["colloid"] == k["tpp"]  # Colloid's TPP integration
-    assert k["memcg-fair"] == KernelConfig(promotion_throttle=True)
+    assert k["memcg-fair"] == KernelConfig(promotion_throttle=True, memcg_limits="dram")
     # DAMON: demotion below demote_free_bp of free DRAM, at most the quota per second
     d = make_policy("damon-tiering", demote_free_bp=100, quota_bytes=2**29).kernel
     assert (d.demote_watermark_frac, d.kswapd_gibps, d.threshold_adapt) == (0.01, 0.5, False)
@@ -274,15 +274,20 @@ def test_numa_tiering_beats_local_first_on_kv_store() -> None:
 
 def test_memcg_fair_restores_the_late_tenant() -> None:
     """The RFC's case: the late latency-sensitive service loses DRAM to the batch tenant
-    without protection; memory.low/high with the memcg-fair kernel restore it."""
+    without protection; memory.low/high with the memcg-fair kernel restore it.
+
+    With the kernel's per-task NUMA-balancing scanning the unprotected service (6 GiB:
+    256 MB every 100 ms at first) is promoted within seconds, so the gap is smaller than
+    with the old fixed 256 MB/s scan: measured 0.91 protected against 0.78 exposed
+    (worst tenant 0.82 against 0.78)."""
     protected = rollout("memcg-fair", "colocation-protected", 2)
     exposed = rollout("numa-tiering", "colocation", 2)
     exposed_fair = rollout("memcg-fair", "colocation", 2)
     assert _tenant(protected, "service") > 0.85
-    assert _tenant(protected, "service") > _tenant(exposed, "service") + 0.15
+    assert _tenant(protected, "service") > _tenant(exposed, "service") + 0.1
     assert _tenant(protected, "service") > _tenant(exposed_fair, "service") + 0.15
     assert _tenant(protected, "service", "dram_access_share") > 0.95
-    assert _mean(protected, "worst_perf") > _mean(exposed, "worst_perf") + 0.1
+    assert _mean(protected, "worst_perf") > _mean(exposed, "worst_perf") + 0.02
 
 
 def test_colloid_shifts_accesses_to_cxl_when_dram_is_slower() -> None:

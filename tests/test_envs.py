@@ -14,6 +14,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 import envs
 from envs import (
     ENV_ID,
+    KernelConfig,
     ScenarioError,
     Simulator,
     TieredMemoryEnv,
@@ -212,9 +213,17 @@ def test_kv_store_promotion_beats_no_promotion_and_interleave_hurts() -> None:
 
 
 def test_analytics_scan_promotion_helps_little() -> None:
+    """No page is much hotter than another: promotion gains nothing. With the kernel's
+    per-task scanning (256 MB every 100 ms for 64 GiB) it swaps equally hot pages at up
+    to the rate limit and costs 7% (measured 0.687 against 0.738); with the old fixed
+    256 MB/s scan it changed performance by under 2%."""
     none = mean_active_perf("analytics-scan", [1, 0], 0.0)[0]
     promo = mean_active_perf("analytics-scan", [1, 0], 1024.0)[0]
-    assert abs(promo - none) < 0.02 * none
+    assert none * 0.85 < promo < none
+    kernel = KernelConfig(numa_scan="fixed")
+    none_fixed = mean_active_perf("analytics-scan", [1, 0], 0.0, kernel=kernel)[0]
+    promo_fixed = mean_active_perf("analytics-scan", [1, 0], 1024.0, kernel=kernel)[0]
+    assert abs(promo_fixed - none_fixed) < 0.02 * none_fixed
 
 
 def test_colocation_late_tenant_loses_without_protection_and_recovers_with_it() -> None:

@@ -72,8 +72,11 @@ def check_invariants(sim: Simulator, out: Any) -> None:
     assert ((share >= -1e-12) & (share <= 1 + 1e-12)).all(), "DRAM access share outside 0..1"
     # the fixed point is solved
     assert (out.solver_residual <= TOL).all(), out.solver_residual.max()
-    # memory.high caps a tenant's DRAM (when there is room to demote to)
+    # memory.high caps a tenant's DRAM (when there is room to demote to) where it acts on
+    # DRAM: as given with memcg_limits "dram", scaled to the DRAM share with "tier_aware"
     high = in_force(p, p.memory_high_gib, sim.state.t - 1)
+    mode = p.memcg_mode[:, None]
+    high = np.where(mode == 2, high, np.where(mode == 1, high * p.toptier_share[:, None], np.inf))
     cxl_room = (
         ~p.is_cxl.T | (out.node_capacity_used_gib < p.capacity_gib.T - p.wm_low.T - 1e-6)
     ).all(1)
@@ -134,6 +137,8 @@ KERNELS = [
     KernelConfig(demotion=False),
     KernelConfig(demote_watermark_frac=0.02, promote_active_only=True),
     KernelConfig(promotion_throttle=True, threshold_period_s=3.0),
+    KernelConfig(memcg_limits="tier_aware"),
+    KernelConfig(memcg_limits="dram", numa_scan="fixed"),
 ]
 
 
@@ -398,17 +403,23 @@ HIGH_SCENARIO = {
     ],
     ids=["default", "no-demotion", "tpp", "throttle"],
 )
-def test_memory_high_caps_dram_whatever_the_actions(scenario: str, kernel: KernelConfig) -> None:
-    """A tenant's DRAM-resident GiB never exceeds its memory_high_gib, at every step."""
+@pytest.mark.parametrize("mode", ["dram", "tier_aware"])
+def test_memory_high_caps_dram_whatever_the_actions(
+    scenario: str, kernel: KernelConfig, mode: str
+) -> None:
+    """A tenant's DRAM-resident GiB never exceeds its memory_high_gib where memory.high acts
+    on DRAM (memcg_limits "dram"; "tier_aware": scaled to the DRAM share), at every step."""
     sc = load_scenario(HIGH_SCENARIO if scenario == "high-cap" else scenario)
     B = 16
+    kernel = dataclasses.replace(kernel, memcg_limits=mode)
     sim = Simulator(sc, batch_size=B, seeds=3, kernel=kernel, jitter=0.05)
     p = sim.params
+    scale = p.toptier_share[:, None] if mode == "tier_aware" else 1.0
     rng = np.random.default_rng(7)
     reached = np.zeros(p.n_tenants, dtype=bool)
     for _ in range(sc.episode_steps):
         out = sim.step(_random_actions(rng, B, p.n_tenants, p.n_nodes))
-        high = in_force(p, p.memory_high_gib, sim.state.t - 1)
+        high = in_force(p, p.memory_high_gib, sim.state.t - 1) * scale
         dram = out.tenant_dram_resident_gib
         assert (dram <= high + 1e-9).all(), (sim.state.t[0], (dram - high).max())
         reached |= (dram >= high - 0.05).any(0)
@@ -435,7 +446,7 @@ def test_memory_high_caps_dram_on_two_dram_nodes() -> None:
             }
         ],
     }
-    sim = Simulator(load_scenario(spec), batch_size=1)
+    sim = Simulator(load_scenario(spec), batch_size=1, kernel=KernelConfig(memcg_limits="dram"))
     p = sim.params
     for _ in range(10):
         out = sim.step([1, 1, 0], 0.0)

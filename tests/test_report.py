@@ -151,7 +151,9 @@ def test_family_instances_are_episodes_not_strata() -> None:
 
 def test_intervals_narrow_with_more_episodes() -> None:
     widths = []
-    for n in (3, 24):
+    # not 3 episodes: a percentile bootstrap over 3 values can come out as narrow as over
+    # 24 (it did for `random` on kv-store once per-task NUMA scanning changed its spread)
+    for n in (8, 32):
         s = summarize_records(run((REF, "random"), ("kv-store",), n), reference=REF, n_boot=500)
         cell = s["per_scenario"]["kv-store"]["random"]
         assert cell["n"] == n
