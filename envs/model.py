@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -599,22 +599,46 @@ def compile_params(
         access_share=last(share),
         jitter=np.full(bsz, float(jitter)),
         init_weights=last(init_w),
-        demotion=np.array([k.demotion for k in kernels]),
-        demote_wm_frac=np.array([k.demote_watermark_frac for k in kernels]),
-        active_only=np.array([k.promote_active_only for k in kernels]),
-        threshold_adapt=np.array([k.threshold_adapt for k in kernels]),
-        threshold_period_s=np.array([k.threshold_period_s for k in kernels]),
-        promo_throttle=np.array([k.promotion_throttle for k in kernels]),
-        kswapd_gibps=np.array([k.kswapd_gibps for k in kernels]),
-        migrate_cpu_us=np.array([k.migrate_cpu_us_per_page for k in kernels]),
-        detect_noise=np.array([k.detection_noise for k in kernels]),
-        scan_period_s=np.array([k.scan_period_s for k in kernels]),
-        scan_gib_per_s=np.array(
-            [k.scan_mb_per_period * 1e6 / GIB / max(k.scan_period_s, 1e-9) for k in kernels]
-        ),
-        migrate_max_util=np.array([k.migrate_max_util for k in kernels]),
+        **kernel_arrays(kernels),
     )
     return params
+
+
+def kernel_arrays(kernels: Sequence[KernelConfig]) -> dict[str, NDArray[Any]]:
+    """The :class:`Params` fields of the kernel configuration, one entry per config (B,).
+
+    The one mapping from :class:`KernelConfig` to the model's arrays: :func:`compile_params`
+    uses it, and so does the environment when a tiering mode is chosen per step
+    (:func:`with_kernel_rows`).
+    """
+    ks = list(kernels)
+    return {
+        "demotion": np.array([k.demotion for k in ks]),
+        "demote_wm_frac": np.array([k.demote_watermark_frac for k in ks]),
+        "active_only": np.array([k.promote_active_only for k in ks]),
+        "threshold_adapt": np.array([k.threshold_adapt for k in ks]),
+        "threshold_period_s": np.array([k.threshold_period_s for k in ks]),
+        "promo_throttle": np.array([k.promotion_throttle for k in ks]),
+        "kswapd_gibps": np.array([k.kswapd_gibps for k in ks]),
+        "migrate_cpu_us": np.array([k.migrate_cpu_us_per_page for k in ks]),
+        "detect_noise": np.array([k.detection_noise for k in ks]),
+        "scan_period_s": np.array([k.scan_period_s for k in ks]),
+        "scan_gib_per_s": np.array(
+            [k.scan_mb_per_period * 1e6 / GIB / max(k.scan_period_s, 1e-9) for k in ks]
+        ),
+        "migrate_max_util": np.array([k.migrate_max_util for k in ks]),
+    }
+
+
+def with_kernel_rows(
+    p: Params, table: Mapping[str, NDArray[Any]], idx: NDArray[np.int64]
+) -> Params:
+    """``p`` with each batch element's kernel fields taken from row ``idx[b]`` of ``table``.
+
+    ``table`` is :func:`kernel_arrays` of a list of configurations (M,); ``idx`` (B,)
+    picks one per element. A new object: ``p`` is not modified.
+    """
+    return dataclasses.replace(p, **{k: v[idx] for k, v in table.items()})
 
 
 def solo_throughput(p: Params, jit: F64) -> F64:
