@@ -79,20 +79,34 @@ class LearnedPolicy:
     """A trained stable-baselines3 model behind the rollout protocol.
 
     ``env_kwargs`` are the env settings it was trained with (reward, action and
-    observation layout, tenant slots, kernel); evaluation builds its
-    environment with them so the spaces match, and :meth:`bind` checks they do.
+    observation layout, tenant slots, kernel, tiering modes, and the residual's
+    ``base_policy``/``residual_scale``); evaluation builds its environment with
+    them so the spaces match, and :meth:`bind` checks they do. With a
+    ``base_policy`` the model's action is a residual over that heuristic
+    (:mod:`agents.residual`), run here exactly as in training.
     """
 
     def __init__(self, model: Any, env_kwargs: dict[str, Any], name: str, source: str) -> None:
+        from agents.residual import DEFAULT_RESIDUAL_SCALE, ResidualBase
+
         self.model = model
         self.env_kwargs = env_kwargs
         self.name = name
         self.source = source
+        base = env_kwargs.get("base_policy")
+        scale = env_kwargs.get("residual_scale")
+        self.base = (
+            None
+            if base is None
+            else ResidualBase(base, DEFAULT_RESIDUAL_SCALE if scale is None else scale)
+        )
 
     def bind(self, params: EnvParams, num_envs: int) -> None:
         """Check that the environment's spaces are the ones the model was trained for."""
+        from agents.residual import agent_spaces
+
         want_obs, want_act = self.model.observation_space, self.model.action_space
-        got_obs, got_act = params.encoder.space(), params.codec.space()
+        got_obs, got_act = agent_spaces(params, None if self.base is None else self.base.name)
         if (
             want_obs.shape != got_obs.shape
             or type(want_act) is not type(got_act)
@@ -102,8 +116,18 @@ class LearnedPolicy:
                 f"model {self.source!r} was trained for observations {want_obs.shape} and actions "
                 f"{type(want_act).__name__}{want_act.shape}, but this scenario gives observations "
                 f"{got_obs.shape} and actions {type(got_act).__name__}{got_act.shape} "
-                f"(tenant slots, nodes or action type differ)"
+                f"(tenant slots, nodes, action type, tiering modes or observation layout differ)"
             )
+        if self.base is not None:
+            try:
+                self.base.bind(params, num_envs)
+            except ValueError as exc:
+                raise PolicyError(f"model {self.source!r}: {exc}") from None
+
+    def observe(self, metrics: Any, hardware: Any) -> None:
+        """The base heuristic reads the step's counters (residual models only)."""
+        if self.base is not None:
+            self.base.observe(metrics, hardware)
 
     def predict(
         self,
@@ -112,9 +136,22 @@ class LearnedPolicy:
         episode_start: Any = None,
         deterministic: bool = True,
     ) -> Any:
-        return self.model.predict(
-            observation, state=state, episode_start=episode_start, deterministic=deterministic
+        if self.base is None:
+            return self.model.predict(
+                observation, state=state, episode_start=episode_start, deterministic=deterministic
+            )
+        obs = np.asarray(observation)
+        single = obs.ndim == 1
+        obs2 = obs[None] if single else obs
+        base = self.base.decide(obs2, episode_start)
+        residual, state = self.model.predict(
+            self.base.agent_obs(obs2, base),
+            state=state,
+            episode_start=episode_start,
+            deterministic=deterministic,
         )
+        act = self.base.combine(base, residual)
+        return (act[0] if single else act), state
 
 
 def load_policy(
@@ -154,6 +191,8 @@ def load_policy(
         for k, v in env.items()
         if k in ENV_KEYS and k not in ("scenario", "split", "pool_size")
     }
+    # a run from before the tenant descriptors recorded no layout: its observations are "basic"
+    env_kwargs.setdefault("observation", "basic")
     return LearnedPolicy(model, env_kwargs, name, str(path)), env_kwargs
 
 

@@ -154,6 +154,8 @@ def make_params(
             )
         kw["kernel"] = pk
     kw.setdefault("split", split)
+    # a residual model's base policy and scale are the policy's business (agents.residual)
+    kw = {k: v for k, v in kw.items() if k not in ("base_policy", "residual_scale")}
     return core.make_params(scenario=scenario, **kw)
 
 

@@ -49,6 +49,7 @@ import torch
 import yaml
 
 from agents import persist
+from envs.spaces import OBSERVATIONS, TIERING_MODES
 
 __all__ = [
     "ALGOS",
@@ -80,6 +81,10 @@ ENV_KEYS = (
     "kernel",
     "jitter",
     "pool_size",
+    "tiering_modes",
+    "observation",
+    "base_policy",
+    "residual_scale",
 )
 SPECIAL_KEYS = ("n_envs", "total_timesteps", "normalize_reward", "policy", "env")
 DEFAULT_N_ENVS = 16  # when a hyperparameter file has no n_envs
@@ -384,6 +389,24 @@ def _kernel(v: Any) -> Any:
     raise _Reject
 
 
+def _tiering_modes(v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, list | tuple) and all(m in TIERING_MODES for m in v) and len(set(v)) == len(v):
+        return list(v)
+    raise _Reject
+
+
+def _base_policy(v: Any) -> Any:
+    if v is None:
+        return None
+    from baselines import policy_names
+
+    if isinstance(v, str) and (v in policy_names()[:-1] or v.startswith("static:")):
+        return v
+    raise _Reject
+
+
 #: Environment settings (``env:`` of a hyperparameter file, ``config.yml``, ``tiergym.json``).
 ENV_SETTINGS: dict[str, Rule] = {
     "scenario": TEXT,  # --scenario
@@ -396,9 +419,25 @@ ENV_SETTINGS: dict[str, Rule] = {
     "kernel": Rule("null or a mapping of kernel options", _kernel),
     "jitter": FLOAT(0, 1, hi_open=True),
     "pool_size": INT(1, 1 << 16),
+    "tiering_modes": Rule(
+        f"null or a list of tiering modes of {list(TIERING_MODES)}", _tiering_modes
+    ),
+    "observation": CHOICE(list(OBSERVATIONS)),
+    "base_policy": Rule("null or a heuristic name (residual actions over it)", _base_policy),
+    "residual_scale": FLOAT(0, 2, lo_open=True),
 }
 #: Env settings a hyperparameter file may give (the rest are command-line flags).
-FILE_ENV_KEYS = ("max_tenants", "max_promote_mbps", "kernel", "jitter", "pool_size")
+FILE_ENV_KEYS = (
+    "max_tenants",
+    "max_promote_mbps",
+    "kernel",
+    "jitter",
+    "pool_size",
+    "tiering_modes",
+    "observation",
+    "base_policy",
+    "residual_scale",
+)
 
 #: Run options that are command-line flags only.
 RUN_OPTIONS: dict[str, Rule] = {
@@ -790,6 +829,7 @@ def read_config(run_dir: Path) -> RunConfig:
     for k in ("scenario", "split"):
         if k not in d["env"]:
             raise TrainingError(f"run configuration {str(path)!r}: env.{k} is missing")
+    d["env"].setdefault("observation", "basic")  # a run from before the tenant descriptors
     if not isinstance(d["hyperparams"], dict):
         raise TrainingError(f"run configuration {str(path)!r}: hyperparams: expected a mapping")
     d["hyperparams"] = check_hyperparams(
@@ -824,13 +864,18 @@ def build_model(
 
 def dry_build(cfg: RunConfig) -> None:
     """Build the model once on a stand-in env with the run's spaces: SB3's own checks, before any work."""
+    from agents.residual import ResidualBase, agent_spaces, core_kwargs
     from envs.core import make_params
 
     try:
-        params = make_params(**cfg.env)
+        params = make_params(**core_kwargs(cfg.env))
+        base = cfg.env.get("base_policy")
+        if base is not None:
+            ResidualBase(base).bind(params, 1)  # the base's kernel must be a tiering mode
+        obs_space, act_space = agent_spaces(params, base)
     except ValueError as exc:
         raise TrainingError(f"env settings: {exc}") from None
-    env = persist.SpacesOnlyEnv(cfg.n_envs, params.encoder.space(), params.codec.space())
+    env = persist.SpacesOnlyEnv(cfg.n_envs, obs_space, act_space)
     try:
         build_model(cfg.algo, cfg.hyperparams, env, seed=cfg.seed)
     except (AssertionError, ValueError, TypeError) as exc:
@@ -1078,6 +1123,7 @@ def _read_tiergym_json(meta: Path) -> tuple[str, dict[str, Any]]:
     env = check_env(info["env"], _under(where, "env"))
     if "scenario" not in env:
         raise TrainingError(f"run description {str(meta)!r}: env.scenario is missing")
+    env.setdefault("observation", "basic")  # a run from before the tenant descriptors
     return algo, env
 
 
@@ -1148,4 +1194,5 @@ def load_trained(path: str | Path, trust_pickle: bool = False) -> tuple[Any, dic
             saved.get("env"),
             _under(lambda k, v: f"model file {str(model_file)!r}: {k}={_short(v)}", "env"),
         )
+        env.setdefault("observation", "basic")  # a model from before the tenant descriptors
     return model, env, saved["algo"]
