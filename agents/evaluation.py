@@ -87,26 +87,21 @@ class LearnedPolicy:
     """
 
     def __init__(self, model: Any, env_kwargs: dict[str, Any], name: str, source: str) -> None:
-        from agents.residual import DEFAULT_RESIDUAL_SCALE, ResidualBase
+        from agents.residual import make_interface
 
         self.model = model
         self.env_kwargs = env_kwargs
         self.name = name
         self.source = source
-        base = env_kwargs.get("base_policy")
-        scale = env_kwargs.get("residual_scale")
-        self.base = (
-            None
-            if base is None
-            else ResidualBase(base, DEFAULT_RESIDUAL_SCALE if scale is None else scale)
-        )
+        self.agent = make_interface(env_kwargs)  # base heuristic and node padding, if any
 
     def bind(self, params: EnvParams, num_envs: int) -> None:
         """Check that the environment's spaces are the ones the model was trained for."""
-        from agents.residual import agent_spaces
-
         want_obs, want_act = self.model.observation_space, self.model.action_space
-        got_obs, got_act = agent_spaces(params, None if self.base is None else self.base.name)
+        try:
+            got_obs, got_act = self.agent.spaces(params)
+        except ValueError as exc:
+            raise PolicyError(f"model {self.source!r}: {exc}") from None
         if (
             want_obs.shape != got_obs.shape
             or type(want_act) is not type(got_act)
@@ -118,16 +113,16 @@ class LearnedPolicy:
                 f"{got_obs.shape} and actions {type(got_act).__name__}{got_act.shape} "
                 f"(tenant slots, nodes, action type, tiering modes or observation layout differ)"
             )
-        if self.base is not None:
+        if self.agent.active:
             try:
-                self.base.bind(params, num_envs)
+                self.agent.bind(params, num_envs)
             except ValueError as exc:
                 raise PolicyError(f"model {self.source!r}: {exc}") from None
 
     def observe(self, metrics: Any, hardware: Any) -> None:
-        """The base heuristic reads the step's counters (residual models only)."""
-        if self.base is not None:
-            self.base.observe(metrics, hardware)
+        """The base heuristic reads the step's counters; the padding reads the machine."""
+        if self.agent.active:
+            self.agent.observe(metrics, hardware)
 
     def predict(
         self,
@@ -136,21 +131,21 @@ class LearnedPolicy:
         episode_start: Any = None,
         deterministic: bool = True,
     ) -> Any:
-        if self.base is None:
+        if not self.agent.active:
             return self.model.predict(
                 observation, state=state, episode_start=episode_start, deterministic=deterministic
             )
         obs = np.asarray(observation)
         single = obs.ndim == 1
         obs2 = obs[None] if single else obs
-        base = self.base.decide(obs2, episode_start)
-        residual, state = self.model.predict(
-            self.base.agent_obs(obs2, base),
+        base = self.agent.decide(obs2, episode_start)
+        action, state = self.model.predict(
+            self.agent.obs_to_agent(obs2, base),
             state=state,
             episode_start=episode_start,
             deterministic=deterministic,
         )
-        act = self.base.combine(base, residual)
+        act = self.agent.action_to_env(base, action)
         return (act[0] if single else act), state
 
 

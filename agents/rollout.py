@@ -155,7 +155,9 @@ def make_params(
         kw["kernel"] = pk
     kw.setdefault("split", split)
     # a residual model's base policy and scale are the policy's business (agents.residual)
-    kw = {k: v for k, v in kw.items() if k not in ("base_policy", "residual_scale")}
+    from agents.residual import core_kwargs
+
+    kw = core_kwargs(kw)
     return core.make_params(scenario=scenario, **kw)
 
 

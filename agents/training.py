@@ -85,6 +85,8 @@ ENV_KEYS = (
     "observation",
     "base_policy",
     "residual_scale",
+    "pad_nodes",
+    "train_families",
 )
 SPECIAL_KEYS = ("n_envs", "total_timesteps", "normalize_reward", "policy", "env")
 DEFAULT_N_ENVS = 16  # when a hyperparameter file has no n_envs
@@ -397,6 +399,22 @@ def _tiering_modes(v: Any) -> Any:
     raise _Reject
 
 
+def _pad_nodes(v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 64:
+        return v
+    raise _Reject
+
+
+def _names(v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, list | tuple) and all(isinstance(x, str) and x for x in v):
+        return list(v)
+    raise _Reject
+
+
 def _base_policy(v: Any) -> Any:
     if v is None:
         return None
@@ -425,6 +443,8 @@ ENV_SETTINGS: dict[str, Rule] = {
     "observation": CHOICE(list(OBSERVATIONS)),
     "base_policy": Rule("null or a heuristic name (residual actions over it)", _base_policy),
     "residual_scale": FLOAT(0, 2, lo_open=True),
+    "pad_nodes": Rule("null or a number of nodes 1..64", _pad_nodes),
+    "train_families": Rule("null or a list of scenario or family names", _names),
 }
 #: Env settings a hyperparameter file may give (the rest are command-line flags).
 FILE_ENV_KEYS = (
@@ -437,6 +457,8 @@ FILE_ENV_KEYS = (
     "observation",
     "base_policy",
     "residual_scale",
+    "pad_nodes",
+    "train_families",
 )
 
 #: Run options that are command-line flags only.
@@ -864,15 +886,19 @@ def build_model(
 
 def dry_build(cfg: RunConfig) -> None:
     """Build the model once on a stand-in env with the run's spaces: SB3's own checks, before any work."""
-    from agents.residual import ResidualBase, agent_spaces, core_kwargs
+    from agents.residual import core_kwargs, make_interface
     from envs.core import make_params
 
     try:
-        params = make_params(**core_kwargs(cfg.env))
-        base = cfg.env.get("base_policy")
-        if base is not None:
-            ResidualBase(base).bind(params, 1)  # the base's kernel must be a tiering mode
-        obs_space, act_space = agent_spaces(params, base)
+        agent = make_interface(cfg.env)
+        obs_space, act_space = None, None
+        for fam in [cfg.env["scenario"], *(cfg.env.get("train_families") or [])]:
+            params = make_params(**core_kwargs({**cfg.env, "scenario": fam, "pool_size": 8}))
+            agent.bind(params, 1)  # the base's kernel must be a tiering mode; the padding fit
+            spaces = agent.spaces(params)
+            if obs_space is not None and spaces != (obs_space, act_space):
+                raise ValueError(f"train_families: {fam!r} gives other agent spaces; set pad_nodes")
+            obs_space, act_space = spaces
     except ValueError as exc:
         raise TrainingError(f"env settings: {exc}") from None
     env = persist.SpacesOnlyEnv(cfg.n_envs, obs_space, act_space)

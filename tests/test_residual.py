@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from agents.evaluation import LearnedPolicy, PolicyError
-from agents.residual import ResidualBase, agent_spaces, make_training_vec_env
+from agents.residual import AgentInterface, agent_spaces, make_training_vec_env
 from agents.rollout import rollout
 from baselines import make_policy
 from envs import core
@@ -86,10 +86,10 @@ def test_a_residual_moves_the_action_and_the_score() -> None:
 def test_base_kernel_must_be_a_mode() -> None:
     params = core.make_params("colocation", pool_size=8)  # no tiering modes
     with pytest.raises(ValueError, match="tiering_modes"):
-        ResidualBase("tpp").bind(params, 2)
+        AgentInterface("tpp").bind(params, 2)
     params = core.make_params("colocation", pool_size=8, tiering_modes=["default"])
     with pytest.raises(ValueError, match="none of the tiering modes"):
-        ResidualBase("tpp").bind(params, 2)
+        AgentInterface("tpp").bind(params, 2)
     pol = LearnedPolicy(ZeroModel(*agent_spaces(params, "tpp")), {"base_policy": "tpp"}, "z", "t")
     with pytest.raises(PolicyError, match="tpp"):
         pol.bind(params, 2)
@@ -221,3 +221,60 @@ def test_training_env_zero_residual_runs_the_base() -> None:
 
 
 TIERING_MODES_INDEX = {m: i for i, m in enumerate(MODES)}
+
+
+def test_one_padded_policy_runs_every_machine_shape() -> None:
+    """pad_nodes=5: the same agent spaces on the 2-node and the 5-node machine; the zero
+    residual is the base heuristic exactly on both, and padded nodes' weights are ignored."""
+    kw = {"tiering_modes": MODES, "base_policy": "colloid", "pad_nodes": 5}
+    shapes = set()
+    for sc in ("colocation", "mlc-bandwidth", "mixed-2s"):
+        params = core.make_params(sc, split="test", tiering_modes=MODES, pool_size=8, max_tenants=4)
+        agent = AgentInterface("colloid", pad_nodes=5)
+        obs_space, act_space = agent.spaces(params)
+        shapes.add((obs_space.shape, act_space.shape))
+        pol = LearnedPolicy(ZeroModel(obs_space, act_space), {**kw, "max_tenants": 4}, "z", "t")
+        zero = _geomeans(rollout(pol, sc, 4, seed=1, env_kwargs={**kw, "max_tenants": 4}))
+        assert zero == _geomeans(rollout("colloid", sc, 4, seed=1, env_kwargs={"max_tenants": 4}))
+    assert len(shapes) == 1
+    # the padded view: node mask and descriptors, and padded weights dropped
+    params = core.make_params("colocation", tiering_modes=MODES, pool_size=8, max_tenants=4)
+    agent = AgentInterface(None, pad_nodes=5)
+    agent.bind(params, 2)
+    state, obs = core.reset(params, [0, 1])
+    agent.observe(None, core.hardware(state))
+    view = agent.obs_to_agent(obs, None)
+    assert view.shape == (2, agent.spaces(params)[0].shape[0])
+    node = view[:, : 5 * 8].reshape(2, 5, 8)
+    assert node[:, :, 3].tolist() == [[1, 1, 0, 0, 0]] * 2  # the mask
+    assert node[:, 1, 4].tolist() == [1, 1] and node[:, 0, 4].tolist() == [0, 0]  # is_cxl
+    assert (node[:, 2:] == 0).all()
+    a = np.random.default_rng(0).uniform(-1, 1, (2, agent.spaces(params)[1].shape[0]))
+    b = a.copy().reshape(2, -1)
+    w = b[:, : 4 * 5].reshape(2, 4, 5)
+    w[:, :, 2:] = -a[:, : 4 * 5].reshape(2, 4, 5)[:, :, 2:]  # other values on padded nodes
+    np.testing.assert_array_equal(agent.action_to_env(None, a), agent.action_to_env(None, b))
+    assert agent.action_to_env(None, a).shape == (2, params.codec.size)
+    with pytest.raises(ValueError, match="more than 1"):
+        AgentInterface(None, pad_nodes=1).spaces(params)
+
+
+def test_training_env_over_machine_shapes() -> None:
+    """train_families: one batch per family, the same agent spaces, steps run."""
+    kw = {
+        "scenario": "mixed",
+        "pool_size": 8,
+        "tiering_modes": MODES,
+        "base_policy": "colloid",
+        "pad_nodes": 5,
+        "train_families": ["mixed-2s", "mixed-4cxl"],
+    }
+    venv = make_training_vec_env(6, kw)
+    venv.seed(1)
+    obs = venv.reset()
+    assert obs.shape[0] == 6
+    for _ in range(3):
+        obs, rew, _done, infos = venv.step(np.zeros((6, venv.action_space.shape[0]), np.float32))
+    assert np.isfinite(rew).all() and obs.shape[0] == 6
+    nodes = {infos[i]["metrics"].node_bandwidth_gbps.shape[1] for i in range(6)}
+    assert nodes == {2, 3, 5}
