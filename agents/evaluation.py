@@ -186,8 +186,6 @@ def load_policy(
         for k, v in env.items()
         if k in ENV_KEYS and k not in ("scenario", "split", "pool_size")
     }
-    # a run from before the tenant descriptors recorded no layout: its observations are "basic"
-    env_kwargs.setdefault("observation", "basic")
     return LearnedPolicy(model, env_kwargs, name, str(path)), env_kwargs
 
 

@@ -203,19 +203,20 @@ class AgentInterface:
         w = a[:, : R * M].reshape(-1, R, M)[:, :, :N]
         return np.concatenate([w.reshape(a.shape[0], -1), a[:, R * M :]], axis=1)
 
-    def _pad_obs(self, obs: NDArray) -> NDArray[np.float32]:
+    def _pad_obs(self, obs: NDArray, rows: NDArray | None = None) -> NDArray[np.float32]:
         assert self.params is not None and self.pad_nodes is not None
         if self.hw is None:
             raise RuntimeError("AgentInterface: observe(None, hardware) after the reset first")
         enc, hw = self.params.encoder, self.hw
         B, N, M, T = obs.shape[0], enc.N, self.pad_nodes, enc.T
+        sel = slice(None) if rows is None else rows
         node = np.zeros((B, M, len(NODE_ENTRIES) + len(NODE_DESCRIPTORS)), dtype=np.float32)
         node[:, :N, :3] = obs[:, : 3 * N].reshape(B, N, 3)
         node[:, :N, 3] = 1.0
-        node[:, :N, 4] = hw.is_cxl
-        node[:, :N, 5] = np.minimum(hw.socket, 1)
-        node[:, :N, 6] = np.log2(1.0 + hw.read_gbps) / np.log2(1.0 + 512.0)
-        node[:, :N, 7] = np.minimum(hw.idle_latency_ns / 1000.0, 1.0)
+        node[:, :N, 4] = hw.is_cxl[sel]
+        node[:, :N, 5] = np.minimum(hw.socket[sel], 1)
+        node[:, :N, 6] = np.log2(1.0 + hw.read_gbps[sel]) / np.log2(1.0 + 512.0)
+        node[:, :N, 7] = np.minimum(hw.idle_latency_ns[sel] / 1000.0, 1.0)
         per = enc.per_tenant
         ten = obs[:, 3 * N : 3 * N + T * per].reshape(B, T, per)
         pt = np.zeros((B, T, per - N + M), dtype=np.float32)
@@ -226,9 +227,14 @@ class AgentInterface:
         return np.concatenate([node.reshape(B, -1), pt.reshape(B, -1), rest], axis=1)
 
     # ------------------------------------------------------------------ the two directions
-    def obs_to_agent(self, obs: NDArray, base: NDArray | None) -> NDArray[np.float32]:
-        """What the agent observes: the (padded) observation, then the base action on [0, 1]."""
-        o = self._pad_obs(obs) if self.pad_nodes is not None else np.asarray(obs, np.float32)
+    def obs_to_agent(
+        self, obs: NDArray, base: NDArray | None, rows: NDArray | None = None
+    ) -> NDArray[np.float32]:
+        """What the agent observes: the (padded) observation, then the base action on [0, 1].
+
+        ``rows``: the instances ``obs`` belongs to (default: all, in order).
+        """
+        o = self._pad_obs(obs, rows) if self.pad_nodes is not None else np.asarray(obs, np.float32)
         if base is None:
             return o.astype(np.float32)
         b = self._pad_action(base, -1.0) if self.pad_nodes is not None else base
@@ -290,6 +296,7 @@ class AgentVecEnv(VecEnvWrapper):
                 infos[i]["terminal_observation"] = self.agent.obs_to_agent(
                     infos[i]["terminal_observation"][None],
                     None if last is None else last[i : i + 1],
+                    np.array([i]),
                 )[0]
         return self.agent.obs_to_agent(obs, self._base), reward, done, infos
 
@@ -316,6 +323,19 @@ class ConcatVecEnv(VecEnv):
         self.sizes = [v.num_envs for v in venvs]
         self.cuts = np.cumsum([0, *self.sizes])
         super().__init__(sum(self.sizes), first.observation_space, first.action_space)
+
+    @property
+    def params(self) -> EnvParams:
+        """The first family's parameters (``scenario``: what the callbacks log by name)."""
+        return self.venvs[0].params  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def env_seconds(self) -> float:
+        return float(sum(getattr(v, "env_seconds", 0.0) for v in self.venvs))
+
+    @property
+    def env_steps(self) -> int:
+        return int(sum(getattr(v, "env_steps", 0) for v in self.venvs))
 
     def reset(self) -> np.ndarray:
         seeds = self._seeds

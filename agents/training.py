@@ -851,7 +851,6 @@ def read_config(run_dir: Path) -> RunConfig:
     for k in ("scenario", "split"):
         if k not in d["env"]:
             raise TrainingError(f"run configuration {str(path)!r}: env.{k} is missing")
-    d["env"].setdefault("observation", "basic")  # a run from before the tenant descriptors
     if not isinstance(d["hyperparams"], dict):
         raise TrainingError(f"run configuration {str(path)!r}: hyperparams: expected a mapping")
     d["hyperparams"] = check_hyperparams(
@@ -1149,8 +1148,27 @@ def _read_tiergym_json(meta: Path) -> tuple[str, dict[str, Any]]:
     env = check_env(info["env"], _under(where, "env"))
     if "scenario" not in env:
         raise TrainingError(f"run description {str(meta)!r}: env.scenario is missing")
-    env.setdefault("observation", "basic")  # a run from before the tenant descriptors
     return algo, env
+
+
+def _with_layout(model: Any, env: dict[str, Any]) -> dict[str, Any]:
+    """``env`` with its observation layout; a run that records none (written before the
+    tenant descriptors, or by hand) gets the layout whose size the model's observations have."""
+    if "observation" in env:
+        return env
+    from agents.residual import agent_spaces, core_kwargs
+    from envs.core import make_params
+
+    want = getattr(model.observation_space, "shape", None)
+    for layout in ("basic", "full"):
+        try:
+            params = make_params(**core_kwargs({**env, "observation": layout, "pool_size": 8}))
+            got = agent_spaces(params, env.get("base_policy"), env.get("pad_nodes"))[0].shape
+        except ValueError:
+            continue
+        if got == want:
+            return {**env, "observation": layout}
+    return {**env, "observation": "basic"}
 
 
 def load_trained(path: str | Path, trust_pickle: bool = False) -> tuple[Any, dict[str, Any], str]:
@@ -1209,7 +1227,7 @@ def load_trained(path: str | Path, trust_pickle: bool = False) -> tuple[Any, dic
             raise TrainingError(
                 f"model file {str(model_file)!r} could not be loaded as a {algo} model: {msg}"
             ) from None
-        return model, env, algo
+        return model, _with_layout(model, env), algo
     try:
         model = _safe_model(model_file, algo, None, predict_only=True)
     except persist.ModelFileError as exc:
@@ -1220,5 +1238,4 @@ def load_trained(path: str | Path, trust_pickle: bool = False) -> tuple[Any, dic
             saved.get("env"),
             _under(lambda k, v: f"model file {str(model_file)!r}: {k}={_short(v)}", "env"),
         )
-        env.setdefault("observation", "basic")  # a model from before the tenant descriptors
-    return model, env, saved["algo"]
+    return model, _with_layout(model, env), saved["algo"]

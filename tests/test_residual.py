@@ -273,8 +273,34 @@ def test_training_env_over_machine_shapes() -> None:
     venv.seed(1)
     obs = venv.reset()
     assert obs.shape[0] == 6
-    for _ in range(3):
-        obs, rew, _done, infos = venv.step(np.zeros((6, venv.action_space.shape[0]), np.float32))
-    assert np.isfinite(rew).all() and obs.shape[0] == 6
+    ended = np.zeros(6, dtype=bool)
+    for _ in range(101):  # past the episodes' end: autoreset and terminal observations
+        obs, rew, done, infos = venv.step(np.zeros((6, venv.action_space.shape[0]), np.float32))
+        ended |= done
+        for i in np.flatnonzero(done):
+            assert infos[i]["terminal_observation"].shape == obs.shape[1:]
+    assert ended.all() and np.isfinite(rew).all() and obs.shape[0] == 6
     nodes = {infos[i]["metrics"].node_bandwidth_gbps.shape[1] for i in range(6)}
     assert nodes == {2, 3, 5}
+
+
+def test_a_model_from_before_the_descriptors_still_loads(tmp_path: Any) -> None:
+    """A run that records no observation layout gets the one its model was trained with."""
+    import json
+
+    from stable_baselines3 import PPO
+
+    from agents.evaluation import load_policy
+    from envs.sb3 import make_vec_env
+
+    for layout in ("basic", "full"):
+        run = tmp_path / layout
+        run.mkdir()
+        env = {"scenario": "colocation", "split": "train"}
+        venv = make_vec_env(2, **env, observation=layout, pool_size=8)
+        PPO("MlpPolicy", venv, n_steps=8, batch_size=16, device="cpu").save(run / "model.zip")
+        (run / "tiergym.json").write_text(json.dumps({"algo": "ppo", "env": env, "seed": 0}))
+        pol, kw = load_policy(str(run), trust_pickle=True)
+        assert kw["observation"] == layout
+        recs = rollout(pol, "colocation", 2, env_kwargs=kw)
+        assert all(r["metrics"]["geomean_perf"] > 0 for r in recs)
