@@ -148,7 +148,7 @@ class AgentInterface:
         return self.name is not None or self.pad_nodes is not None
 
     def spaces(self, params: EnvParams) -> tuple[spaces.Box, spaces.Space]:
-        return agent_spaces(params, self.name, self.pad_nodes)  # type: ignore[return-value]
+        return agent_spaces(params, self.name, self.pad_nodes)
 
     def bind(self, params: EnvParams, num_envs: int) -> None:
         """Attach to the environment; checks the heuristic's kernel is one of its modes."""
@@ -273,7 +273,7 @@ class AgentVecEnv(VecEnvWrapper):
         self._ready = False
 
     def reset(self) -> np.ndarray:
-        obs = self.venv.reset()
+        obs = np.asarray(self.venv.reset())
         assert self.agent.params is not None
         self.agent.bind(self.agent.params, self.num_envs)  # fresh controller state
         self.agent.observe(None, self.venv.hardware())  # type: ignore[attr-defined]
@@ -287,7 +287,8 @@ class AgentVecEnv(VecEnvWrapper):
         self.venv.step_async(self.agent.action_to_env(self._base, actions))
 
     def step_wait(self) -> VecEnvStepReturn:
-        obs, reward, done, infos = self.venv.step_wait()
+        raw, reward, done, infos = self.venv.step_wait()
+        obs = np.asarray(raw)
         last = self._base
         self.agent.observe(infos[0]["metrics"], self.venv.hardware())  # type: ignore[attr-defined]
         self._base = self.agent.decide(obs, done)
@@ -327,7 +328,8 @@ class ConcatVecEnv(VecEnv):
     @property
     def params(self) -> EnvParams:
         """The first family's parameters (``scenario``: what the callbacks log by name)."""
-        return self.venvs[0].params  # type: ignore[attr-defined, no-any-return]
+        params: EnvParams = self.venvs[0].params  # type: ignore[attr-defined]
+        return params
 
     @property
     def env_seconds(self) -> float:

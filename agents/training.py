@@ -890,14 +890,15 @@ def dry_build(cfg: RunConfig) -> None:
 
     try:
         agent = make_interface(cfg.env)
-        obs_space, act_space = None, None
+        found: list[Any] = []
         for fam in [cfg.env["scenario"], *(cfg.env.get("train_families") or [])]:
             params = make_params(**core_kwargs({**cfg.env, "scenario": fam, "pool_size": 8}))
             agent.bind(params, 1)  # the base's kernel must be a tiering mode; the padding fit
             spaces = agent.spaces(params)
-            if obs_space is not None and spaces != (obs_space, act_space):
+            if found and spaces != tuple(found):
                 raise ValueError(f"train_families: {fam!r} gives other agent spaces; set pad_nodes")
-            obs_space, act_space = spaces
+            found = list(spaces)
+        obs_space, act_space = found
     except ValueError as exc:
         raise TrainingError(f"env settings: {exc}") from None
     env = persist.SpacesOnlyEnv(cfg.n_envs, obs_space, act_space)

@@ -638,7 +638,8 @@ def with_kernel_rows(
     ``table`` is :func:`kernel_arrays` of a list of configurations (M,); ``idx`` (B,)
     picks one per element. A new object: ``p`` is not modified.
     """
-    return dataclasses.replace(p, **{k: v[idx] for k, v in table.items()})
+    fields: dict[str, Any] = {k: v[idx] for k, v in table.items()}
+    return dataclasses.replace(p, **fields)
 
 
 def solo_throughput(p: Params, jit: F64) -> F64:
