@@ -382,6 +382,7 @@ def build_config(args: argparse.Namespace) -> RunConfig:
     if args.max_tenants is not None:
         env["max_tenants"] = args.max_tenants
     env.setdefault("max_tenants", family.max_tenants)
+    env.setdefault("observation", "full")  # recorded: a run without it is read as "basic"
     if env["max_tenants"] < family.max_tenants:
         where = f"--max-tenants {args.max_tenants}" if args.max_tenants is not None else source
         raise TrainingError(
@@ -511,9 +512,9 @@ def make_training_env(cfg: RunConfig) -> tuple[Any, Any]:
     """The SB3 adapter under VecMonitor (and VecNormalize on rewards if asked)."""
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from envs.sb3 import make_vec_env
+    from agents.residual import make_training_vec_env
 
-    venv = make_vec_env(cfg.n_envs, **cfg.env)
+    venv = make_training_vec_env(cfg.n_envs, cfg.env)
     venv.seed(cfg.seed)
     norm = None
     if cfg.hyperparams.get("normalize_reward", False):

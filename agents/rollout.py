@@ -161,6 +161,10 @@ def make_params(
             )
         kw["kernel"] = pk
     kw.setdefault("split", split)
+    # a residual model's base policy and scale are the policy's business (agents.residual)
+    from agents.residual import core_kwargs
+
+    kw = core_kwargs(kw)
     return core.make_params(scenario=scenario, **kw)
 
 

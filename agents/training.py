@@ -49,6 +49,7 @@ import torch
 import yaml
 
 from agents import persist
+from envs.spaces import OBSERVATIONS, TIERING_MODES
 
 __all__ = [
     "ALGOS",
@@ -80,6 +81,12 @@ ENV_KEYS = (
     "kernel",
     "jitter",
     "pool_size",
+    "tiering_modes",
+    "observation",
+    "base_policy",
+    "residual_scale",
+    "pad_nodes",
+    "train_families",
 )
 SPECIAL_KEYS = ("n_envs", "total_timesteps", "normalize_reward", "policy", "env")
 DEFAULT_N_ENVS = 16  # when a hyperparameter file has no n_envs
@@ -384,6 +391,40 @@ def _kernel(v: Any) -> Any:
     raise _Reject
 
 
+def _tiering_modes(v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, list | tuple) and all(m in TIERING_MODES for m in v) and len(set(v)) == len(v):
+        return list(v)
+    raise _Reject
+
+
+def _pad_nodes(v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 64:
+        return v
+    raise _Reject
+
+
+def _names(v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, list | tuple) and all(isinstance(x, str) and x for x in v):
+        return list(v)
+    raise _Reject
+
+
+def _base_policy(v: Any) -> Any:
+    if v is None:
+        return None
+    from baselines import policy_names
+
+    if isinstance(v, str) and (v in policy_names()[:-1] or v.startswith("static:")):
+        return v
+    raise _Reject
+
+
 #: Environment settings (``env:`` of a hyperparameter file, ``config.yml``, ``tiergym.json``).
 ENV_SETTINGS: dict[str, Rule] = {
     "scenario": TEXT,  # --scenario
@@ -396,9 +437,29 @@ ENV_SETTINGS: dict[str, Rule] = {
     "kernel": Rule("null or a mapping of kernel options", _kernel),
     "jitter": FLOAT(0, 1, hi_open=True),
     "pool_size": INT(1, 1 << 16),
+    "tiering_modes": Rule(
+        f"null or a list of tiering modes of {list(TIERING_MODES)}", _tiering_modes
+    ),
+    "observation": CHOICE(list(OBSERVATIONS)),
+    "base_policy": Rule("null or a heuristic name (residual actions over it)", _base_policy),
+    "residual_scale": FLOAT(0, 2, lo_open=True),
+    "pad_nodes": Rule("null or a number of nodes 1..64", _pad_nodes),
+    "train_families": Rule("null or a list of scenario or family names", _names),
 }
 #: Env settings a hyperparameter file may give (the rest are command-line flags).
-FILE_ENV_KEYS = ("max_tenants", "max_promote_mbps", "kernel", "jitter", "pool_size")
+FILE_ENV_KEYS = (
+    "max_tenants",
+    "max_promote_mbps",
+    "kernel",
+    "jitter",
+    "pool_size",
+    "tiering_modes",
+    "observation",
+    "base_policy",
+    "residual_scale",
+    "pad_nodes",
+    "train_families",
+)
 
 #: Run options that are command-line flags only.
 RUN_OPTIONS: dict[str, Rule] = {
@@ -824,13 +885,23 @@ def build_model(
 
 def dry_build(cfg: RunConfig) -> None:
     """Build the model once on a stand-in env with the run's spaces: SB3's own checks, before any work."""
+    from agents.residual import core_kwargs, make_interface
     from envs.core import make_params
 
     try:
-        params = make_params(**cfg.env)
+        agent = make_interface(cfg.env)
+        found: list[Any] = []
+        for fam in [cfg.env["scenario"], *(cfg.env.get("train_families") or [])]:
+            params = make_params(**core_kwargs({**cfg.env, "scenario": fam, "pool_size": 8}))
+            agent.bind(params, 1)  # the base's kernel must be a tiering mode; the padding fit
+            spaces = agent.spaces(params)
+            if found and spaces != tuple(found):
+                raise ValueError(f"train_families: {fam!r} gives other agent spaces; set pad_nodes")
+            found = list(spaces)
+        obs_space, act_space = found
     except ValueError as exc:
         raise TrainingError(f"env settings: {exc}") from None
-    env = persist.SpacesOnlyEnv(cfg.n_envs, params.encoder.space(), params.codec.space())
+    env = persist.SpacesOnlyEnv(cfg.n_envs, obs_space, act_space)
     try:
         build_model(cfg.algo, cfg.hyperparams, env, seed=cfg.seed)
     except (AssertionError, ValueError, TypeError) as exc:
@@ -1081,6 +1152,26 @@ def _read_tiergym_json(meta: Path) -> tuple[str, dict[str, Any]]:
     return algo, env
 
 
+def _with_layout(model: Any, env: dict[str, Any]) -> dict[str, Any]:
+    """``env`` with its observation layout; a run that records none (written before the
+    tenant descriptors, or by hand) gets the layout whose size the model's observations have."""
+    if "observation" in env:
+        return env
+    from agents.residual import agent_spaces, core_kwargs
+    from envs.core import make_params
+
+    want = getattr(model.observation_space, "shape", None)
+    for layout in ("basic", "full"):
+        try:
+            params = make_params(**core_kwargs({**env, "observation": layout, "pool_size": 8}))
+            got = agent_spaces(params, env.get("base_policy"), env.get("pad_nodes"))[0].shape
+        except ValueError:
+            continue
+        if got == want:
+            return {**env, "observation": layout}
+    return {**env, "observation": "basic"}
+
+
 def load_trained(path: str | Path, trust_pickle: bool = False) -> tuple[Any, dict[str, Any], str]:
     """A trained model and the env settings it was trained for.
 
@@ -1137,7 +1228,7 @@ def load_trained(path: str | Path, trust_pickle: bool = False) -> tuple[Any, dic
             raise TrainingError(
                 f"model file {str(model_file)!r} could not be loaded as a {algo} model: {msg}"
             ) from None
-        return model, env, algo
+        return model, _with_layout(model, env), algo
     try:
         model = _safe_model(model_file, algo, None, predict_only=True)
     except persist.ModelFileError as exc:
@@ -1148,4 +1239,4 @@ def load_trained(path: str | Path, trust_pickle: bool = False) -> tuple[Any, dic
             saved.get("env"),
             _under(lambda k, v: f"model file {str(model_file)!r}: {k}={_short(v)}", "env"),
         )
-    return model, env, saved["algo"]
+    return model, _with_layout(model, env), saved["algo"]

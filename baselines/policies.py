@@ -48,6 +48,7 @@ from baselines.algorithms import (
 )
 from envs.core import EnvParams, Hardware
 from envs.model import KernelConfig
+from envs.spaces import TIERING_MODES
 
 __all__ = [
     "STATIC_KERNEL",
@@ -86,9 +87,7 @@ STATIC_KERNEL = KernelConfig()
 #: TPP (ASPLOS'23): proactive demotion to a watermark at 2% of the node
 #: (``demote_scale_factor`` 200/10000), promotion of active-LRU pages only, no rate-limit
 #: threshold adaptation (TPP predates it).
-TPP_KERNEL = KernelConfig(
-    demote_watermark_frac=0.02, promote_active_only=True, threshold_adapt=False
-)
+TPP_KERNEL = KernelConfig(**TIERING_MODES["tpp"])  # type: ignore[arg-type]
 #: Kernel default ``numa_balancing_promote_rate_limit_MBps``.
 KERNEL_RATE_MBPS = 65536.0
 
@@ -460,7 +459,7 @@ class MemcgFair(NumaTiering):
     """
 
     name = "memcg-fair"
-    kernel = KernelConfig(promotion_throttle=True, memcg_limits="dram")
+    kernel = KernelConfig(**TIERING_MODES["memcg-fair"])  # type: ignore[arg-type]
 
 
 # =============================================================================== published controllers

@@ -24,7 +24,8 @@ instance's machine that a policy may read (what firmware tables and
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,12 +41,21 @@ from envs.model import (
     Params,
     State,
     init_state,
+    kernel_arrays,
     reset_rows,
+    with_kernel_rows,
 )
 from envs.model import step as model_step
 from envs.rng import splitmix
 from envs.scenario import Scenario
-from envs.spaces import REWARDS, ActionCodec, ObservationEncoder, reward_terms
+from envs.spaces import (
+    GIB_SCALE,
+    REWARDS,
+    ActionCodec,
+    ObservationEncoder,
+    mode_kernels,
+    reward_terms,
+)
 
 __all__ = [
     "EnvParams",
@@ -89,6 +99,7 @@ class EnvParams:
     encoder: ObservationEncoder
     reward: str
     jitter: float
+    mode_table: dict[str, NDArray[Any]] | None = None  # kernel arrays of codec.modes (M,)
 
     @property
     def n_tenants(self) -> int:
@@ -115,6 +126,8 @@ class EnvParams:
             "kernel": dataclasses.asdict(self.kernel),
             "jitter": self.jitter,
             "pool_size": self.family.pool_size,
+            "tiering_modes": list(self.codec.modes),
+            "observation": self.encoder.version,
         }
 
 
@@ -129,8 +142,16 @@ def make_params(
     kernel: KernelConfig | Mapping[str, Any] | None = None,
     jitter: float = 0.05,
     pool_size: int = 512,
+    tiering_modes: Sequence[str] | None = None,
+    observation: str = "full",
 ) -> EnvParams:
-    """Frozen parameters of an environment (the arguments are those of ``gymnasium.make``)."""
+    """Frozen parameters of an environment (the arguments are those of ``gymnasium.make``).
+
+    ``tiering_modes`` (names of :data:`envs.spaces.TIERING_MODES`, default none) adds
+    an action entry that picks the kernel's tiering mode each interval, over
+    ``kernel``; ``observation`` is the layout, ``"full"`` (tenant descriptors from the
+    step before a tenant starts, capacities, the promotion limit) or ``"basic"``.
+    """
     if reward not in REWARDS:
         raise ValueError(f"reward: got {reward!r}, expected one of {list(REWARDS)}")
     family = make_family(scenario, pool_size=pool_size)
@@ -143,15 +164,18 @@ def make_params(
         )
     kern = kernel_config(kernel)
     pool = family.pool(split, T, kern, jitter)
+    modes = tuple(tiering_modes or ())
+    codec = ActionCodec(T, pool.n_nodes, weights, action_type, max_promote_mbps, modes)
     return EnvParams(
         family=family,
         split=split,
         pool=pool,
         kernel=kern,
-        codec=ActionCodec(T, pool.n_nodes, weights, action_type, max_promote_mbps),
-        encoder=ObservationEncoder(T, pool.n_nodes),
+        codec=codec,
+        encoder=ObservationEncoder(T, pool.n_nodes, observation),
         reward=reward,
         jitter=jitter,
+        mode_table=kernel_arrays(mode_kernels(kern, modes)) if modes else None,
     )
 
 
@@ -247,7 +271,8 @@ class Metrics(Outputs):
     ``reward_throughput``, ``reward_weighted_speedup``, ``reward_harmonic``), the
     action in force (``interleave_weights`` (B, T, N) integers, 0 everywhere
     meaning local-first; ``promote_rate_mbps``), ``episode_step`` (steps done in
-    the episode, this one included) and ``node_capacity_gib``.
+    the episode, this one included), ``node_capacity_gib`` and ``tiering_mode``
+    (index in ``params.codec.modes`` of the mode in force; 0 without modes).
 
     A mapping too: ``metrics["tenant_norm_perf"]`` and ``dict(metrics)`` work, so
     code written against the Gymnasium ``info`` dict reads it unchanged.
@@ -261,6 +286,7 @@ class Metrics(Outputs):
     promote_rate_mbps: F64
     episode_step: NDArray[np.int64]
     node_capacity_gib: F64
+    tiering_mode: NDArray[np.int64]
 
     def __getitem__(self, key: str) -> Any:
         if key not in _METRIC_NAMES:
@@ -307,10 +333,59 @@ def _episode_seeds(base: NDArray[np.uint64], episode: NDArray[np.uint64]) -> NDA
         return splitmix(base * np.uint64(0x9E3779B97F4A7C15) + splitmix(episode))
 
 
+def _take(a: NDArray[Any], phase: NDArray[np.int64]) -> NDArray[Any]:
+    """(T, B) values of ``a`` (T, P, B) at each tenant's phase (T, B)."""
+    return np.take_along_axis(a, phase[:, None, :], axis=1)[:, 0]
+
+
+def descriptors(params: EnvParams, state: EnvState) -> tuple[F64, F64]:
+    """The ``"full"`` observation's tenant descriptors (B, T, 8) and extra globals (B, 4).
+
+    A tenant's descriptors are those of the phase it runs in the NEXT interval (its
+    spec, known at admission), shown while it runs then; see
+    :class:`~envs.spaces.ObservationEncoder`.
+    """
+    p, s = state.instance, state.model
+    now = s.t * p.interval_s  # start of the next interval
+    up = p.present & (p.start_s <= now) & (now < p.stop_s)  # (T, B)
+    phase = np.maximum((p.phase_at <= now).sum(axis=1) - 1, 0)  # (T, B)
+    cap = p.capacity_gib
+    dram = np.where(p.is_cxl, 0.0, cap).sum(0)  # (B,)
+    cxl = np.where(p.is_cxl, cap, 0.0).sum(0)
+    peak = np.minimum(p.curves.mem_read, p.curves.link_read).sum(0)
+    ws = _take(p.working_set_gib, phase) * s.jit[2]
+    hot = np.take_along_axis(p.access_share, phase[:, None, None, :], axis=1)[:, 0, :3].sum(1)
+    d = np.stack(
+        [
+            up.astype(float),
+            np.log2(1.0 + _take(p.threads, phase)) / 8.0,
+            np.log2(1.0 + ws) / GIB_SCALE,
+            ws / np.maximum(dram, 1e-9),
+            _take(p.read_fraction, phase),
+            hot,
+            _take(p.socket, phase).astype(float),
+            _take(s.solo_gbps, phase) / peak,
+        ],
+        axis=-1,
+    )  # (T, B, 8)
+    d = np.where(up[:, :, None], np.clip(d, 0.0, 1.0), 0.0)
+    extra = np.stack(
+        [
+            np.log2(1.0 + dram) / GIB_SCALE,
+            np.log2(1.0 + cxl) / GIB_SCALE,
+            np.log1p(state.promote_mbps) / math.log1p(65536.0),
+            p.interval_s / 10.0,
+        ],
+        axis=1,
+    )
+    return np.moveaxis(d, 1, 0), extra
+
+
 def observe(params: EnvParams, state: EnvState, out: Outputs | None) -> NDArray[np.float32]:
     """Observations (B, size) after an interval's outputs (``None``: just reset)."""
     p, s = state.instance, state.model
     c = p.curves
+    desc, extra = descriptors(params, state) if params.encoder.n_desc else (None, None)
     return params.encoder.encode(
         out,
         idle_ns=c.idle_ns.T,
@@ -321,6 +396,8 @@ def observe(params: EnvParams, state: EnvState, out: Outputs | None) -> NDArray[
         steps=p.episode_steps,
         present=(p.present & (p.start_s <= 0)).T,
         read_fraction=p.read_fraction[:, 0].T,
+        descriptors=desc,
+        extra=extra,
     )
 
 
@@ -389,9 +466,14 @@ def step(
         ValueError: a wrong action shape, NaN, or choices out of range.
     """
     B = state.num_envs
-    act, w = params.codec.decode(np.asarray(action).reshape(B, -1))
+    a = np.asarray(action).reshape(B, -1)
+    act, w = params.codec.decode(a)
+    mode = params.codec.decode_mode(a)
     weights = np.broadcast_to(w, (B, params.n_tenants, params.n_nodes)).copy()
-    model, out = model_step(state.instance, state.model, act, check=False)
+    inst = state.instance
+    if params.mode_table is not None:  # the tiering mode chosen for this interval
+        inst = with_kernel_rows(inst, params.mode_table, mode)
+    model, out = model_step(inst, state.model, act, check=False)
     c = state.instance.curves
     peak = np.minimum(c.mem_read, c.link_read).sum(0)
     terms = reward_terms(out, peak)
@@ -414,6 +496,7 @@ def step(
         promote_rate_mbps=act.promote_mbps.copy(),
         episode_step=model.t.copy(),
         node_capacity_gib=state.instance.capacity_gib.T.copy(),
+        tiering_mode=mode,
     )
     reward = terms[params.reward].astype(np.float64)
     truncated = model.t >= state.instance.episode_steps

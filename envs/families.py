@@ -154,15 +154,28 @@ def _tenant(kind: str, rng: np.random.Generator, name: str, episode_s: float) ->
     return d
 
 
+#: The machine-shape variants of ``mixed``: family name -> hardware preset. ``mixed`` itself
+#: is unchanged; the others draw the DRAM from 8 to 96 GiB (kv-store's 8 GiB included),
+#: the interval from 1 or 2 s (kv-store's 2 s), and on two sockets each tenant's socket.
+MIXED_SHAPES = {"mixed": "spr-a1000", "mixed-2s": "spr-a1000-2s", "mixed-4cxl": "spr-4cxl"}
+
+
 def mixed_scenario(
-    split: str, index: int, max_tenants: int = MIXED_MAX_TENANTS, episode_steps: int = 100
+    split: str,
+    index: int,
+    max_tenants: int = MIXED_MAX_TENANTS,
+    episode_steps: int = 100,
+    family: str = "mixed",
 ) -> Scenario:
     """Random machine number ``index`` of a split (train: even seeds, test: odd seeds)."""
     seed = 2 * index + (0 if split == "train" else 1)
+    if family != "mixed":  # a variant draws its own machines
+        seed += 1_000_003 * (1 + list(MIXED_SHAPES).index(family))
     rng = np.random.default_rng([0x7E1E, seed])
     n = int(rng.integers(1, max_tenants + 1))
     kinds = rng.choice(["llm", "kv", "scan", "hog", "latency"], size=n)
-    episode_s = float(episode_steps)
+    interval = 1.0 if family == "mixed" else float(rng.choice([1.0, 2.0]))
+    episode_s = float(episode_steps) * interval
     tenants = []
     for i, k in enumerate(kinds):
         t = _tenant(str(k), rng, f"{k}{i}", episode_s)
@@ -175,26 +188,40 @@ def mixed_scenario(
             t["stop_s"] = round(float(rng.uniform(0.6, 0.95)) * episode_s, 1)
             t["phases"] = [ph for ph in t.get("phases", []) if ph["at_s"] < t["stop_s"]]
         tenants.append(t)
-    dram = round(float(rng.uniform(16, 96)), 1)
+    if family == "mixed":
+        dram = round(float(rng.uniform(16, 96)), 1)
+    else:
+        dram = round(float(rng.uniform(8, 96)), 1)
+    nodes: dict[str, Any] = {"dram0": {"capacity_gib": dram}}
+    if family == "mixed-2s":
+        nodes["dram1"] = {"capacity_gib": dram}
+        for t in tenants:
+            t["socket"] = int(rng.integers(0, 2))
     return load_scenario(
         {
-            "name": f"mixed-{split}-{index}",
+            "name": f"{family}-{split}-{index}",
             "description": "random multi-tenant machine from envs.families.mixed_scenario",
-            "interval_s": 1.0,
+            "interval_s": interval,
             "episode_steps": episode_steps,
-            "hardware": {"preset": "spr-a1000", "nodes": {"dram0": {"capacity_gib": dram}}},
+            "hardware": {"preset": MIXED_SHAPES[family], "nodes": nodes},
             "tenants": tenants,
         }
     )
 
 
-FAMILY_NAMES = ("mixed",)
+FAMILY_NAMES = tuple(MIXED_SHAPES)
 
 
 @lru_cache(maxsize=8)
 def _named_family(name: str, pool_size: int) -> ScenarioFamily:
     """One object per (family, pool size), so every env shares its compiled pools."""
-    return ScenarioFamily(name, mixed_scenario, pool_size, MIXED_MAX_TENANTS, MIXED_MAX_PHASES)
+    return ScenarioFamily(
+        name,
+        lambda split, index: mixed_scenario(split, index, family=name),
+        pool_size,
+        MIXED_MAX_TENANTS,
+        MIXED_MAX_PHASES,
+    )
 
 
 def make_family(

@@ -42,7 +42,11 @@ _DOC_ARGS = """
       (demotion, TPP watermark, promotion filters; baselines set these);
     - ``jitter``: per-episode randomisation of tenants' mlp, compute time and
       working set, ``1 +- jitter`` (default 0.05);
-    - ``pool_size``: scenarios compiled per split of a family (default 512).
+    - ``pool_size``: scenarios compiled per split of a family (default 512);
+    - ``tiering_modes``: names of ``envs.spaces.TIERING_MODES``; adds an action entry
+      that picks the kernel's tiering mode each interval (default none);
+    - ``observation``: ``"full"`` (default, tenant descriptors from the step before a
+      tenant starts) or ``"basic"`` (the layout before them).
 """
 
 
@@ -71,10 +75,13 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
     on a log scale (``envs.spaces``). With ``action_type="discrete"`` a
     ``MultiDiscrete`` over ``WEIGHT_LEVELS`` and ``RATE_LEVELS_MBPS``. NaN or a
     wrong shape raises ``ValueError``; box values outside [-1, 1] are clipped.
+    With ``tiering_modes`` one more last entry picks the tiering mode
+    (``envs.spaces``).
 
     ## Observation Space
 
-    ``Box(0, 1, (3N + T(6+N) + 3,), float32)``, everything a kernel can observe:
+    ``Box(0, 1, (3N + T(14+N) + 7,), float32)`` (``"basic"``: ``3N + T(6+N) + 3``),
+    everything a kernel can observe:
 
     | index | entry | normalisation |
     |---|---|---|
@@ -88,12 +95,17 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
     | ``+4`` | bandwidth demand (throughput at idle latency) | over the machine's read peak |
     | ``+5`` | read fraction | 0..1 |
     | ``+6..+6+N`` | interleave weights in force | fractions |
+    | ``+6+N`` | ``"full"``: upcoming (runs in the next interval) | 0/1 |
+    | ``+7+N..+13+N`` | its spec: threads, working set, working set over DRAM, read fraction, access share of its hottest 2%, socket, demand alone | ``log2(1+n)/8``, ``log2(1+GiB)/log2(2049)``, capped 1, 0..1, 0..1, 0/1, over the peak |
+    | ``-7..-4`` | ``"full"``: DRAM and CXL capacity, promotion limit in force, interval | ``log2(1+GiB)/log2(2049)``, ``log1p(MB/s)/log1p(65536)``, ``s/10`` |
     | ``-3`` | promotion traffic | ``log1p(MB/s)/log1p(65536)`` |
     | ``-2`` | demotion traffic | ``log1p(MB/s)/log1p(65536)`` |
     | ``-1`` | time in the episode | ``t / episode_steps`` |
 
     An empty slot's entries are all 0. At a reset only presence, read
-    fraction, weights and time are filled.
+    fraction, weights and time are filled (and the descriptors). A tenant's
+    descriptors appear in the observation that decides the interval it starts
+    in, so its initial placement is an informed choice.
 
     ## Rewards
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -737,28 +737,12 @@ def compile_params(
         access_share=last(share),
         jitter=np.full(bsz, float(jitter)),
         init_weights=last(init_w),
-        demotion=np.array([k.demotion for k in kernels]),
-        demote_wm_frac=np.array([k.demote_watermark_frac for k in kernels]),
-        active_only=np.array([k.promote_active_only for k in kernels]),
-        threshold_adapt=np.array([k.threshold_adapt for k in kernels]),
-        threshold_period_s=np.array([k.threshold_period_s for k in kernels]),
-        promo_throttle=np.array([k.promotion_throttle for k in kernels]),
-        kswapd_gibps=np.array([k.kswapd_gibps for k in kernels]),
-        migrate_cpu_us=np.array([k.migrate_cpu_us_per_page for k in kernels]),
-        detect_noise=np.array([k.detection_noise for k in kernels]),
-        scan_period_s=np.array([k.scan_period_s for k in kernels]),
-        scan_gib_per_s=np.array(
-            [k.scan_mb_per_period * 1e6 / GIB / max(k.scan_period_s, 1e-9) for k in kernels]
-        ),
-        migrate_max_util=np.array([k.migrate_max_util for k in kernels]),
-        memcg_mode=np.array(
-            [
-                MEMCG_LIMIT_MODES.index(
-                    (sc.kernel.memcg_limits if sc.kernel is not None else None) or k.memcg_limits
-                )
-                for sc, k in zip(scs, kernels, strict=True)
-            ],
-            dtype=np.int64,
+        **kernel_arrays(
+            # a scenario's kernel.memcg_limits takes precedence over the configuration's
+            dataclasses.replace(k, memcg_limits=sc.kernel.memcg_limits)
+            if sc.kernel is not None and sc.kernel.memcg_limits is not None
+            else k
+            for sc, k in zip(scs, kernels, strict=True)
         ),
         toptier_share=np.array(
             [
@@ -767,11 +751,6 @@ def compile_params(
                 for sc in scs
             ]
         ),
-        scan_task=np.array([k.numa_scan == "task" for k in kernels]),
-        scan_delay_s=np.array([k.scan_delay_ms / 1000.0 for k in kernels]),
-        scan_min_ms=np.array([k.scan_period_min_ms for k in kernels]),
-        scan_max_ms=np.array([k.scan_period_max_ms for k in kernels]),
-        scan_size_mb=np.array([k.scan_size_mb for k in kernels]),
         policy_mask=last(pmask),
         policy_w=last(pw),
         numa_mof=last(mof),
@@ -790,6 +769,54 @@ def _link_arrays(scs: Sequence[Scenario]) -> dict[str, F64]:
         "link_knee_ns": np.array([10.0 if lk is None else lk.knee_ns for lk in links]),
         "link_knee_exp": np.array([1.0 if lk is None else lk.knee_exp for lk in links]),
     }
+
+
+def kernel_arrays(kernels: Sequence[KernelConfig]) -> dict[str, NDArray[Any]]:
+    """The :class:`Params` fields of the kernel configuration, one entry per config (B,).
+
+    The one mapping from :class:`KernelConfig` to the model's arrays: :func:`compile_params`
+    uses it, and so does the environment when a tiering mode is chosen per step
+    (:func:`with_kernel_rows`).
+    """
+    ks = list(kernels)
+    return {
+        "demotion": np.array([k.demotion for k in ks]),
+        "demote_wm_frac": np.array([k.demote_watermark_frac for k in ks]),
+        "active_only": np.array([k.promote_active_only for k in ks]),
+        "threshold_adapt": np.array([k.threshold_adapt for k in ks]),
+        "threshold_period_s": np.array([k.threshold_period_s for k in ks]),
+        "promo_throttle": np.array([k.promotion_throttle for k in ks]),
+        "kswapd_gibps": np.array([k.kswapd_gibps for k in ks]),
+        "migrate_cpu_us": np.array([k.migrate_cpu_us_per_page for k in ks]),
+        "detect_noise": np.array([k.detection_noise for k in ks]),
+        "scan_period_s": np.array([k.scan_period_s for k in ks]),
+        "scan_gib_per_s": np.array(
+            [k.scan_mb_per_period * 1e6 / GIB / max(k.scan_period_s, 1e-9) for k in ks]
+        ),
+        "migrate_max_util": np.array([k.migrate_max_util for k in ks]),
+        "memcg_mode": np.array(
+            [MEMCG_LIMIT_MODES.index(k.memcg_limits) for k in ks], dtype=np.int64
+        ),
+        "scan_task": np.array([k.numa_scan == "task" for k in ks]),
+        "scan_delay_s": np.array([k.scan_delay_ms / 1000.0 for k in ks]),
+        "scan_min_ms": np.array([k.scan_period_min_ms for k in ks]),
+        "scan_max_ms": np.array([k.scan_period_max_ms for k in ks]),
+        "scan_size_mb": np.array([k.scan_size_mb for k in ks]),
+    }
+
+
+def with_kernel_rows(
+    p: Params, table: Mapping[str, NDArray[Any]], idx: NDArray[np.int64]
+) -> Params:
+    """``p`` with each batch element's kernel fields taken from row ``idx[b]`` of ``table``.
+
+    ``table`` is :func:`kernel_arrays` of a list of configurations (M,); ``idx`` (B,)
+    picks one per element. A new object: ``p`` is not modified. The table's rows
+    replace every kernel field, a scenario's own ``kernel.memcg_limits`` included
+    (the modes are the environment's, not the scenario's).
+    """
+    fields: dict[str, Any] = {k: v[idx] for k, v in table.items()}
+    return dataclasses.replace(p, **fields)
 
 
 def solo_throughput(p: Params, jit: F64) -> F64:

@@ -22,10 +22,19 @@ per node, then one entry for the promotion rate limit; with
 
 ``action_type="discrete"``: a ``MultiDiscrete``; each weight entry picks one of
 ``WEIGHT_LEVELS`` and the rate entry one of ``RATE_LEVELS_MBPS``.
+
+Tiering mode (``tiering_modes``, default none): one more entry after the rate
+picks the kernel's tiering mode for the interval, one of the named
+:data:`TIERING_MODES` (the kernel switches that distinguish TPP, DAMON, the
+memcg fairness RFC... from plain NUMA-balancing tiering). A box entry ``a``
+picks mode ``floor((a + 1) / 2 * M)`` of the ``M`` modes listed (equal bins over
+[-1, 1]); a discrete entry is the index. ``"default"`` is the environment's own
+kernel configuration.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -34,15 +43,19 @@ from gymnasium import spaces
 from numpy.typing import NDArray
 
 from envs.kernel import MAX_WEIGHT, gcd_reduce
-from envs.model import Action, Outputs
+from envs.model import Action, KernelConfig, Outputs
 
 __all__ = [
+    "OBSERVATIONS",
     "RATE_LEVELS_MBPS",
     "REWARDS",
+    "TIERING_MODES",
     "WEIGHT_LEVELS",
     "ActionCodec",
     "ObservationEncoder",
+    "mode_kernels",
     "reward_terms",
+    "tiering_mode_of",
 ]
 
 F64 = NDArray[np.float64]
@@ -50,6 +63,61 @@ OFF = -0.9  # below this an entry means "off" (node out of the mask, promotion d
 WEIGHT_LEVELS = (0, 1, 2, 3, 4, 6, 8, 16)
 RATE_LEVELS_MBPS = (0.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 65536.0)
 REWARDS = ("log-geomean", "throughput", "weighted-speedup", "harmonic")
+OBSERVATIONS = ("full", "basic")  # "basic": the layout before visible arrivals (old models)
+
+#: The kernel's tiering modes an agent may select (:class:`~envs.model.KernelConfig`
+#: fields set over the environment's own configuration, ``"default"``). What sets the
+#: shipped heuristics apart from plain NUMA-balancing tiering, so that each of them is
+#: an action (``tests/test_residual.py`` replays them):
+#:
+#: - ``tpp``: TPP (ASPLOS'23, Linux 5.18 patch set): proactive demotion to a watermark
+#:   at ``demote_scale_factor`` 200/10000 of the node, promotion of active-LRU pages
+#:   only, no rate-limit threshold adaptation (TPP predates it);
+#: - ``memcg-fair``: the per-cgroup promotion throttle of the tiering-fairness RFC
+#:   (K. Zhao, linux-mm, Sept 2024), with memory.low/high on DRAM usage as that RFC
+#:   uses them (``memcg_limits="dram"``);
+#: - ``damon``: DAMON mtier (``samples/damon/mtier.c``, Linux 6.16): demotion when DRAM
+#:   free falls under 50/10000, at most the 200 MiB/s quota, no threshold adaptation;
+#: - ``no-demotion``: Linux's default ``/sys/kernel/mm/numa/demotion_enabled=0``.
+TIERING_MODES: dict[str, dict[str, float | bool | str]] = {
+    "default": {},
+    "tpp": {"demote_watermark_frac": 0.02, "promote_active_only": True, "threshold_adapt": False},
+    "memcg-fair": {"promotion_throttle": True, "memcg_limits": "dram"},
+    "damon": {
+        "demotion": True,
+        "demote_watermark_frac": 50 / 10000.0,
+        "kswapd_gibps": 200 / 1024.0,
+        "threshold_adapt": False,
+    },
+    "no-demotion": {"demotion": False},
+}
+
+
+def mode_kernels(base: KernelConfig, modes: tuple[str, ...]) -> list[KernelConfig]:
+    """The kernel configuration of each mode of ``modes`` over the environment's ``base``."""
+    out = []
+    for m in modes:
+        if m not in TIERING_MODES:
+            raise ValueError(
+                f"tiering_modes: unknown mode {m!r}, expected some of {list(TIERING_MODES)}"
+            )
+        out.append(dataclasses.replace(base, **TIERING_MODES[m]))  # type: ignore[arg-type]
+    return out
+
+
+def tiering_mode_of(kernel: KernelConfig, base: KernelConfig, modes: tuple[str, ...]) -> int:
+    """Index in ``modes`` of the mode that turns ``base`` into ``kernel``.
+
+    Raises:
+        ValueError: no listed mode gives ``kernel`` (a heuristic whose kernel settings are
+            not an action of this environment).
+    """
+    for i, k in enumerate(mode_kernels(base, modes)):
+        if k == kernel:
+            return i
+    raise ValueError(
+        f"kernel configuration {kernel!r} is none of the tiering modes {list(modes)} over {base!r}"
+    )
 
 
 def _log_scale(a: F64, top: float) -> F64:
@@ -65,8 +133,14 @@ class ActionCodec:
     weights: str = "per-tenant"
     action_type: str = "box"
     max_promote_mbps: float = 65536.0
+    modes: tuple[str, ...] = ()  # tiering modes the last entry picks from (none: no entry)
 
     def __post_init__(self) -> None:
+        bad = [m for m in self.modes if m not in TIERING_MODES]
+        if bad or len(set(self.modes)) != len(self.modes):
+            raise ValueError(
+                f"tiering_modes: got {list(self.modes)}, expected distinct names of {list(TIERING_MODES)}"
+            )
         if self.weights not in ("per-tenant", "global"):
             raise ValueError(f"weights: got {self.weights!r}, expected 'per-tenant' or 'global'")
         if self.action_type not in ("box", "discrete"):
@@ -82,13 +156,40 @@ class ActionCodec:
 
     @property
     def size(self) -> int:
+        return self.n_weight_rows * self.n_nodes + 1 + (1 if self.modes else 0)
+
+    @property
+    def _n_base(self) -> int:
+        """Entries of the weights and the rate (the mode entry, if any, comes after)."""
         return self.n_weight_rows * self.n_nodes + 1
 
     def space(self) -> spaces.Space:
         if self.action_type == "box":
             return spaces.Box(-1.0, 1.0, shape=(self.size,), dtype=np.float32)
-        nvec = [len(WEIGHT_LEVELS)] * (self.size - 1) + [len(RATE_LEVELS_MBPS)]
+        nvec = [len(WEIGHT_LEVELS)] * (self._n_base - 1) + [len(RATE_LEVELS_MBPS)]
+        if self.modes:
+            nvec.append(len(self.modes))
         return spaces.MultiDiscrete(np.array(nvec, dtype=np.int64))
+
+    def decode_mode(self, actions: NDArray) -> NDArray[np.int64]:
+        """(B,) the tiering mode each action picks (index in ``modes``; 0 without modes)."""
+        a = np.asarray(actions)
+        if not self.modes:
+            return np.zeros(a.shape[0], dtype=np.int64)
+        m = len(self.modes)
+        last = a[:, -1]
+        if self.action_type == "box":
+            x = np.clip(np.nan_to_num(last.astype(float)), -1.0, 1.0)
+            return np.minimum(np.floor((x + 1.0) / 2.0 * m), m - 1).astype(np.int64)
+        idx = last.astype(np.int64)
+        if (idx < 0).any() or (idx >= m).any():
+            raise ValueError(f"action: tiering mode choices out of range, expected 0 <= a < {m}")
+        return idx
+
+    def mode_entry(self, mode: NDArray | int) -> NDArray[np.float32]:
+        """Box entries (B,) that pick ``mode`` (the middle of its bin)."""
+        m = max(len(self.modes), 1)
+        return (-1.0 + (np.asarray(mode, dtype=float) + 0.5) * 2.0 / m).astype(np.float32)
 
     def decode(self, actions: NDArray) -> tuple[Action, NDArray[np.int64]]:
         """Policy actions (B, size) -> the model's action and the integer weights (B, T, N).
@@ -101,6 +202,9 @@ class ActionCodec:
             raise ValueError(
                 f"action: got shape {a.shape[1:] if a.ndim == 2 else a.shape}, expected ({self.size},) per environment"
             )
+        if self.modes:
+            self.decode_mode(a)  # checks the mode entry
+            a = a[:, :-1]
         if self.action_type == "box":
             a = a.astype(float)
             if not np.isfinite(a).all():
@@ -114,7 +218,7 @@ class ActionCodec:
                 if not np.isfinite(a.astype(float)).all():
                     raise ValueError("action: contains NaN or inf, expected integer choices")
                 a = a.astype(np.int64)
-            hi = np.array([len(WEIGHT_LEVELS)] * (self.size - 1) + [len(RATE_LEVELS_MBPS)])
+            hi = np.array([len(WEIGHT_LEVELS)] * (self._n_base - 1) + [len(RATE_LEVELS_MBPS)])
             if (a < 0).any() or (a >= hi).any():
                 raise ValueError(f"action: choices out of range, expected 0 <= a < {hi.tolist()}")
             w = np.asarray(WEIGHT_LEVELS)[a[:, :-1]].reshape(-1, self.n_weight_rows, self.n_nodes)
@@ -124,8 +228,13 @@ class ActionCodec:
             w = np.broadcast_to(w, (w.shape[0], self.n_tenants, self.n_nodes))
         return Action(weights=w.astype(float), promote_mbps=rate.astype(float)), np.asarray(w)
 
-    def encode_box(self, weights: NDArray, promote_mbps: NDArray) -> NDArray[np.float32]:
-        """Inverse of :meth:`decode` for box actions: integer weights (B, rows, N) and MB/s (B,)."""
+    def encode_box(
+        self, weights: NDArray, promote_mbps: NDArray, mode: NDArray | int = 0
+    ) -> NDArray[np.float32]:
+        """Inverse of :meth:`decode` for box actions: integer weights (B, rows, N) and MB/s (B,).
+
+        With tiering modes, ``mode`` (an index in ``modes``, default 0) fills the last entry.
+        """
         w = np.asarray(weights, dtype=float)
         wa = np.where(
             w <= 0, -1.0, OFF + (1.0 - OFF) * np.log(np.maximum(w, 1.0)) / math.log(MAX_WEIGHT)
@@ -136,7 +245,26 @@ class ActionCodec:
             -1.0,
             OFF + (1.0 - OFF) * np.log(np.maximum(r, 1.0)) / math.log(self.max_promote_mbps),
         )
-        return np.concatenate([wa.reshape(wa.shape[0], -1), ra[:, None]], axis=1).astype(np.float32)
+        parts = [wa.reshape(wa.shape[0], -1), ra[:, None]]
+        if self.modes:
+            parts.append(np.broadcast_to(self.mode_entry(mode), (wa.shape[0],))[:, None])
+        return np.concatenate(parts, axis=1).astype(np.float32)
+
+
+GIB_SCALE = math.log2(1.0 + 2048.0)  # log2(1 + GiB) over this: 0..2 TiB on [0, 1]
+#: Descriptors of a tenant slot in the ``"full"`` layout (known at admission).
+TENANT_DESCRIPTORS = (
+    "upcoming",
+    "threads",
+    "working_set_gib",
+    "working_set_over_dram",
+    "spec_read_fraction",
+    "hot_access_share",
+    "socket",
+    "solo_demand",
+)
+#: Global entries added by the ``"full"`` layout (before the three basic ones).
+GLOBAL_EXTRA = ("dram_capacity_gib", "cxl_capacity_gib", "promote_limit", "interval")
 
 
 class ObservationEncoder:
@@ -150,15 +278,33 @@ class ObservationEncoder:
       performance ``min(perf/2, 1)``; DRAM access share; DRAM-resident share of
       its pages; bandwidth demand over the machine's peak; read fraction;
       interleave weights in force (fractions, ``N`` entries); every entry of an
-      empty slot is 0;
-    - global: promotion and demotion traffic ``log1p(MB/s)/log1p(65536)``; time
-      in the episode ``t / episode_steps``.
+      empty slot is 0; with ``version="full"`` (the default) then the tenant's
+      descriptors, what a scheduler knows of a container at admission, shown
+      from the step BEFORE it starts (so its initial placement is an informed
+      choice) and 0 once it has stopped: ``upcoming`` (1: runs in the next
+      interval), threads ``log2(1+n)/8``, working set ``log2(1+GiB)/log2(2049)``
+      and over the machine's DRAM (capped at 1), read fraction, share of its
+      accesses to its hottest 2% of pages, socket (0/1), and its bandwidth
+      demand alone in local DRAM over the machine's peak;
+    - global: with ``"full"`` first DRAM and CXL capacity
+      ``log2(1+GiB)/log2(2049)``, the promotion limit in force
+      ``log1p(MB/s)/log1p(65536)`` and the interval ``s/10``; then promotion and
+      demotion traffic ``log1p(MB/s)/log1p(65536)`` and the time in the episode
+      ``t / episode_steps`` (always the last three entries).
+
+    ``version="basic"`` is the layout without the descriptors and the extra
+    globals, that of models trained before them.
     """
 
-    def __init__(self, n_tenants: int, n_nodes: int) -> None:
-        self.T, self.N = n_tenants, n_nodes
-        self.per_tenant = 6 + n_nodes
-        self.size = 3 * n_nodes + n_tenants * self.per_tenant + 3
+    def __init__(self, n_tenants: int, n_nodes: int, version: str = "full") -> None:
+        if version not in OBSERVATIONS:
+            raise ValueError(f"observation: got {version!r}, expected one of {list(OBSERVATIONS)}")
+        self.T, self.N, self.version = n_tenants, n_nodes, version
+        full = version == "full"
+        self.n_desc = len(TENANT_DESCRIPTORS) if full else 0
+        self.n_glob = 3 + (len(GLOBAL_EXTRA) if full else 0)
+        self.per_tenant = 6 + n_nodes + self.n_desc
+        self.size = 3 * n_nodes + n_tenants * self.per_tenant + self.n_glob
 
     def space(self) -> spaces.Box:
         return spaces.Box(0.0, 1.0, shape=(self.size,), dtype=np.float32)
@@ -185,6 +331,9 @@ class ObservationEncoder:
                 )
             ]
             out += [f"tenant[{t}].weight[{n}]" for n in node_names]
+            if self.n_desc:
+                out += [f"tenant[{t}].{k}" for k in TENANT_DESCRIPTORS]
+        out += list(GLOBAL_EXTRA) if self.n_desc else []
         return [*out, "promotion_traffic", "demotion_traffic", "episode_time"]
 
     def encode(
@@ -198,17 +347,24 @@ class ObservationEncoder:
         steps: NDArray[np.int64],
         present: NDArray[np.bool_],
         read_fraction: F64,
+        descriptors: F64 | None = None,
+        extra: F64 | None = None,
     ) -> NDArray[np.float32]:
         """Observation (B, size) after an interval (``out``), batch-first arguments.
 
         Rows with ``t == 0`` (just reset; ``out`` None means every row) only know
         the tenants present at the start (``present``, (B, T)), their
-        ``read_fraction`` and the ``weights`` in force, and the time.
+        ``read_fraction`` and the ``weights`` in force, and the time. With the
+        ``"full"`` layout ``descriptors`` (B, T, len(TENANT_DESCRIPTORS)) and
+        ``extra`` (B, len(GLOBAL_EXTRA)) are given already normalised.
         """
         bsz = t.shape[0]
         obs = np.zeros((bsz, self.size), dtype=np.float32)
         N, T = self.N, self.T
-        tenant = np.zeros((bsz, T, self.per_tenant))
+        t0 = 3 * N  # first tenant entry
+        g0 = self.size - 3  # promotion traffic, demotion traffic, time
+        nb = 6 + N  # the basic tenant entries
+        tenant = np.zeros((bsz, T, nb))
         if out is not None:
             node = np.stack(
                 [
@@ -233,18 +389,23 @@ class ObservationEncoder:
                 [np.log1p(out.promotion_mbps) / scale, np.log1p(out.demotion_mbps) / scale], axis=1
             )
             obs[:, : 3 * N] = node.reshape(bsz, -1)
-            obs[:, -3:-1] = glob
+            obs[:, g0 : g0 + 2] = glob
         fresh = (t == 0) if out is not None else np.ones(bsz, dtype=bool)
         if fresh.any():
-            start = np.zeros((bsz, T, self.per_tenant))
+            start = np.zeros((bsz, T, nb))
             start[:, :, 0] = present
             start[:, :, 5] = read_fraction * present
             start[:, :, 6:] = weights * present[:, :, None]
             tenant = np.where(fresh[:, None, None], start, tenant)
             obs[fresh, : 3 * N] = 0.0
-            obs[fresh, -3:-1] = 0.0
-        obs[:, 3 * N : 3 * N + T * self.per_tenant] = tenant.reshape(bsz, -1)
-        obs[:, -1] = t / np.maximum(steps, 1)
+            obs[fresh, g0 : g0 + 2] = 0.0
+        if self.n_desc:
+            if descriptors is None or extra is None:
+                raise ValueError("the 'full' observation needs descriptors and extra")
+            tenant = np.concatenate([tenant, descriptors], axis=2)
+            obs[:, t0 + T * self.per_tenant : g0] = extra
+        obs[:, t0 : t0 + T * self.per_tenant] = tenant.reshape(bsz, -1)
+        obs[:, g0 + 2] = t / np.maximum(steps, 1)
         np.clip(obs, 0.0, 1.0, out=obs)
         return obs
 

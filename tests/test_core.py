@@ -274,6 +274,7 @@ def test_metrics_is_the_documented_record_and_a_mapping() -> None:
         "promote_rate_mbps",
         "episode_step",
         "node_capacity_gib",
+        "tiering_mode",
     ]
     assert list(m.keys()) == out_names + extra
     assert len(m) == len(m.keys()) and list(m) == list(m.keys())
@@ -378,7 +379,9 @@ def test_observation_names_one_per_entry() -> None:
         assert len(names) == params.encoder.size == params.encoder.space().shape[0]
         assert len(set(names)) == len(names)
         T, N = params.n_tenants, params.n_nodes
-        assert params.encoder.size == 3 * N + T * (6 + N) + 3  # the documented layout
+        assert params.encoder.size == 3 * N + T * (6 + N + 8) + 4 + 3  # the documented layout
+        basic = core.make_params(sc, observation="basic", **kw).encoder
+        assert basic.size == 3 * N + T * (6 + N) + 3  # the layout before visible arrivals
         assert names[-3:] == ["promotion_traffic", "demotion_traffic", "episode_time"]
         assert names[0] == f"node[{params.node_names[0]}].utilization"
         assert names[3 * N] == "tenant[0].present"

@@ -1,0 +1,417 @@
+"""Residual actions: a trained policy adjusts a named heuristic's decision.
+
+With ``env.base_policy`` set (a heuristic name of :func:`baselines.policy_names`),
+the agent's action is a residual over the heuristic's box action::
+
+    action = clip(base_action + residual_scale * residual, -1, 1)
+
+entry by entry (per-tenant weights on the codec's log scale, the promotion
+rate, and the tiering-mode entry when the environment has one), so the zero
+residual IS the heuristic and learning starts from it. The agent observes the
+environment's observation followed by the base action mapped to [0, 1]
+(``(a + 1) / 2``), so it sees what the heuristic is about to do.
+
+The heuristic keeps its own kernel settings through the tiering-mode action
+(:data:`envs.spaces.TIERING_MODES`): its base action picks the mode its
+``kernel`` is; an environment without that mode refuses the heuristic with an
+error that names it.
+
+The same :class:`ResidualBase` drives training (:class:`ResidualVecEnv`, an SB3
+``VecEnvWrapper``) and evaluation (:class:`agents.evaluation.LearnedPolicy`),
+in the order of the rollout loop (observe the step's metrics, then decide with
+``episode_start``), so a trained model is evaluated exactly as it was trained.
+A run folder records ``base_policy`` and ``residual_scale`` in its env settings.
+
+One policy for every machine (``pad_nodes: N``): the agent sees node entries
+padded to ``N`` nodes, each with a mask and its descriptors (kind, socket, read
+peak, idle latency: what HMAT/CDAT give), and per-tenant weights over ``N``
+nodes of which those of padded nodes are dropped; so one network runs on
+machines of 2 to ``N`` nodes. ``train_families`` trains it on several machine
+shapes at once (:class:`ConcatVecEnv`, one batch per family).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from numpy.typing import NDArray
+from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvStepReturn, VecEnvWrapper
+
+from envs.core import EnvParams, Hardware
+from envs.spaces import tiering_mode_of
+
+__all__ = [
+    "RESIDUAL_KEYS",
+    "AgentInterface",
+    "AgentVecEnv",
+    "ConcatVecEnv",
+    "agent_spaces",
+    "core_kwargs",
+    "make_interface",
+    "make_training_vec_env",
+]
+
+#: Env settings of the residual wrapper (the rest go to :func:`envs.core.make_params`).
+RESIDUAL_KEYS = ("base_policy", "residual_scale", "pad_nodes", "train_families")
+NODE_ENTRIES = ("utilization", "latency_over_idle", "capacity_used")
+NODE_DESCRIPTORS = ("mask", "is_cxl", "socket", "read_peak", "idle_latency")
+DEFAULT_RESIDUAL_SCALE = 1.0
+
+
+def core_kwargs(env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``env_kwargs`` without the residual settings: what :func:`envs.core.make_params` takes."""
+    return {k: v for k, v in env_kwargs.items() if k not in RESIDUAL_KEYS}
+
+
+def padded_sizes(params: EnvParams, pad_nodes: int) -> tuple[int, int]:
+    """(observation, action) sizes of the agent's padded view of ``params`` (no base part)."""
+    if params.n_nodes > pad_nodes:
+        raise ValueError(
+            f"pad_nodes: the machine has {params.n_nodes} nodes {params.node_names}, more than {pad_nodes}"
+        )
+    if params.encoder.version != "full":
+        raise ValueError("pad_nodes: needs observation='full' (the tenant descriptors)")
+    enc, codec = params.encoder, params.codec
+    per_tenant = enc.per_tenant - params.n_nodes + pad_nodes
+    glob = enc.n_glob
+    obs = pad_nodes * (len(NODE_ENTRIES) + len(NODE_DESCRIPTORS)) + enc.T * per_tenant + glob
+    act = codec.n_weight_rows * pad_nodes + codec.size - codec.n_weight_rows * codec.n_nodes
+    return obs, act
+
+
+def agent_spaces(
+    params: EnvParams, base_policy: str | None, pad_nodes: int | None = None
+) -> tuple[spaces.Box, spaces.Space]:
+    """The agent's observation and action spaces on ``params`` (base and padding optional)."""
+    obs, act = params.encoder.space(), params.codec.space()
+    if base_policy is None and pad_nodes is None:
+        return obs, act
+    if params.codec.action_type != "box":
+        raise ValueError(
+            f"residual actions and node padding need action_type='box' "
+            f"(got {params.codec.action_type!r})"
+        )
+    n_obs, n_act = params.encoder.size, params.codec.size
+    if pad_nodes is not None:
+        n_obs, n_act = padded_sizes(params, pad_nodes)
+    size = n_obs + (n_act if base_policy is not None else 0)
+    return (
+        spaces.Box(0.0, 1.0, shape=(size,), dtype=np.float32),
+        spaces.Box(-1.0, 1.0, shape=(n_act,), dtype=np.float32),
+    )
+
+
+class AgentInterface:
+    """What sits between an environment and a trained network: base heuristic, node padding.
+
+    ``obs_to_agent`` turns the environment's observation into the agent's (padded to
+    ``pad_nodes`` nodes, then the base action if any); ``action_to_env`` turns the
+    agent's action into the environment's (padded weights dropped, then added to the
+    base action). Call :meth:`observe` after every reset and step, then :meth:`decide`.
+
+    Args:
+        base_policy: a heuristic name (``baselines.make_policy``) or ``None``.
+        scale: the residual's scale (``residual_scale``; 1.0: a residual of 1
+            moves an entry half its range).
+        pad_nodes: nodes of the agent's view (``None``: the machine's own).
+    """
+
+    def __init__(
+        self,
+        base_policy: str | None = None,
+        scale: float = DEFAULT_RESIDUAL_SCALE,
+        pad_nodes: int | None = None,
+    ) -> None:
+        if not (math.isfinite(scale) and scale > 0):
+            raise ValueError(f"residual_scale: got {scale}, expected a number > 0")
+        if pad_nodes is not None and pad_nodes < 1:
+            raise ValueError(f"pad_nodes: got {pad_nodes}, expected at least 1")
+        self.name = base_policy
+        self.scale = float(scale)
+        self.pad_nodes = pad_nodes
+        self.policy: Any = None
+        if base_policy is not None:
+            from baselines import make_policy  # agents may import baselines; envs may not
+
+            self.policy = make_policy(base_policy)
+        self.params: EnvParams | None = None
+        self.hw: Hardware | None = None
+        self.mode = 0
+        self.base: NDArray[np.float32] | None = None  # the last base action (B, size)
+
+    @property
+    def active(self) -> bool:
+        return self.name is not None or self.pad_nodes is not None
+
+    def spaces(self, params: EnvParams) -> tuple[spaces.Box, spaces.Space]:
+        return agent_spaces(params, self.name, self.pad_nodes)
+
+    def bind(self, params: EnvParams, num_envs: int) -> None:
+        """Attach to the environment; checks the heuristic's kernel is one of its modes."""
+        self.spaces(params)  # checks the layout
+        if self.policy is not None:
+            kern = self.policy.kernel
+            if params.codec.modes:
+                try:
+                    self.mode = tiering_mode_of(kern, params.kernel, params.codec.modes)
+                except ValueError as exc:
+                    raise ValueError(f"base_policy {self.name!r}: {exc}") from None
+            elif kern != params.kernel:
+                raise ValueError(
+                    f"base_policy {self.name!r} runs its own kernel settings {kern!r}; give the "
+                    "environment tiering_modes that include them (envs.spaces.TIERING_MODES)"
+                )
+            self.policy.bind(params, num_envs)
+        self.params = params
+
+    def observe(self, metrics: Mapping[str, Any] | None, hardware: Hardware) -> None:
+        self.hw = hardware
+        if self.policy is not None:
+            self.policy.observe(metrics, hardware)
+
+    def decide(self, obs: NDArray, episode_start: NDArray | None) -> NDArray[np.float32] | None:
+        """The heuristic's box actions (B, size) for this step (its tiering mode included)."""
+        if self.params is None:
+            raise RuntimeError("AgentInterface: not bound; call bind(params, num_envs)")
+        if self.policy is None:
+            return None
+        act, _ = self.policy.predict(obs, episode_start=episode_start)
+        act = np.array(act, dtype=np.float32).reshape(obs.shape[0], -1)
+        if self.params.codec.modes:
+            act[:, -1] = self.params.codec.mode_entry(self.mode)
+        self.base = act
+        return act
+
+    # ------------------------------------------------------------------ padding
+    def _pad_action(self, a: NDArray, fill: float) -> NDArray[np.float32]:
+        """Env-layout actions (B, size) -> the padded layout (padded weights ``fill``)."""
+        assert self.params is not None and self.pad_nodes is not None
+        c = self.params.codec
+        R, N, M = c.n_weight_rows, c.n_nodes, self.pad_nodes
+        w = np.full((a.shape[0], R, M), fill, dtype=np.float32)
+        w[:, :, :N] = a[:, : R * N].reshape(-1, R, N)
+        return np.concatenate([w.reshape(a.shape[0], -1), a[:, R * N :]], axis=1)
+
+    def _unpad_action(self, a: NDArray) -> NDArray[np.float32]:
+        assert self.params is not None and self.pad_nodes is not None
+        c = self.params.codec
+        R, N, M = c.n_weight_rows, c.n_nodes, self.pad_nodes
+        w = a[:, : R * M].reshape(-1, R, M)[:, :, :N]
+        return np.concatenate([w.reshape(a.shape[0], -1), a[:, R * M :]], axis=1)
+
+    def _pad_obs(self, obs: NDArray, rows: NDArray | None = None) -> NDArray[np.float32]:
+        assert self.params is not None and self.pad_nodes is not None
+        if self.hw is None:
+            raise RuntimeError("AgentInterface: observe(None, hardware) after the reset first")
+        enc, hw = self.params.encoder, self.hw
+        B, N, M, T = obs.shape[0], enc.N, self.pad_nodes, enc.T
+        sel = slice(None) if rows is None else rows
+        node = np.zeros((B, M, len(NODE_ENTRIES) + len(NODE_DESCRIPTORS)), dtype=np.float32)
+        node[:, :N, :3] = obs[:, : 3 * N].reshape(B, N, 3)
+        node[:, :N, 3] = 1.0
+        node[:, :N, 4] = hw.is_cxl[sel]
+        node[:, :N, 5] = np.minimum(hw.socket[sel], 1)
+        node[:, :N, 6] = np.log2(1.0 + hw.read_gbps[sel]) / np.log2(1.0 + 512.0)
+        node[:, :N, 7] = np.minimum(hw.idle_latency_ns[sel] / 1000.0, 1.0)
+        per = enc.per_tenant
+        ten = obs[:, 3 * N : 3 * N + T * per].reshape(B, T, per)
+        pt = np.zeros((B, T, per - N + M), dtype=np.float32)
+        pt[:, :, :6] = ten[:, :, :6]
+        pt[:, :, 6 : 6 + N] = ten[:, :, 6 : 6 + N]
+        pt[:, :, 6 + M :] = ten[:, :, 6 + N :]
+        rest = obs[:, 3 * N + T * per :]
+        return np.concatenate([node.reshape(B, -1), pt.reshape(B, -1), rest], axis=1)
+
+    # ------------------------------------------------------------------ the two directions
+    def obs_to_agent(
+        self, obs: NDArray, base: NDArray | None, rows: NDArray | None = None
+    ) -> NDArray[np.float32]:
+        """What the agent observes: the (padded) observation, then the base action on [0, 1].
+
+        ``rows``: the instances ``obs`` belongs to (default: all, in order).
+        """
+        o = self._pad_obs(obs, rows) if self.pad_nodes is not None else np.asarray(obs, np.float32)
+        if base is None:
+            return o.astype(np.float32)
+        b = self._pad_action(base, -1.0) if self.pad_nodes is not None else base
+        return np.concatenate([o, (b + 1.0) / 2.0], axis=1).astype(np.float32)
+
+    def action_to_env(self, base: NDArray | None, action: NDArray) -> NDArray[np.float32]:
+        """The action the environment runs: ``clip(base + scale * residual, -1, 1)``."""
+        a = np.clip(np.asarray(action, dtype=np.float32).reshape(len(action), -1), -1.0, 1.0)
+        if self.pad_nodes is not None:
+            a = self._unpad_action(a)
+        if base is None:
+            return a
+        return np.clip(base + self.scale * a, -1.0, 1.0).astype(np.float32)
+
+
+def make_interface(env_kwargs: Mapping[str, Any]) -> AgentInterface:
+    """The :class:`AgentInterface` that a run's env settings describe."""
+    scale = env_kwargs.get("residual_scale")
+    return AgentInterface(
+        env_kwargs.get("base_policy"),
+        DEFAULT_RESIDUAL_SCALE if scale is None else float(scale),
+        env_kwargs.get("pad_nodes"),
+    )
+
+
+class AgentVecEnv(VecEnvWrapper):
+    """The agent's view (:class:`AgentInterface`) of a :class:`envs.sb3.TierGymVecEnv` (training)."""
+
+    def __init__(self, venv: VecEnv, agent: AgentInterface) -> None:
+        params = venv.params  # type: ignore[attr-defined]
+        obs_space, act_space = agent.spaces(params)
+        super().__init__(venv, observation_space=obs_space, action_space=act_space)
+        self.agent = agent
+        agent.bind(params, venv.num_envs)
+        self._base: NDArray[np.float32] | None = None
+        self._ready = False
+
+    def reset(self) -> np.ndarray:
+        obs = np.asarray(self.venv.reset())
+        assert self.agent.params is not None
+        self.agent.bind(self.agent.params, self.num_envs)  # fresh controller state
+        self.agent.observe(None, self.venv.hardware())  # type: ignore[attr-defined]
+        self._base = self.agent.decide(obs, np.ones(self.num_envs, dtype=bool))
+        self._ready = True
+        return self.agent.obs_to_agent(obs, self._base)
+
+    def step_async(self, actions: np.ndarray) -> None:
+        if not self._ready:
+            raise RuntimeError("call reset() before step()")
+        self.venv.step_async(self.agent.action_to_env(self._base, actions))
+
+    def step_wait(self) -> VecEnvStepReturn:
+        raw, reward, done, infos = self.venv.step_wait()
+        obs = np.asarray(raw)
+        last = self._base
+        self.agent.observe(infos[0]["metrics"], self.venv.hardware())  # type: ignore[attr-defined]
+        self._base = self.agent.decide(obs, done)
+        for i in np.flatnonzero(done):
+            if "terminal_observation" in infos[i]:  # with the last base action it saw
+                infos[i]["terminal_observation"] = self.agent.obs_to_agent(
+                    infos[i]["terminal_observation"][None],
+                    None if last is None else last[i : i + 1],
+                    np.array([i]),
+                )[0]
+        return self.agent.obs_to_agent(obs, self._base), reward, done, infos
+
+
+class ConcatVecEnv(VecEnv):
+    """Several vector envs with the same spaces as one batch (one per machine shape).
+
+    Instances ``0..n0-1`` are the first env's, and so on. ``info["metrics"]`` of an
+    instance is its own env's batched :class:`~envs.core.Metrics`.
+    """
+
+    def __init__(self, venvs: list[VecEnv]) -> None:
+        first = venvs[0]
+        for v in venvs[1:]:
+            if (
+                v.observation_space != first.observation_space
+                or v.action_space != first.action_space
+            ):
+                raise ValueError(
+                    "train_families: the families give different agent spaces "
+                    f"({v.observation_space} vs {first.observation_space}); set pad_nodes"
+                )
+        self.venvs = venvs
+        self.sizes = [v.num_envs for v in venvs]
+        self.cuts = np.cumsum([0, *self.sizes])
+        super().__init__(sum(self.sizes), first.observation_space, first.action_space)
+
+    @property
+    def params(self) -> EnvParams:
+        """The first family's parameters (``scenario``: what the callbacks log by name)."""
+        params: EnvParams = self.venvs[0].params  # type: ignore[attr-defined]
+        return params
+
+    @property
+    def env_seconds(self) -> float:
+        return float(sum(getattr(v, "env_seconds", 0.0) for v in self.venvs))
+
+    @property
+    def env_steps(self) -> int:
+        return int(sum(getattr(v, "env_steps", 0) for v in self.venvs))
+
+    def reset(self) -> np.ndarray:
+        seeds = self._seeds
+        for k, v in enumerate(self.venvs):
+            part = seeds[self.cuts[k] : self.cuts[k + 1]]
+            if all(s is not None for s in part):
+                v.seed(int(part[0]))  # type: ignore[arg-type]
+        self._reset_seeds()
+        return np.concatenate([v.reset() for v in self.venvs])
+
+    def step_async(self, actions: np.ndarray) -> None:
+        for k, v in enumerate(self.venvs):
+            v.step_async(actions[self.cuts[k] : self.cuts[k + 1]])
+
+    def step_wait(self) -> VecEnvStepReturn:
+        out = [v.step_wait() for v in self.venvs]
+        infos: list[dict[str, Any]] = []
+        for o in out:
+            infos += list(o[3])
+        return (
+            np.concatenate([o[0] for o in out]),
+            np.concatenate([o[1] for o in out]),
+            np.concatenate([o[2] for o in out]),
+            infos,
+        )
+
+    def close(self) -> None:
+        for v in self.venvs:
+            v.close()
+
+    def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+        return [getattr(self.venvs[0], attr_name) for _ in self._get_indices(indices)]
+
+    def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+        for v in self.venvs:
+            v.set_attr(attr_name, value)
+
+    def env_method(
+        self, method_name: str, *args: Any, indices: Any = None, **kwargs: Any
+    ) -> list[Any]:
+        return [
+            getattr(self.venvs[0], method_name)(*args, **kwargs) for _ in self._get_indices(indices)
+        ]
+
+    def env_is_wrapped(self, wrapper_class: Any, indices: Any = None) -> list[bool]:
+        return [False for _ in self._get_indices(indices)]
+
+
+def _one_env(num_envs: int, env_kwargs: Mapping[str, Any]) -> VecEnv:
+    from envs.sb3 import TierGymVecEnv
+
+    venv: VecEnv = TierGymVecEnv(num_envs=num_envs, **core_kwargs(env_kwargs))
+    agent = make_interface(env_kwargs)
+    return AgentVecEnv(venv, agent) if agent.active else venv
+
+
+def make_training_vec_env(num_envs: int, env_kwargs: Mapping[str, Any]) -> VecEnv:
+    """The training environment, monitored: the SB3 adapter in the agent's view
+    (residual over ``base_policy``, nodes padded to ``pad_nodes``); with
+    ``train_families`` one batch per family (``num_envs`` split evenly), the first
+    being ``scenario``."""
+    from stable_baselines3.common.vec_env import VecMonitor
+
+    fams = [f for f in (env_kwargs.get("train_families") or []) if f != env_kwargs["scenario"]]
+    if not fams:
+        return VecMonitor(_one_env(num_envs, env_kwargs))
+    names = [env_kwargs["scenario"], *fams]
+    n = [
+        num_envs // len(names) + (1 if i < num_envs % len(names) else 0) for i in range(len(names))
+    ]
+    if min(n) < 1:
+        raise ValueError(f"train_families: {len(names)} families need at least as many instances")
+    return VecMonitor(
+        ConcatVecEnv(
+            [_one_env(k, {**env_kwargs, "scenario": f}) for k, f in zip(n, names, strict=True)]
+        )
+    )

@@ -1,0 +1,306 @@
+"""Residual actions, the tiering-mode action and visible arrivals (issue #12, items 1-3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agents.evaluation import LearnedPolicy, PolicyError
+from agents.residual import AgentInterface, agent_spaces, make_training_vec_env
+from agents.rollout import rollout
+from baselines import make_policy
+from envs import core
+from envs.spaces import TIERING_MODES, ActionCodec
+
+MODES = list(TIERING_MODES)
+HEURISTICS = [
+    "dram-first",
+    "interleave",
+    "weighted-interleave",
+    "numa-tiering",
+    "tpp",
+    "memcg-fair",
+    "colloid",
+    "caption",
+    "damon-tiering",
+]
+
+
+class ZeroModel:
+    """A stand-in trained model whose every action is the zero residual."""
+
+    def __init__(self, obs: Any, act: Any) -> None:
+        self.observation_space, self.action_space = obs, act
+
+    def predict(self, obs: Any, state: Any = None, episode_start: Any = None, deterministic=True):
+        return np.zeros((obs.shape[0], self.action_space.shape[0]), np.float32), state
+
+
+def _geomeans(recs: list[dict[str, Any]]) -> list[float]:
+    return [r["metrics"]["geomean_perf"] for r in sorted(recs, key=lambda r: r["seed"])]
+
+
+@pytest.mark.parametrize("scenario", ["colocation", "kv-store"])
+def test_zero_residual_is_the_base_heuristic_exactly(scenario: str) -> None:
+    """Every heuristic, replayed as the zero residual through the agent's action interface
+    (default kernel, tiering mode chosen by the action), scores exactly what it scores
+    natively with its own kernel settings: TPP's watermark, DAMON's quota, the throttle."""
+    for name in HEURISTICS:
+        kw = {"tiering_modes": MODES, "base_policy": name}
+        params = core.make_params(scenario, split="test", tiering_modes=MODES, pool_size=8)
+        pol = LearnedPolicy(ZeroModel(*agent_spaces(params, name)), kw, "zero", "test")
+        residual = _geomeans(rollout(pol, scenario, 6, seed=3, env_kwargs=kw))
+        native = _geomeans(rollout(name, scenario, 6, seed=3))
+        assert residual == native, name
+    # and the modes matter: TPP's settings are worth something on kv-store / colocation
+    tpp = np.mean(_geomeans(rollout("tpp", scenario, 6, seed=3)))
+    plain = np.mean(_geomeans(rollout("numa-tiering", scenario, 6, seed=3)))
+    assert abs(tpp - plain) > 0.003  # kv-store: 0.790 vs 0.786
+
+
+def test_a_residual_moves_the_action_and_the_score() -> None:
+    """A constant residual on the CXL weight changes the weights in force and the score."""
+    name, sc = "colloid", "colocation"
+    kw = {"tiering_modes": MODES, "base_policy": name}
+    params = core.make_params(sc, split="test", tiering_modes=MODES, pool_size=8)
+    obs_space, act_space = agent_spaces(params, name)
+    assert obs_space.shape == (params.encoder.size + params.codec.size,)
+
+    class Push(ZeroModel):
+        def predict(self, obs, state=None, episode_start=None, deterministic=True):
+            a = np.zeros((obs.shape[0], self.action_space.shape[0]), np.float32)
+            a[:, 1 : params.codec.n_weight_rows * params.n_nodes : params.n_nodes] = 1.0
+            return a, state
+
+    pushed = np.mean(
+        _geomeans(
+            rollout(LearnedPolicy(Push(obs_space, act_space), kw, "p", "t"), sc, 4, env_kwargs=kw)
+        )
+    )
+    base = np.mean(_geomeans(rollout(name, sc, 4)))
+    assert abs(pushed - base) > 0.01
+
+
+def test_base_kernel_must_be_a_mode() -> None:
+    params = core.make_params("colocation", pool_size=8)  # no tiering modes
+    with pytest.raises(ValueError, match="tiering_modes"):
+        AgentInterface("tpp").bind(params, 2)
+    params = core.make_params("colocation", pool_size=8, tiering_modes=["default"])
+    with pytest.raises(ValueError, match="none of the tiering modes"):
+        AgentInterface("tpp").bind(params, 2)
+    pol = LearnedPolicy(ZeroModel(*agent_spaces(params, "tpp")), {"base_policy": "tpp"}, "z", "t")
+    with pytest.raises(PolicyError, match="tpp"):
+        pol.bind(params, 2)
+
+
+def test_tiering_mode_entry_bins_and_errors() -> None:
+    codec = ActionCodec(1, 2, modes=("default", "tpp", "damon"))
+    assert codec.size == 4 and codec.space().shape == (4,)
+    a = np.zeros((5, 4))
+    a[:, -1] = [-1.0, -0.34, -0.33, 0.34, 1.0]
+    assert codec.decode_mode(a).tolist() == [0, 0, 1, 2, 2]
+    assert codec.decode_mode(
+        codec.encode_box(np.zeros((3, 1, 2)), np.zeros(3), [2, 1, 0])
+    ).tolist() == [2, 1, 0]
+    disc = ActionCodec(1, 2, action_type="discrete", modes=("default", "tpp"))
+    assert disc.space().nvec.tolist()[-1] == 2
+    with pytest.raises(ValueError, match="tiering mode choices out of range"):
+        disc.decode(np.array([[0, 0, 0, 2]]))
+    with pytest.raises(ValueError, match="tiering_modes"):
+        ActionCodec(1, 2, modes=("nope",))
+    with pytest.raises(ValueError, match="tiering_modes"):
+        core.make_params("colocation", pool_size=8, tiering_modes=["tpp", "tpp"])
+
+
+def test_tiering_mode_sets_that_intervals_kernel_only() -> None:
+    """TPP mode through the action == the TPP kernel compiled in, step by step."""
+    from baselines.policies import TPP_KERNEL
+
+    seeds = np.arange(4)
+    p_mode = core.make_params("kv-store", tiering_modes=["default", "tpp"], pool_size=8)
+    p_tpp = core.make_params("kv-store", kernel=TPP_KERNEL, pool_size=8)
+    s1, _ = core.reset(p_mode, seeds)
+    s2, _ = core.reset(p_tpp, seeds)
+    a2 = p_tpp.codec.encode_box(np.zeros((4, p_tpp.n_tenants, p_tpp.n_nodes)), np.full(4, 4096.0))
+    a1 = p_mode.codec.encode_box(
+        np.zeros((4, p_mode.n_tenants, p_mode.n_nodes)), np.full(4, 4096.0), mode=1
+    )
+    for _ in range(30):
+        s1, _, r1, *_, m1 = core.step(p_mode, s1, a1)
+        s2, _, r2, *_, m2 = core.step(p_tpp, s2, a2)
+        np.testing.assert_array_equal(r1, r2)
+    assert (m1.tiering_mode == 1).all() and (m2.tiering_mode == 0).all()
+    assert not s1.instance.active_only.any()  # the instance keeps its own configuration
+
+
+def test_arrivals_are_visible_the_step_before() -> None:
+    """colocation's second tenant starts at 20 s: its descriptors appear in the observation
+    that decides the interval starting at 20 s (after 20 steps), not earlier, and they are
+    its spec (threads, working set, socket), while its measured entries stay 0 until it runs."""
+    params = core.make_params("colocation", split="test", pool_size=8)
+    idx = {n: i for i, n in enumerate(params.encoder.names(params.node_names))}
+    state, obs = core.reset(params, np.arange(2))
+    start = state.instance.start_s[:, 0]
+    late = int(np.flatnonzero(start > 0)[0])
+    k = round(float(start[late] / state.instance.interval_s[0]))
+    act = params.codec.encode_box(np.zeros((2, params.n_tenants, params.n_nodes)), np.zeros(2))
+    seen = []
+    for step in range(k + 1):
+        seen.append(obs[0, idx[f"tenant[{late}].upcoming"]])
+        if step == k - 1:
+            before = obs[0]
+        state, obs, *_, m = core.step(params, state, act)
+        if step == k - 1:
+            assert not m.tenant_active[0, late]
+        if step == k:
+            assert m.tenant_active[0, late]  # it ran in the interval after that observation
+    assert seen[:k] == [0.0] * k and seen[k] == 1.0
+    # the observation after step k-1 decides interval k: it shows the arrival
+    state2, obs2 = core.reset(params, np.arange(2))
+    for _ in range(k):
+        state2, obs2, *_ = core.step(params, state2, act)
+    row = obs2[0]
+    assert row[idx[f"tenant[{late}].upcoming"]] == 1.0
+    assert row[idx[f"tenant[{late}].present"]] == 0.0  # not measured yet
+    ws = state2.instance.working_set_gib[late, 0, 0] * state2.model.jit[2, late, 0]
+    assert row[idx[f"tenant[{late}].working_set_gib"]] == pytest.approx(
+        np.log2(1 + ws) / np.log2(2049), rel=1e-6
+    )
+    th = state2.instance.threads[late, 0, 0]
+    assert row[idx[f"tenant[{late}].threads"]] == pytest.approx(np.log2(1 + th) / 8, rel=1e-6)
+    assert before[idx[f"tenant[{late}].upcoming"]] == 0.0
+    # capacities and the promotion limit in force
+    dram = state2.instance.capacity_gib[~state2.instance.is_cxl[:, 0], 0].sum()
+    assert row[idx["dram_capacity_gib"]] == pytest.approx(
+        np.log2(1 + dram) / np.log2(2049), rel=1e-6
+    )
+    assert row[idx["promote_limit"]] == 0.0
+
+
+def test_promotion_limit_in_force_is_observed() -> None:
+    params = core.make_params("kv-store", pool_size=8)
+    idx = params.encoder.names(params.node_names).index("promote_limit")
+    state, _ = core.reset(params, [0])
+    act = params.codec.encode_box(
+        np.zeros((1, params.n_tenants, params.n_nodes)), np.array([256.0])
+    )
+    _, obs, *_ = core.step(params, state, act)
+    assert obs[0, idx] == pytest.approx(np.log1p(256.0) / np.log1p(65536.0), rel=1e-3)
+
+
+def test_training_env_zero_residual_runs_the_base() -> None:
+    """The SB3 wrapper: zero residuals give the base heuristic's weights and rate in force."""
+    kw = {
+        "scenario": "colocation",
+        "pool_size": 8,
+        "tiering_modes": MODES,
+        "base_policy": "colloid",
+    }
+    venv = make_training_vec_env(3, kw)
+    venv.seed(5)
+    obs = venv.reset()
+    inner = venv.venv.venv  # VecMonitor -> ResidualVecEnv -> TierGymVecEnv
+    params = inner.params
+    assert obs.shape == (3, params.encoder.size + params.codec.size)
+    ref = make_policy("colloid")
+    ref.bind(params, 3)
+    ref.observe(None, inner.hardware())
+    start = np.ones(3, dtype=bool)
+    for _ in range(25):
+        want, _ = ref.predict(obs[:, : params.encoder.size], episode_start=start)
+        obs, _, done, infos = venv.step(np.zeros((3, params.codec.size), np.float32))
+        m = infos[0]["metrics"]
+        np.testing.assert_array_equal(m.tiering_mode, TIERING_MODES_INDEX["tpp"])
+        wm, w = params.codec.decode(want)
+        np.testing.assert_array_equal(m.promote_rate_mbps, wm.promote_mbps)
+        np.testing.assert_array_equal(m.interleave_weights, w)
+        ref.observe(m, inner.hardware())
+        start = done
+
+
+TIERING_MODES_INDEX = {m: i for i, m in enumerate(MODES)}
+
+
+def test_one_padded_policy_runs_every_machine_shape() -> None:
+    """pad_nodes=5: the same agent spaces on the 2-node and the 5-node machine; the zero
+    residual is the base heuristic exactly on both, and padded nodes' weights are ignored."""
+    kw = {"tiering_modes": MODES, "base_policy": "colloid", "pad_nodes": 5}
+    shapes = set()
+    for sc in ("colocation", "mlc-bandwidth", "mixed-2s"):
+        params = core.make_params(sc, split="test", tiering_modes=MODES, pool_size=8, max_tenants=4)
+        agent = AgentInterface("colloid", pad_nodes=5)
+        obs_space, act_space = agent.spaces(params)
+        shapes.add((obs_space.shape, act_space.shape))
+        pol = LearnedPolicy(ZeroModel(obs_space, act_space), {**kw, "max_tenants": 4}, "z", "t")
+        zero = _geomeans(rollout(pol, sc, 4, seed=1, env_kwargs={**kw, "max_tenants": 4}))
+        assert zero == _geomeans(rollout("colloid", sc, 4, seed=1, env_kwargs={"max_tenants": 4}))
+    assert len(shapes) == 1
+    # the padded view: node mask and descriptors, and padded weights dropped
+    params = core.make_params("colocation", tiering_modes=MODES, pool_size=8, max_tenants=4)
+    agent = AgentInterface(None, pad_nodes=5)
+    agent.bind(params, 2)
+    state, obs = core.reset(params, [0, 1])
+    agent.observe(None, core.hardware(state))
+    view = agent.obs_to_agent(obs, None)
+    assert view.shape == (2, agent.spaces(params)[0].shape[0])
+    node = view[:, : 5 * 8].reshape(2, 5, 8)
+    assert node[:, :, 3].tolist() == [[1, 1, 0, 0, 0]] * 2  # the mask
+    assert node[:, 1, 4].tolist() == [1, 1] and node[:, 0, 4].tolist() == [0, 0]  # is_cxl
+    assert (node[:, 2:] == 0).all()
+    a = np.random.default_rng(0).uniform(-1, 1, (2, agent.spaces(params)[1].shape[0]))
+    b = a.copy().reshape(2, -1)
+    w = b[:, : 4 * 5].reshape(2, 4, 5)
+    w[:, :, 2:] = -a[:, : 4 * 5].reshape(2, 4, 5)[:, :, 2:]  # other values on padded nodes
+    np.testing.assert_array_equal(agent.action_to_env(None, a), agent.action_to_env(None, b))
+    assert agent.action_to_env(None, a).shape == (2, params.codec.size)
+    with pytest.raises(ValueError, match="more than 1"):
+        AgentInterface(None, pad_nodes=1).spaces(params)
+
+
+def test_training_env_over_machine_shapes() -> None:
+    """train_families: one batch per family, the same agent spaces, steps run."""
+    kw = {
+        "scenario": "mixed",
+        "pool_size": 8,
+        "tiering_modes": MODES,
+        "base_policy": "colloid",
+        "pad_nodes": 5,
+        "train_families": ["mixed-2s", "mixed-4cxl"],
+    }
+    venv = make_training_vec_env(6, kw)
+    venv.seed(1)
+    obs = venv.reset()
+    assert obs.shape[0] == 6
+    ended = np.zeros(6, dtype=bool)
+    for _ in range(101):  # past the episodes' end: autoreset and terminal observations
+        obs, rew, done, infos = venv.step(np.zeros((6, venv.action_space.shape[0]), np.float32))
+        ended |= done
+        for i in np.flatnonzero(done):
+            assert infos[i]["terminal_observation"].shape == obs.shape[1:]
+    assert ended.all() and np.isfinite(rew).all() and obs.shape[0] == 6
+    nodes = {infos[i]["metrics"].node_bandwidth_gbps.shape[1] for i in range(6)}
+    assert nodes == {2, 3, 5}
+
+
+def test_a_model_from_before_the_descriptors_still_loads(tmp_path: Any) -> None:
+    """A run that records no observation layout gets the one its model was trained with."""
+    import json
+
+    from stable_baselines3 import PPO
+
+    from agents.evaluation import load_policy
+    from envs.sb3 import make_vec_env
+
+    for layout in ("basic", "full"):
+        run = tmp_path / layout
+        run.mkdir()
+        env = {"scenario": "colocation", "split": "train"}
+        venv = make_vec_env(2, **env, observation=layout, pool_size=8)
+        PPO("MlpPolicy", venv, n_steps=8, batch_size=16, device="cpu").save(run / "model.zip")
+        (run / "tiergym.json").write_text(json.dumps({"algo": "ppo", "env": env, "seed": 0}))
+        pol, kw = load_policy(str(run), trust_pickle=True)
+        assert kw["observation"] == layout
+        recs = rollout(pol, "colocation", 2, env_kwargs=kw)
+        assert all(r["metrics"]["geomean_perf"] > 0 for r in recs)
