@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import signal
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -413,7 +414,11 @@ class LogUpdateAtItsStep(BaseCallback):
 
     def _dump(self) -> None:
         if self.logger.name_to_value:
-            self.logger.dump(self.num_timesteps)
+            with warnings.catch_warnings():
+                # the update's values may all be TensorBoard-only (excluded from stdout):
+                # then SB3's stdout table has nothing to print and warns; nothing is lost
+                warnings.filterwarnings("ignore", "Tried to write empty key-value dict")
+                self.logger.dump(self.num_timesteps)
 
     def _on_rollout_start(self) -> None:
         self._in_rollout = True
