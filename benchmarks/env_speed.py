@@ -316,7 +316,11 @@ def main() -> None:
     print("\n## PPO (stable-baselines3 MlpPolicy) on the native vector env through the adapter\n")
     print("| num_envs | n_steps | batch | timesteps | env s | total s | env share | steps/s |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    runs = [(16, 64, 256, 2048)] if args.quick else [(8, 256, 64, 16384), (256, 64, 4096, 65536)]
+    runs = (
+        [(16, 64, 256, 2048)]
+        if args.quick
+        else [(8, 256, 64, 16384), (256, 64, 4096, 65536), (2048, 16, 4096, 131072)]
+    )
     for n, ns, bs, total in runs:
         env_s, wall, sps = ppo_share(n, total, ns, bs)
         print(
