@@ -703,6 +703,16 @@ def compile_params(
     def last(a: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(np.moveaxis(a, 0, -1))
 
+    # a scenario's kernel.memcg_limits takes precedence over the configuration's
+    kernel_fields: dict[str, Any] = kernel_arrays(
+        [
+            dataclasses.replace(k, memcg_limits=sc.kernel.memcg_limits)
+            if sc.kernel is not None and sc.kernel.memcg_limits is not None
+            else k
+            for sc, k in zip(scs, kernels, strict=True)
+        ]
+    )
+    link_fields: dict[str, Any] = _link_arrays(scs)
     params = Params(
         node_names=list(node_names),
         tenant_names=names,
@@ -737,13 +747,7 @@ def compile_params(
         access_share=last(share),
         jitter=np.full(bsz, float(jitter)),
         init_weights=last(init_w),
-        **kernel_arrays(
-            # a scenario's kernel.memcg_limits takes precedence over the configuration's
-            dataclasses.replace(k, memcg_limits=sc.kernel.memcg_limits)
-            if sc.kernel is not None and sc.kernel.memcg_limits is not None
-            else k
-            for sc, k in zip(scs, kernels, strict=True)
-        ),
+        **kernel_fields,
         toptier_share=np.array(
             [
                 sum(n.capacity_gib for n in sc.hardware.nodes if n.kind == "dram")
@@ -754,7 +758,7 @@ def compile_params(
         policy_mask=last(pmask),
         policy_w=last(pw),
         numa_mof=last(mof),
-        **_link_arrays(scs),
+        **link_fields,
         random=last(tab["random"]),
     )
     return params
