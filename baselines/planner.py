@@ -18,30 +18,70 @@ What it searches (per episode, ``S = segments`` equal parts of the episode):
   ``0 <= x <= 1`` interleaves ``x`` of new pages over the DRAM nodes and the
   rest over the CXL nodes, each tier split by firmware bandwidth
   (:func:`baselines.policies.share_to_weights`, weights in 1/100);
-- per segment, the promotion rate limit: off, or a power of two 1..65536 MB/s.
+- per segment, the promotion rate limit: off, or a power of two 1..65536 MB/s;
+- per segment, the kernel's tiering mode (:data:`envs.spaces.TIERING_MODES`:
+  ``default``, ``tpp``, ``memcg-fair``, ``damon``, ``no-demotion``), the action
+  entry an environment built with ``tiering_modes`` has. Per segment, not per
+  episode, because the environment itself switches the mode per interval
+  (:func:`envs.core.step` applies :func:`envs.model.with_kernel_rows` each step,
+  the mechanisms' state carrying over), so a per-segment mode is an action an
+  agent can take and the replay applies it exactly as the step does.
+
+So the planner bounds everything the agent's action interface expresses
+(weights, promotion rate, tiering mode), and with it every heuristic that is a
+(tiering mode, static action) pair: ``dram-first`` and ``numa-tiering``
+(``default``), ``tpp`` and ``memcg-fair`` (their modes, local-first at
+65536 MB/s), the static ratios and the auto weights, ``dram-first`` with
+``demotion=False`` (``no-demotion``).
+
+How the evaluation runs the planner's modes: the planner has ``tiering_modes``
+(default all of :data:`~envs.spaces.TIERING_MODES`, ``default`` first), and
+:func:`agents.rollout.make_params` builds the evaluation environment with them
+(unless ``env_kwargs`` name others: the planner then searches the modes of the
+environment it is bound to, only its kernel if it has none); its ``predict``
+fills the mode entry with the plan's mode of the segment
+(:meth:`HeuristicPolicy._tiering_mode`). The replay and the evaluation thus
+run the same kernel rows each interval.
 
 Why this form: the headroom on the shipped scenarios is almost all in each
 tenant's DRAM:CXL ratio on bandwidth-contended machines (issue #12); weights
 only steer new and churned pages, so a few segments per episode capture the
 time variation that matters (a tenant's arrival, a phase), and the promotion
-rate is one more knob per segment.
+rate is one more knob per segment. The mode matters where a kernel mechanism
+beats any placement: memcg-fair's protection on ``colocation-protected``,
+TPP's proactive demotion on ``kv-store`` (searched under one kernel the
+planner scored 0.777 and 0.843 there on 16 test episodes, below ``memcg-fair``'s
+0.856 and ``colloid``'s 0.848; with the modes 0.864 and 0.859).
 
 How: the episode's candidates run as one batch of ``population x episodes``
 instances of the model (:func:`envs.model.step` on the rows
 :func:`envs.core.reset` draws for the repeated seeds: replay from the seed, not
 a cloned state; instances are independent, so a candidate's score is exactly
-what the evaluation will measure). Iteration 0 evaluates the seed candidates:
+what the evaluation will measure). Iteration 0 evaluates the seed candidates,
+in every mode (mode-major; ``5 x 18`` with the default modes):
 local-first with promotion off (``dram-first``) and at the kernel's default
 rate (``numa-tiering``'s action), and every DRAM share of ``static-best``'s
 ratio grid plus the kernel's auto weights, the same for every tenant and
 segment. The CEM's mean starts at the best of them; each further iteration
 samples ``population`` candidates around it (the best so far among them),
-keeps the top ``elite_frac`` and moves the mean and spread toward them. The
-plan played is the best candidate evaluated, so on each episode the planner
-scores at least as well as every seed candidate, ``dram-first`` among them.
+keeps the top ``elite_frac`` and moves the mean and spread toward them; each
+segment's mode is drawn from a categorical distribution (half on the best
+seed's mode, half uniform at first) that moves toward the elites' mode
+frequencies. The plan played is the best candidate evaluated, so on each
+episode the planner scores at least as well as every seed candidate, and so
+as every (mode, static action) heuristic above. Cost: the seeds in every mode
+add about 10% (16 ``mixed`` episodes: 11.9 s -> 12.9 s of search; 64: 36 s,
+one loaded core).
 
-Deterministic: each episode's random numbers come from ``(seed, episode seed)``,
-so an episode's plan does not depend on the rest of the batch.
+Limit: a mode's kernel rows replace every kernel field, a scenario's own
+``kernel.memcg_limits`` included (:func:`envs.model.with_kernel_rows`), so on a
+scenario that fixes ``memcg_limits`` (``tiering-fairness-low-high``) the
+planner's ``default`` mode is not the heuristics' kernel and the bound there
+holds over the environment's modes only.
+
+Deterministic: each episode's random numbers (shares, rates and modes) come
+from ``(seed, episode seed)``, so an episode's plan does not depend on the rest
+of the batch.
 """
 
 from __future__ import annotations
