@@ -11,6 +11,9 @@ parts of the protocol, used when present:
 
 - ``policy.kernel``: the :class:`~envs.model.KernelConfig` its system sets; the
   environment is built with it;
+- ``policy.tiering_modes``: names of :data:`envs.spaces.TIERING_MODES` the
+  policy's actions choose from (``planner``); the environment is built with
+  them unless ``env_kwargs`` names its own ``tiering_modes``;
 - ``policy.bind(params, num_envs)``: called with the evaluation environment's
   :class:`~envs.core.EnvParams` and batch size before the first step (the
   codec, node names and tenant slots are there);
@@ -145,7 +148,8 @@ def make_params(
     split: str = "test",
     env_kwargs: Mapping[str, Any] | None = None,
 ) -> EnvParams:
-    """The evaluation environment's parameters for ``policy``: with ``policy.kernel`` if it has one.
+    """The evaluation environment's parameters for ``policy``: with ``policy.kernel`` if it has
+    one, and ``policy.tiering_modes`` if it has them and ``env_kwargs`` names none.
 
     Raises:
         ValueError: ``env_kwargs`` names a ``kernel`` that differs from the policy's.
@@ -160,6 +164,9 @@ def make_params(
                 "a heuristic sets its own kernel configuration (drop env_kwargs['kernel'])"
             )
         kw["kernel"] = pk
+    modes = getattr(policy, "tiering_modes", None)
+    if modes is not None and "tiering_modes" not in kw:
+        kw["tiering_modes"] = list(modes)
     kw.setdefault("split", split)
     # a residual model's base policy and scale are the policy's business (agents.residual)
     from agents.residual import core_kwargs

@@ -18,36 +18,77 @@ What it searches (per episode, ``S = segments`` equal parts of the episode):
   ``0 <= x <= 1`` interleaves ``x`` of new pages over the DRAM nodes and the
   rest over the CXL nodes, each tier split by firmware bandwidth
   (:func:`baselines.policies.share_to_weights`, weights in 1/100);
-- per segment, the promotion rate limit: off, or a power of two 1..65536 MB/s.
+- per segment, the promotion rate limit: off, or a power of two 1..65536 MB/s;
+- per segment, the kernel's tiering mode (:data:`envs.spaces.TIERING_MODES`:
+  ``default``, ``tpp``, ``memcg-fair``, ``damon``, ``no-demotion``), the action
+  entry an environment built with ``tiering_modes`` has. Per segment, not per
+  episode, because the environment itself switches the mode per interval
+  (:func:`envs.core.step` applies :func:`envs.model.with_kernel_rows` each step,
+  the mechanisms' state carrying over), so a per-segment mode is an action an
+  agent can take and the replay applies it exactly as the step does.
+
+So the planner bounds everything the agent's action interface expresses
+(weights, promotion rate, tiering mode), and with it every heuristic that is a
+(tiering mode, static action) pair: ``dram-first`` and ``numa-tiering``
+(``default``), ``tpp`` and ``memcg-fair`` (their modes, local-first at
+65536 MB/s), the static ratios and the auto weights, ``dram-first`` with
+``demotion=False`` (``no-demotion``).
+
+How the evaluation runs the planner's modes: the planner has ``tiering_modes``
+(default all of :data:`~envs.spaces.TIERING_MODES`, ``default`` first), and
+:func:`agents.rollout.make_params` builds the evaluation environment with them
+(unless ``env_kwargs`` name others: the planner then searches the modes of the
+environment it is bound to, only its kernel if it has none); its ``predict``
+fills the mode entry with the plan's mode of the segment
+(:meth:`HeuristicPolicy._tiering_mode`). The replay and the evaluation thus
+run the same kernel rows each interval.
 
 Why this form: the headroom on the shipped scenarios is almost all in each
 tenant's DRAM:CXL ratio on bandwidth-contended machines (issue #12); weights
 only steer new and churned pages, so a few segments per episode capture the
 time variation that matters (a tenant's arrival, a phase), and the promotion
-rate is one more knob per segment.
+rate is one more knob per segment. The mode matters where a kernel mechanism
+beats any placement: memcg-fair's protection on ``colocation-protected``,
+TPP's proactive demotion on ``kv-store`` (searched under one kernel the
+planner scored 0.777 and 0.843 there on 16 test episodes, below ``memcg-fair``'s
+0.856 and ``colloid``'s 0.848; with the modes 0.864 and 0.859).
 
 How: the episode's candidates run as one batch of ``population x episodes``
 instances of the model (:func:`envs.model.step` on the rows
 :func:`envs.core.reset` draws for the repeated seeds: replay from the seed, not
 a cloned state; instances are independent, so a candidate's score is exactly
-what the evaluation will measure). Iteration 0 evaluates the seed candidates:
+what the evaluation will measure). Iteration 0 evaluates the seed candidates,
+in every mode (mode-major; ``5 x 18`` with the default modes):
 local-first with promotion off (``dram-first``) and at the kernel's default
 rate (``numa-tiering``'s action), and every DRAM share of ``static-best``'s
 ratio grid plus the kernel's auto weights, the same for every tenant and
 segment. The CEM's mean starts at the best of them; each further iteration
 samples ``population`` candidates around it (the best so far among them),
-keeps the top ``elite_frac`` and moves the mean and spread toward them. The
-plan played is the best candidate evaluated, so on each episode the planner
-scores at least as well as every seed candidate, ``dram-first`` among them.
+keeps the top ``elite_frac`` and moves the mean and spread toward them; each
+segment's mode is drawn from a categorical distribution (half on the best
+seed's mode, half uniform at first) that moves toward the elites' mode
+frequencies. The plan played is the best candidate evaluated, so on each
+episode the planner scores at least as well as every seed candidate, and so
+as every (mode, static action) heuristic above. Cost: the seeds in every mode
+add about 10% (16 ``mixed`` episodes: 11.9 s -> 12.9 s of search; 64: 36 s,
+one loaded core).
 
-Deterministic: each episode's random numbers come from ``(seed, episode seed)``,
-so an episode's plan does not depend on the rest of the batch.
+Limit: a mode's kernel rows replace every kernel field, a scenario's own
+``kernel.memcg_limits`` included (:func:`envs.model.with_kernel_rows`), so on a
+scenario that fixes ``memcg_limits`` (``tiering-fairness-low-high``) the
+planner's ``default`` mode is not the heuristics' kernel and the bound there
+holds over the environment's modes only.
+
+Deterministic: each episode's random numbers (shares, rates and modes) come
+from ``(seed, episode seed)``, so an episode's plan does not depend on the rest
+of the batch.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -56,9 +97,9 @@ from numpy.typing import NDArray
 from baselines.policies import STATIC_KERNEL, HeuristicPolicy, register_policy, share_to_weights
 from envs import core
 from envs.kernel import auto_interleave_weights, gcd_reduce
-from envs.model import Action
+from envs.model import Action, with_kernel_rows
 from envs.model import step as model_step
-from envs.spaces import reward_terms
+from envs.spaces import TIERING_MODES, reward_terms
 
 __all__ = ["SEED_SHARES", "Planner"]
 
@@ -100,9 +141,12 @@ class Planner(HeuristicPolicy):
     Call :meth:`plan_episodes` with the evaluation's seeds after :meth:`bind`
     (:func:`agents.rollout.run_episodes` does); ``plan_score`` then holds each
     episode's searched ``geomean_perf``, ``seed_scores`` the seed candidates'
-    (column 0 is ``dram-first``) and ``plan_seconds`` the search's wall time.
+    (``(episodes, modes x seed actions)``, mode-major; column 0 is ``dram-first``),
+    ``seed_modes`` each column's mode, ``plan_mode`` the plan's mode per segment
+    (index in ``tiering_modes``) and ``plan_seconds`` the search's wall time.
     Kernel: :data:`~baselines.policies.STATIC_KERNEL` (the agents' and the
-    static policies' environment). Reads no info.
+    static policies' environment), with the tiering modes ``tiering_modes``
+    as an action entry. Reads no info.
 
     Args:
         population: candidates per episode and CEM iteration (64).
@@ -113,6 +157,11 @@ class Planner(HeuristicPolicy):
         init_std: initial spread of the DRAM share (0.25) and of the rate exponent (4.0).
         weight_scale: resolution of the share-to-weights mapping (100).
         seed: seed of the search's random numbers (0).
+        tiering_modes: the kernel tiering modes searched (names of
+            :data:`envs.spaces.TIERING_MODES`; default all of them, ``"default"`` first);
+            the evaluation environment is built with them (:func:`agents.rollout.make_params`)
+            unless its ``env_kwargs`` name others, and the planner searches the modes of the
+            environment it is bound to (only its kernel where it has none).
     """
 
     name = "planner"
@@ -129,8 +178,16 @@ class Planner(HeuristicPolicy):
         init_std: tuple[float, float] = (0.25, 4.0),
         weight_scale: int = 100,
         seed: int = 0,
+        tiering_modes: Sequence[str] | None = tuple(TIERING_MODES),
     ) -> None:
         super().__init__()
+        modes = tuple(tiering_modes or ())
+        bad = [m for m in modes if m not in TIERING_MODES]
+        if bad or len(set(modes)) != len(modes):
+            raise ValueError(
+                f"planner tiering_modes: got {list(modes)}, expected distinct names of "
+                f"{list(TIERING_MODES)}"
+            )
         for what, v, lo in (
             ("population", population, 2),
             ("iterations", iterations, 0),
@@ -153,6 +210,7 @@ class Planner(HeuristicPolicy):
         self.init_std = (float(init_std[0]), float(init_std[1]))
         self.weight_scale = int(weight_scale)
         self.seed = int(seed)
+        self.tiering_modes: tuple[str, ...] | None = modes or None
         self._planned = False
 
     # ------------------------------------------------------------------ binding
@@ -167,6 +225,7 @@ class Planner(HeuristicPolicy):
         act, _ = codec.decode(codec.encode_box(zero, levels))
         self.rate_levels = levels
         self.rate_exec = np.asarray(act.promote_mbps, dtype=float)
+        self.n_modes = max(len(codec.modes), 1)  # without modes: the environment's kernel only
         self._planned = False
 
     def _reset(self, mask: NDArray[np.bool_]) -> None:
@@ -193,10 +252,12 @@ class Planner(HeuristicPolicy):
     def _segment(self, k: I64, steps: I64) -> I64:
         return np.minimum(k * self.segments // np.maximum(steps, 1), self.segments - 1)
 
-    def _scores(self, seeds: NDArray[np.uint64], x: F64, v: F64) -> F64:
+    def _scores(self, seeds: NDArray[np.uint64], x: F64, v: F64, m: I64) -> F64:
         """Each candidate's episode ``geomean_perf`` (B,): episode ``seeds`` (B,) replayed on the
-        model under candidate shares ``x`` (B, S, R) and rate variables ``v`` (B, S)."""
+        model under candidate shares ``x`` (B, S, R), rate variables ``v`` (B, S) and tiering
+        modes ``m`` (B, S), each interval's mode applied as :func:`envs.core.step` applies it."""
         params = self._p()
+        table = params.mode_table
         state, _ = core.reset(params, seeds)
         inst, ms = state.instance, state.model
         hw = core.hardware(state)
@@ -213,14 +274,16 @@ class Planner(HeuristicPolicy):
         for k in range(int(steps.max())):
             seg = self._segment(np.full(B, k), steps)
             act = Action(weights=wf[rows, seg], promote_mbps=rate[rows, seg])
-            ms, out = model_step(inst, ms, act, check=False)
+            kin = inst if table is None else with_kernel_rows(inst, table, m[rows, seg])
+            ms, out = model_step(kin, ms, act, check=False)
             has = (k < steps) & out.tenant_active.any(axis=1)
             logsum += np.where(has, reward_terms(out, peak)["log-geomean"], 0.0)
             n += has
         return np.where(n > 0, np.exp(logsum / np.maximum(n, 1)), np.nan)
 
-    def _seed_candidates(self, hw: core.Hardware, R: int) -> tuple[F64, F64]:
-        """(E, K, S, R) shares and (E, K, S) rate variables of the seed candidates."""
+    def _seed_candidates(self, hw: core.Hardware, R: int) -> tuple[F64, F64, I64]:
+        """(E, K, S, R) shares, (E, K, S) rate variables and (E, K, S) modes of the seed
+        candidates: every seed action in every mode, mode-major."""
         E, S = hw.is_cxl.shape[0], self.segments
         auto = auto_interleave_weights(hw.firmware_gbps).astype(float)
         auto_share = np.where(hw.is_cxl, 0.0, auto).sum(1) / auto.sum(1)  # (E,)
@@ -229,10 +292,13 @@ class Planner(HeuristicPolicy):
         for s in (*SEED_SHARES, None):
             shares.append(auto_share if s is None else np.full(E, s))
             rates.append(V_LO)
-        K = len(shares)
-        x = np.broadcast_to(np.stack(shares, 1)[:, :, None, None], (E, K, S, R)).copy()
-        v = np.broadcast_to(np.asarray(rates)[None, :, None], (E, K, S)).copy()
-        return x, v
+        M = self.n_modes
+        x1 = np.stack(shares, 1)  # (E, K1)
+        K = M * x1.shape[1]
+        x = np.broadcast_to(np.tile(x1, (1, M))[:, :, None, None], (E, K, S, R)).copy()
+        v = np.broadcast_to(np.tile(rates, M)[None, :, None], (E, K, S)).copy()
+        m = np.broadcast_to(np.repeat(np.arange(M), len(rates))[None, :, None], (E, K, S)).copy()
+        return x, v, m
 
     def plan_episodes(self, seeds: Any) -> None:
         """Search the plan of each episode ``seeds[i]`` (one per bound instance); clairvoyant."""
@@ -246,17 +312,24 @@ class Planner(HeuristicPolicy):
         E, S, R = seeds.size, self.segments, params.codec.n_weight_rows
         state, _ = core.reset(params, seeds)
         hw = core.hardware(state)
-        x0, v0 = self._seed_candidates(hw, R)
-        K = x0.shape[1]
-        sc0 = self._scores(np.repeat(seeds, K), x0.reshape(E * K, S, R), v0.reshape(E * K, S))
+        x0, v0, m0 = self._seed_candidates(hw, R)
+        K, M = x0.shape[1], self.n_modes
+        sc0 = self._scores(
+            np.repeat(seeds, K), x0.reshape(E * K, S, R), v0.reshape(E * K, S), m0.reshape(E * K, S)
+        )
         sc0 = np.where(np.isnan(sc0), -np.inf, sc0).reshape(E, K)
         self.seed_scores = sc0.copy()
+        self.seed_modes = m0[0, :, 0].copy()
         best = np.argmax(sc0, axis=1)  # first best: dram-first on ties
-        bx, bv, bs = x0[np.arange(E), best], v0[np.arange(E), best], sc0[np.arange(E), best]
+        e = np.arange(E)
+        bx, bv, bm, bs = x0[e, best], v0[e, best], m0[e, best], sc0[e, best]
         mx = np.clip(bx, X_LO, X_HI)
         mv = bv.copy()
         sx = np.full_like(mx, self.init_std[0])
         sv = np.full_like(mv, self.init_std[1])
+        # the modes' categorical distribution per segment (E, S, M): half on the best seed's
+        # mode, half uniform; the CEM moves it toward the elites' frequencies
+        pm = 0.5 * (np.arange(M) == bm[..., None]) + 0.5 / M
         rngs = [np.random.default_rng([self.seed, int(s)]) for s in seeds]
         P = self.population
         n_elite = max(1, round(self.elite_frac * P))
@@ -264,27 +337,43 @@ class Planner(HeuristicPolicy):
         for _ in range(self.iterations):
             zx = np.stack([g.standard_normal((P, S, R)) for g in rngs])  # (E, P, S, R)
             zv = np.stack([g.standard_normal((P, S)) for g in rngs])
+            um = np.stack([g.random((P, S)) for g in rngs])
             cx = np.clip(mx[:, None] + sx[:, None] * zx, X_LO, X_HI)
             cv = np.clip(mv[:, None] + sv[:, None] * zv, V_LO, math.log2(self.rate_levels[-1]))
-            cx[:, 0], cv[:, 0] = bx, bv  # the best so far (re-evaluated: deterministic)
-            sc = self._scores(np.repeat(seeds, P), cx.reshape(E * P, S, R), cv.reshape(E * P, S))
+            cdf = np.cumsum(pm, axis=-1)  # (E, S, M): inverse-CDF draws of the modes
+            cm = np.minimum((um[..., None] >= cdf[:, None]).sum(-1), M - 1)
+            cx[:, 0], cv[:, 0], cm[:, 0] = (
+                bx,
+                bv,
+                bm,
+            )  # the best so far (re-evaluated: deterministic)
+            sc = self._scores(
+                np.repeat(seeds, P),
+                cx.reshape(E * P, S, R),
+                cv.reshape(E * P, S),
+                cm.reshape(E * P, S),
+            )
             sc = np.where(np.isnan(sc), -np.inf, sc).reshape(E, P)
             order = np.argsort(-sc, axis=1, kind="stable")
             el = order[:, :n_elite]
             ex = np.take_along_axis(cx, el[:, :, None, None], axis=1)
             ev = np.take_along_axis(cv, el[:, :, None], axis=1)
+            em = np.take_along_axis(cm, el[:, :, None], axis=1)  # (E, n_elite, S)
             mx = a * ex.mean(1) + (1 - a) * mx
             mv = a * ev.mean(1) + (1 - a) * mv
             sx = a * ex.std(1) + (1 - a) * sx
             sv = a * ev.std(1) + (1 - a) * sv
+            pm = a * (em[..., None] == np.arange(M)).mean(1) + (1 - a) * pm
             top = order[:, 0]
-            better = sc[np.arange(E), top] > bs
-            bx = np.where(better[:, None, None], cx[np.arange(E), top], bx)
-            bv = np.where(better[:, None], cv[np.arange(E), top], bv)
-            bs = np.where(better, sc[np.arange(E), top], bs)
+            better = sc[e, top] > bs
+            bx = np.where(better[:, None, None], cx[e, top], bx)
+            bv = np.where(better[:, None], cv[e, top], bv)
+            bm = np.where(better[:, None], cm[e, top], bm)
+            bs = np.where(better, sc[e, top], bs)
         w, nominal, _ = self._decode(bx, bv, hw)
         self.plan_weights = w  # (E, S, R, N) integer weights
         self.plan_rate_mbps = nominal  # (E, S) MB/s as the codec encodes them
+        self.plan_mode = bm.astype(np.int64)  # (E, S) index in the environment's modes
         self.plan_score = np.where(np.isfinite(bs), bs, np.nan)
         self.plan_steps = np.asarray(state.instance.episode_steps, dtype=np.int64)
         self.plan_seconds = time.perf_counter() - t0
@@ -301,7 +390,11 @@ class Planner(HeuristicPolicy):
         rows = np.arange(self._B)
         seg = self._segment(self._k, self.plan_steps)
         self._k = self._k + 1
+        self._mode_now = self.plan_mode[rows, seg]
         return self.plan_weights[rows, seg], self.plan_rate_mbps[rows, seg]
+
+    def _tiering_mode(self) -> NDArray[np.int64] | int:
+        return self._mode_now
 
 
 register_policy("planner", Planner)

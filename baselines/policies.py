@@ -223,7 +223,9 @@ class HeuristicPolicy:
             if start.any():
                 self._reset(start)
         w, rate = self._decide(obs2)
-        act = params.codec.encode_box(w, np.broadcast_to(np.asarray(rate, dtype=float), (self._B,)))
+        act = params.codec.encode_box(
+            w, np.broadcast_to(np.asarray(rate, dtype=float), (self._B,)), self._tiering_mode()
+        )
         return (act[0] if single else act), state
 
     def observe(self, metrics: Mapping[str, Any] | None, hardware: Hardware) -> None:
@@ -250,6 +252,12 @@ class HeuristicPolicy:
 
     def _decide(self, obs: NDArray) -> tuple[I64, F64]:
         raise NotImplementedError
+
+    def _tiering_mode(self) -> NDArray[np.int64] | int:
+        """The tiering mode (index in the codec's ``modes``, (B,) or one for all) of the
+        action :meth:`_decide` just gave; used only when the environment has tiering modes.
+        0 here (the first listed); the ``planner`` picks its plan's."""
+        return 0
 
 
 # =============================================================================== static family
