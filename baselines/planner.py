@@ -73,11 +73,8 @@ as every (mode, static action) heuristic above. Cost: the seeds in every mode
 add about 10% (16 ``mixed`` episodes: 11.9 s -> 12.9 s of search; 64: 36 s,
 one loaded core).
 
-Limit: a mode's kernel rows replace every kernel field, a scenario's own
-``kernel.memcg_limits`` included (:func:`envs.model.with_kernel_rows`), so on a
-scenario that fixes ``memcg_limits`` (``tiering-fairness-low-high``) the
-planner's ``default`` mode is not the heuristics' kernel and the bound there
-holds over the environment's modes only.
+A scenario's own ``kernel.memcg_limits`` keeps its precedence over every
+mode (:func:`envs.model.with_kernel_rows`), as it does for the heuristics.
 
 Deterministic: each episode's random numbers (shares, rates and modes) come
 from ``(seed, episode seed)``, so an episode's plan does not depend on the rest

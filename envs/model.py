@@ -264,6 +264,9 @@ class Params:
     migrate_max_util: F64
     memcg_mode: NDArray[np.int64]  # (B,) index into MEMCG_LIMIT_MODES
     toptier_share: F64  # (B,) DRAM share of the machine's capacity (tier-aware limits)
+    memcg_fixed: NDArray[
+        np.int64
+    ]  # (B,) the scenario's own memcg_mode (kernel.memcg_limits), -1: none
     scan_task: NDArray[np.bool_]  # (B,) per-task NUMA-balancing scanning
     scan_delay_s: F64  # (B,)
     scan_min_ms: F64  # (B,) sysctl numa_balancing_scan_period_min_ms
@@ -755,6 +758,15 @@ def compile_params(
                 for sc in scs
             ]
         ),
+        memcg_fixed=np.array(
+            [
+                MEMCG_LIMIT_MODES.index(sc.kernel.memcg_limits)
+                if sc.kernel is not None and sc.kernel.memcg_limits is not None
+                else -1
+                for sc in scs
+            ],
+            dtype=np.int64,
+        ),
         policy_mask=last(pmask),
         policy_w=last(pw),
         numa_mof=last(mof),
@@ -815,11 +827,13 @@ def with_kernel_rows(
     """``p`` with each batch element's kernel fields taken from row ``idx[b]`` of ``table``.
 
     ``table`` is :func:`kernel_arrays` of a list of configurations (M,); ``idx`` (B,)
-    picks one per element. A new object: ``p`` is not modified. The table's rows
-    replace every kernel field, a scenario's own ``kernel.memcg_limits`` included
-    (the modes are the environment's, not the scenario's).
+    picks one per element. A new object: ``p`` is not modified. A scenario's own
+    ``kernel.memcg_limits`` (``p.memcg_fixed``) keeps its precedence over every mode,
+    as in :func:`compile_params`.
     """
     fields: dict[str, Any] = {k: v[idx] for k, v in table.items()}
+    if "memcg_mode" in fields:
+        fields["memcg_mode"] = np.where(p.memcg_fixed >= 0, p.memcg_fixed, fields["memcg_mode"])
     return dataclasses.replace(p, **fields)
 
 

@@ -244,3 +244,18 @@ def test_tiering_fairness_variants_load() -> None:
     assert sc.kernel is not None and sc.kernel.memcg_limits == "tier_aware"
     assert [t.memory_high_gib for t in sc.tenants] == [256.0, None]
     assert dataclasses.is_dataclass(KernelConfig())
+
+
+def test_tiering_modes_keep_a_scenario_s_own_memcg_limits() -> None:
+    """A scenario's ``kernel.memcg_limits`` outranks every per-step tiering mode, as it
+    outranks the kernel configuration at compile time (memcg-fair's mode sets "dram")."""
+    from envs.model import MEMCG_LIMIT_MODES, compile_params, kernel_arrays, with_kernel_rows
+    from envs.spaces import mode_kernels
+
+    fixed = load_scenario("tiering-fairness-low-high")  # kernel: {memcg_limits: tier_aware}
+    free = load_scenario("tiering-fairness")
+    p = compile_params([fixed, free])
+    table = kernel_arrays(mode_kernels(KernelConfig(), ("default", "memcg-fair")))
+    q = with_kernel_rows(p, table, np.array([1, 1]))  # memcg-fair's mode in both
+    assert [MEMCG_LIMIT_MODES[m] for m in q.memcg_mode] == ["tier_aware", "dram"]
+    assert q.promo_throttle.tolist() == [True, True]
