@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agents.rollout import run_episodes
-from baselines.policies import STATIC_KERNEL, HeuristicPolicy
+from baselines.policies import STATIC_KERNEL, STATIC_RATIOS, HeuristicPolicy
 from envs.core import EnvParams, Hardware, make_params
 from envs.kernel import auto_interleave_weights, gcd_reduce
 
@@ -40,24 +40,8 @@ I64 = NDArray[np.int64]
 
 
 #: DRAM:CXL per-node weight ratios searched by ``static-best`` (besides local-first and the
-#: auto weights): DRAM only, CXL only, and interleave ratios from 1:4 to 32:1.
-DEFAULT_RATIOS: tuple[tuple[int, int], ...] = (
-    (1, 0),
-    (0, 1),
-    (1, 1),
-    (3, 2),
-    (2, 1),
-    (3, 1),
-    (4, 1),
-    (6, 1),
-    (8, 1),
-    (12, 1),
-    (16, 1),
-    (32, 1),
-    (2, 3),
-    (1, 2),
-    (1, 4),
-)
+#: auto weights): the static family's ratios, DRAM only, CXL only, and 1:4 to 32:1.
+DEFAULT_RATIOS: tuple[tuple[int, int], ...] = STATIC_RATIOS
 #: Promotion rate limits searched by ``static-best`` (0 = off; 65536 = kernel default).
 DEFAULT_RATES_MBPS: tuple[float, ...] = (0.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 65536.0)
 

@@ -91,7 +91,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from baselines.policies import STATIC_KERNEL, HeuristicPolicy, register_policy, share_to_weights
+from baselines.policies import (
+    STATIC_KERNEL,
+    STATIC_RATIOS,
+    HeuristicPolicy,
+    register_policy,
+    share_to_weights,
+)
 from envs import core
 from envs.kernel import auto_interleave_weights, gcd_reduce
 from envs.model import Action, with_kernel_rows
@@ -103,29 +109,10 @@ __all__ = ["SEED_SHARES", "Planner"]
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
-#: DRAM shares of the seed candidates: ``a / (a + b)`` of ``static-best``'s DRAM:CXL ratios
-#: (:data:`agents.static_best.DEFAULT_RATIOS`: DRAM only, CXL only, 1:1, 3:2, ..., 32:1, 2:3,
-#: 1:2, 1:4), each the same for every tenant and segment, promotion off.
-SEED_SHARES: tuple[float, ...] = tuple(
-    a / (a + b)
-    for a, b in (
-        (1, 0),
-        (0, 1),
-        (1, 1),
-        (3, 2),
-        (2, 1),
-        (3, 1),
-        (4, 1),
-        (6, 1),
-        (8, 1),
-        (12, 1),
-        (16, 1),
-        (32, 1),
-        (2, 3),
-        (1, 2),
-        (1, 4),
-    )
-)
+#: DRAM shares of the seed candidates: ``a / (a + b)`` of the static family's DRAM:CXL
+#: ratios (:data:`baselines.policies.STATIC_RATIOS`, ``static-best``'s grid), each the
+#: same for every tenant and segment, promotion off.
+SEED_SHARES: tuple[float, ...] = tuple(a / (a + b) for a, b in STATIC_RATIOS)
 LOCAL_FIRST_X = 1.5  # any x > 1 means local-first; the seed's value
 X_LO, X_HI = 0.0, 1.25  # samples are clipped to this range (above 1: local-first)
 V_LO = -2.0  # rate variable: v < 0 is promotion off, else 2 ** round(v) MB/s

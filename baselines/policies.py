@@ -52,6 +52,7 @@ from envs.spaces import TIERING_MODES
 
 __all__ = [
     "STATIC_KERNEL",
+    "STATIC_RATIOS",
     "TPP",
     "TPP_KERNEL",
     "BandwidthAwareInterleave",
@@ -90,6 +91,26 @@ STATIC_KERNEL = KernelConfig()
 TPP_KERNEL = KernelConfig(**TIERING_MODES["tpp"])  # type: ignore[arg-type]
 #: Kernel default ``numa_balancing_promote_rate_limit_MBps``.
 KERNEL_RATE_MBPS = 65536.0
+#: DRAM:CXL per-node weight ratios of the static family's searches (``static-best``'s
+#: grid, the planner's seed candidates): DRAM only, CXL only, and interleave ratios from
+#: 1:4 to 32:1.
+STATIC_RATIOS: tuple[tuple[int, int], ...] = (
+    (1, 0),
+    (0, 1),
+    (1, 1),
+    (3, 2),
+    (2, 1),
+    (3, 1),
+    (4, 1),
+    (6, 1),
+    (8, 1),
+    (12, 1),
+    (16, 1),
+    (32, 1),
+    (2, 3),
+    (1, 2),
+    (1, 4),
+)
 
 
 def _env_params(env: Any, num_envs: int | None) -> tuple[EnvParams, int]:
