@@ -708,6 +708,13 @@ def load_hyperparams(
             raise TrainingError(f"--set {item!r}: expected KEY=VALUE")
         k, v = item.split("=", 1)
         k = k.strip()
+        head, dot, sub = k.partition(".")
+        if dot and head in ("env", "policy_kwargs"):  # one entry of a mapping: merged into it
+            checked = check_hyperparams(
+                algo, {head: {sub: _parse_value(v)}}, lambda *_, item=item: f"--set {item}"
+            )
+            hp[head] = {**(hp.get(head) or {}), **checked[head]}
+            continue
         checked = check_hyperparams(
             algo, {k: _parse_value(v)}, lambda *_, item=item: f"--set {item}"
         )

@@ -304,3 +304,31 @@ def test_a_model_from_before_the_descriptors_still_loads(tmp_path: Any) -> None:
         assert kw["observation"] == layout
         recs = rollout(pol, "colocation", 2, env_kwargs=kw)
         assert all(r["metrics"]["geomean_perf"] > 0 for r in recs)
+
+
+def test_default_padding_covers_every_shipped_scenario() -> None:
+    """The default run's pad_nodes (ppo.yml, mixed section) is at least every shipped
+    machine's node count, so the one default policy runs on each of them; on the largest
+    (6 nodes) the zero residual is still the base heuristic exactly."""
+    from agents.training import load_hyperparams
+    from envs.scenario import load_scenario, scenario_names
+
+    hp, _ = load_hyperparams("ppo", "mixed", None, [])
+    env = hp["env"]
+    pad = env["pad_nodes"]
+    sizes = {n: len(load_scenario(n).hardware.node_names) for n in scenario_names()}
+    assert max(sizes.values()) == 6  # cxl-spill: 2 sockets x 2 SNC nodes + 2 expanders
+    assert pad >= max(sizes.values()), f"pad_nodes {pad} < {sizes}"
+    shapes = set()
+    for sc in ("colocation", "cxl-spill"):
+        params = core.make_params(sc, tiering_modes=env["tiering_modes"], max_tenants=4)
+        shapes.add(tuple(s.shape for s in agent_spaces(params, env["base_policy"], pad)))
+    assert len(shapes) == 1
+    kw = {"tiering_modes": env["tiering_modes"], "base_policy": env["base_policy"]}
+    kw |= {"pad_nodes": pad, "max_tenants": 4}
+    params = core.make_params("cxl-spill", tiering_modes=env["tiering_modes"], max_tenants=4)
+    obs_space, act_space = agent_spaces(params, env["base_policy"], pad)
+    pol = LearnedPolicy(ZeroModel(obs_space, act_space), kw, "z", "t")
+    zero = _geomeans(rollout(pol, "cxl-spill", 2, seed=1, env_kwargs=kw))
+    base = rollout(env["base_policy"], "cxl-spill", 2, seed=1, env_kwargs={"max_tenants": 4})
+    assert zero == _geomeans(base)

@@ -246,3 +246,20 @@ def test_resume_restores_the_reward_normalisation(
     assert seen["env"].clip_reward == saved["clip_reward"] and seen["env"].gamma == saved["gamma"]
     # and kept updating them: the final checkpoint's statistics went on from the saved ones
     assert stats(256)["ret_count"] == saved["ret_count"] + 128
+
+
+def test_set_one_entry_of_env_or_policy_kwargs() -> None:
+    """--set env.KEY=V / policy_kwargs.KEY=V changes that entry only (the rest of the file's
+    mapping stays); a bad entry is an error naming it. A sweep searches them this way."""
+    from agents.training import TrainingError, load_hyperparams
+
+    base, _ = load_hyperparams("ppo", "mixed", None, [])
+    sets = ["env.base_policy=tpp", "policy_kwargs.log_std_init=-0.5", "env.tiering_modes=[default]"]
+    hp, _ = load_hyperparams("ppo", "mixed", None, sets)
+    assert hp["env"] == {**base["env"], "base_policy": "tpp", "tiering_modes": ["default"]}
+    assert hp["policy_kwargs"] == {**base["policy_kwargs"], "log_std_init": -0.5}
+    assert base["env"]["pad_nodes"] == hp["env"]["pad_nodes"]  # the mixed section's, kept
+    with pytest.raises(TrainingError, match=r"env\.bogus=1.*unknown env setting 'bogus'"):
+        load_hyperparams("ppo", "mixed", None, ["env.bogus=1"])
+    with pytest.raises(TrainingError, match="no-such-heuristic"):
+        load_hyperparams("ppo", "mixed", None, ["env.base_policy=no-such-heuristic"])
