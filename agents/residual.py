@@ -292,13 +292,19 @@ class AgentVecEnv(VecEnvWrapper):
         last = self._base
         self.agent.observe(infos[0]["metrics"], self.venv.hardware())  # type: ignore[attr-defined]
         self._base = self.agent.decide(obs, done)
-        for i in np.flatnonzero(done):
-            if "terminal_observation" in infos[i]:  # with the last base action it saw
-                infos[i]["terminal_observation"] = self.agent.obs_to_agent(
-                    infos[i]["terminal_observation"][None],
-                    None if last is None else last[i : i + 1],
-                    np.array([i]),
-                )[0]
+        # the finished instances' last observations, with the last base action they saw,
+        # converted in one batch (episodes of a family end together)
+        ends = np.array(
+            [i for i in np.flatnonzero(done) if "terminal_observation" in infos[i]], dtype=np.int64
+        )
+        if len(ends):
+            term = self.agent.obs_to_agent(
+                np.stack([infos[i]["terminal_observation"] for i in ends]),
+                None if last is None else last[ends],
+                ends,
+            )
+            for j, i in enumerate(ends):
+                infos[i]["terminal_observation"] = term[j]
         return self.agent.obs_to_agent(obs, self._base), reward, done, infos
 
 

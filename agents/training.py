@@ -446,20 +446,10 @@ ENV_SETTINGS: dict[str, Rule] = {
     "pad_nodes": Rule("null or a number of nodes 1..64", _pad_nodes),
     "train_families": Rule("null or a list of scenario or family names", _names),
 }
-#: Env settings a hyperparameter file may give (the rest are command-line flags).
-FILE_ENV_KEYS = (
-    "max_tenants",
-    "max_promote_mbps",
-    "kernel",
-    "jitter",
-    "pool_size",
-    "tiering_modes",
-    "observation",
-    "base_policy",
-    "residual_scale",
-    "pad_nodes",
-    "train_families",
-)
+#: Env settings that are command-line flags only (``--scenario``, ``--reward``, ...).
+FLAG_ONLY_ENV_KEYS = ("scenario", "split", "reward", "weights", "action_type")
+#: Env settings a hyperparameter file may give: every other one.
+FILE_ENV_KEYS = tuple(k for k in ENV_KEYS if k not in FLAG_ONLY_ENV_KEYS)
 
 #: Run options that are command-line flags only.
 RUN_OPTIONS: dict[str, Rule] = {
