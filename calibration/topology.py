@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from calibration.data import ALL_CSV, SERIES_THREADS, resolve_data_dir
 from envs.kernel import build_fallback_lists
 from envs.model import Action, Outputs, compile_params, init_state, step
 from envs.scenario import hardware_presets, load_scenario
+from envs.solver import mix_utilisation
 
 __all__ = [
     "COMMIT_AFTER",
@@ -26,6 +28,7 @@ __all__ = [
     "COMMIT_DISTANCE",
     "COMMIT_STREAM",
     "measured_peaks",
+    "mixed_socket_run",
     "model_random_peak",
     "run_scenario",
     "topology_lines",
@@ -86,18 +89,44 @@ def measured_peaks(
     return out
 
 
+def mixed_socket_run(read_fraction: float) -> tuple[dict[str, Any], NDArray[np.float64]]:
+    """The ``mmem_mixed_socket`` MLC run as a scenario and its weights: 64 CPUs, 47 on
+    socket 0 and 17 on socket 1 (two tenants, 32 lines in flight per thread as the MLC
+    calibration), every page on dram0 of ``spr-a1000-2s``: local and remote traffic
+    share the node."""
+    t = {"mlp": 32, "compute_ns": 0, "read_fraction": read_fraction, "working_set_gib": 8}
+    spec = {
+        "name": "mixed-socket",
+        "episode_steps": 3,
+        "hardware": "spr-a1000-2s",
+        "tenants": [
+            {"name": "s0", "threads": 47, "socket": 0, **t},
+            {"name": "s1", "threads": 17, "socket": 1, "weights": {"dram0": 1}, **t},
+        ],
+    }
+    weights = np.zeros((2, 3))
+    weights[:, 0] = 1.0
+    return spec, weights
+
+
 def model_random_peak(node: Mapping[str, Any], rfrac: float) -> float:
     """The model's peak (GB/s) of a random-access tenant alone on a preset node at read
-    share ``rfrac``: the memory at its costed utilisation, the CXL link at its bytes."""
-    r, w = float(node["read_gbps"]), float(node["write_gbps"])
-    rr = float(node.get("random_read_gbps") or r)
-    rw = float(node.get("random_write_gbps") or w)
-    m = float(node["mixed_gbps"])
-    turn = 4.0 * (1.0 / m - 0.5 / r - 0.5 / w)
-    crd, cwr = rfrac * r / rr, (1 - rfrac) * w / rw
-    u = crd / r + cwr / w + (max(turn, 0.0) * crd * cwr / (crd + cwr) if 0 < rfrac < 1 else 0.0)
-    lr, lw = node.get("link_read_gbps"), node.get("link_write_gbps")
-    u_link = max(rfrac / lr, (1 - rfrac) / lw) if lr and lw else 0.0
+    share ``rfrac``: the node's compiled curves (a CXL node beside ``spr-a1000``'s DRAM),
+    the memory at its costed utilisation (:func:`envs.solver.mix_utilisation` over the
+    random peaks' costed bytes), the CXL link at its bytes."""
+    nodes = [dict(node)]
+    if node["kind"] != "dram":  # a socket needs its DRAM node
+        host = next(n for n in hardware_presets()["spr-a1000"]["nodes"] if n["kind"] == "dram")
+        nodes.insert(0, {**host, "name": "host-dram"})
+    tenant = {"name": "t", "threads": 1, "mlp": 1, "compute_ns": 0, "read_fraction": 1}
+    sc = {"name": "peak", "episode_steps": 1, "hardware": {"nodes": nodes}}
+    c = compile_params(load_scenario({**sc, "tenants": [{**tenant, "working_set_gib": 1}]})).curves
+    n = len(nodes) - 1
+    r, w = c.mem_read[n, 0], c.mem_write[n, 0]
+    crd = rfrac * r / c.rnd_read[n, 0]
+    cwr = (1 - rfrac) * w / c.rnd_write[n, 0]
+    u = float(mix_utilisation(crd, cwr, r, w, c.mem_turn[n, 0]))
+    u_link = max(rfrac / c.link_read[n, 0], (1 - rfrac) / c.link_write[n, 0])
     return 1.0 / max(u, u_link)
 
 
@@ -203,19 +232,7 @@ def topology_lines(data: str | Path | None = None) -> list[str]:
     mixed = measured_peaks("mmem_mixed_socket", "sequential", data)
     rows = []
     for mix, rf in (("1:0", 1.0), ("1:1", 0.5), ("0:1", 0.0)):
-        t = {"mlp": 32, "compute_ns": 0, "read_fraction": rf, "working_set_gib": 8}
-        spec = {
-            "name": "mixed-socket",
-            "episode_steps": 3,
-            "hardware": "spr-a1000-2s",
-            "tenants": [
-                {"name": "s0", "threads": 47, "socket": 0, **t},
-                {"name": "s1", "threads": 17, "socket": 1, "weights": {"dram0": 1}, **t},
-            ],
-        }
-        wts = np.zeros((2, 3))
-        wts[:, 0] = 1.0
-        m = float(run_scenario(spec, wts).total_throughput_gbps[0])
+        m = float(run_scenario(*mixed_socket_run(rf)).total_throughput_gbps[0])
         d = max(v for (mx, _), v in mixed.items() if mx == mix)
         rows.append(f"{mix} {m:.1f} vs {d:.1f} ({m / d - 1:+.1%})")
     w("**Mixed-socket traffic.** Source: `mmem_mixed_socket`, MLC on 64 CPUs (47 on socket 0,")

@@ -4,11 +4,13 @@ the socket link (docs/model.md, "Topology"; docs/scenarios.md; docs/validation.m
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from calibration.topology import measured_peaks, mixed_socket_run, model_random_peak
 from envs.kernel import build_fallback_lists
 from envs.model import (
     Action,
@@ -428,41 +430,16 @@ def test_jacobian_with_socket_links_matches_central_differences() -> None:
 # --------------------------------------------------------------------------- data
 
 
-def _measured_peaks(memory: str) -> dict[str, float]:
-    """Peak bandwidth (GB/s) per read:write mix of a series of loaded_latency_all.csv."""
-    import csv
-
-    from calibration.data import DATA_DIR
-
-    path = DATA_DIR / "loaded_latency_all.csv"
-    if not path.is_file():
-        pytest.skip(f"shared calibration data not found ({path})")
-    peaks: dict[str, float] = {}
-    with path.open() as f:
-        for r in csv.DictReader(f):
-            if r["memory"] == memory and r["access"] == "sequential":
-                peaks[r["rw_mix"]] = max(peaks.get(r["rw_mix"], 0.0), float(r["bandwidth_gbps"]))
-    return peaks
-
-
 @pytest.mark.parametrize(("mix", "rfrac"), [("1:0", 1.0), ("1:1", 0.5), ("0:1", 0.0)])
-def test_mixed_socket_traffic_matches_the_measured_peaks(mix: str, rfrac: float) -> None:
+def test_mixed_socket_traffic_matches_the_measured_peaks(
+    mix: str, rfrac: float, calibration_dir: Path
+) -> None:
     """mmem_mixed_socket: MLC on 64 CPUs, 47 on socket 0 and 17 on socket 1, all to node 0.
     The model: two tenants (47 and 17 threads, 32 lines in flight each, as the MLC
     calibration) on spr-a1000-2s, pages on dram0: local and remote traffic share the node."""
-    measured = _measured_peaks("mmem_mixed_socket")[mix]
-    t = {"mlp": 32, "compute_ns": 0, "read_fraction": rfrac, "working_set_gib": 8}
-    spec = {
-        "name": "mixed-socket",
-        "episode_steps": 3,
-        "hardware": "spr-a1000-2s",
-        "tenants": [
-            {"name": "s0", "threads": 47, "socket": 0, **t},
-            {"name": "s1", "threads": 17, "socket": 1, "weights": {"dram0": 1}, **t},
-        ],
-    }
-    w = np.zeros((2, 3))
-    w[:, 0] = 1.0
+    peaks = measured_peaks("mmem_mixed_socket", "sequential", calibration_dir)
+    measured = max(v for (mx, _), v in peaks.items() if mx == mix)
+    spec, w = mixed_socket_run(rfrac)
     *_, out = run(spec, weights=w)
     model = out.total_throughput_gbps[0]
     assert out.node_capacity_used_gib[0, 0] == pytest.approx(16.0)
@@ -470,60 +447,6 @@ def test_mixed_socket_traffic_matches_the_measured_peaks(mix: str, rfrac: float)
 
 
 # --------------------------------------------------------------------------- random access
-
-
-def _random_peaks(memory: str) -> dict[tuple[str, str], float]:
-    """16-thread random-access peaks on node 0's CPUs by (mix, write type)."""
-    import csv
-
-    from calibration.data import DATA_DIR
-
-    path = DATA_DIR / "loaded_latency_all.csv"
-    if not path.is_file():
-        pytest.skip(f"shared calibration data not found ({path})")
-    out: dict[tuple[str, str], float] = {}
-    with path.open() as f:
-        for r in csv.DictReader(f):
-            if (r["memory"], r["access"], r["threads"], r["cpu_set"]) == (
-                memory,
-                "random",
-                "16",
-                "d0",
-            ):
-                k = (r["rw_mix"], r["write_type"])
-                out[k] = max(out.get(k, 0.0), float(r["bandwidth_gbps"]))
-    return out
-
-
-def _model_random_peak(node: Any, rfrac: float) -> float:
-    """The model's peak (GB/s) of a random-access tenant alone on a node at read share
-    ``rfrac``: the memory's utilisation per GB/s with costed bytes, and the CXL link's."""
-    c = compile_params(
-        load_scenario(
-            {
-                "name": "x",
-                "episode_steps": 1,
-                "hardware": {"nodes": [node]} if node["kind"] == "dram" else "spr-a1000",
-                "tenants": [
-                    {
-                        "name": "t",
-                        "threads": 1,
-                        "mlp": 1,
-                        "compute_ns": 0,
-                        "read_fraction": 1,
-                        "working_set_gib": 1,
-                    }
-                ],
-            }
-        )
-    ).curves
-    n = 0 if node["kind"] == "dram" else 1
-    R, W, t = c.mem_read[n, 0], c.mem_write[n, 0], c.mem_turn[n, 0]
-    crd = rfrac * R / c.rnd_read[n, 0]
-    cwr = (1 - rfrac) * W / c.rnd_write[n, 0]
-    u = crd / R + cwr / W + (t * crd * cwr / (crd + cwr) if 0 < rfrac < 1 else 0.0)
-    u_link = max(rfrac / c.link_read[n, 0], (1 - rfrac) / c.link_write[n, 0])
-    return 1.0 / max(u, u_link)
 
 
 @pytest.mark.parametrize(
@@ -540,12 +463,12 @@ def _model_random_peak(node: Any, rfrac: float) -> float:
     ],
 )
 def test_random_access_peaks_match_the_random_series(
-    memory: str, mix: str, wt: str, rfrac: float, tol: float
+    memory: str, mix: str, wt: str, rfrac: float, tol: float, calibration_dir: Path
 ) -> None:
-    measured = _random_peaks(memory)[(mix, wt)]
+    measured = measured_peaks(memory, "random", calibration_dir, cpu_set="d0")[(mix, wt)]
     hw = hardware_presets()["spr-a1000"]
     node = next(n for n in hw["nodes"] if n["kind"] == ("dram" if memory == "mmem" else "cxl"))
-    model = _model_random_peak(node, rfrac)
+    model = model_random_peak(node, rfrac)
     assert abs(model / measured - 1) < tol, (memory, mix, model, measured)
 
 
