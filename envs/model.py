@@ -1206,9 +1206,13 @@ def numa_scan_update(
     space ends a scan sequence, after which the next recorded hint fault runs
     ``task_numa_placement`` and with it ``update_task_scan_period``. In
     tiering mode (``task_numa_fault``) only faults on top-tier memory are
-    recorded: on CXL, exactly the promoted pages (local, private: the access
-    time replaces the last cpupid). A sequence without recorded faults leaves
-    the period as it is (placement does not run).
+    recorded: on CXL, exactly the promoted pages. Each is private (the access
+    time replaces the last cpupid, so ``last_cpupid`` is unset) and remote
+    (``numa_migrate_check`` sets ``TNF_FAULT_LOCAL`` from the node the folio
+    was on when it faulted, a CPU-less CXL node), so ``local + shared == 0``
+    and the period doubles at each pass that promoted something, up to
+    ``task_scan_max``. A sequence without recorded faults leaves the period as
+    it is (placement does not run).
     """
     if cand.scan_bounds is None:
         return state.scan_period_ms, state.scan_offset_gib, state.numa_faults_mb
@@ -1223,7 +1227,7 @@ def numa_scan_update(
     zero = np.zeros_like(faults)
     upd = wrap & (faults > 0)
     if upd.any():  # a pass ended somewhere (most intervals of big tenants: none)
-        new = update_task_scan_period(period, faults, zero, faults, zero, zero, smin, smax)
+        new = update_task_scan_period(period, zero, faults, faults, zero, zero, smin, smax)
         period = np.where(upd, new, period)
         faults = np.where(upd, 0.0, faults)
     if wrap.any():

@@ -123,14 +123,14 @@ def test_memory_high_on_total_usage_demotes_and_throttles() -> None:
 
 def test_memory_high_on_total_usage_spares_a_cgroup_that_does_not_charge() -> None:
     """Without new charges nothing runs mem_cgroup_handle_over_high: after the first
-    interval's allocation (demoted, over high) promotion brings the pages back and nothing
-    demotes them again."""
+    interval's allocation (demoted, over high) promotion brings the pages back, past
+    memory.high (16 GiB), and nothing demotes them again."""
     sc = _over_high_scenario("total")
     sc["tenants"][0]["churn_per_s"] = 0.0
     _, outs = _run(sc)
     dram = np.array([o.tenant_dram_resident_gib[0, 0] for o in outs])
     assert (np.diff(dram[1:]) > 0).all()
-    assert dram[-1] > 19.0
+    assert dram[-1] > 17.0
     assert outs[-1].tenant_norm_perf[0, 0] > 0.7
 
 
@@ -158,8 +158,9 @@ def test_bad_memcg_limits_are_rejected() -> None:
 
 def test_scanning_starts_after_the_delay_and_adapts_per_task() -> None:
     """tiering-fairness: the streamer's 256 GiB scan at task_scan_min = task_scan_max =
-    100 ms per window from 1 s on; the latecomer starts at 100 ms and, promoting, lengthens
-    its period 30% per pass up to task_scan_max (1016 ms for 14 GiB) within minutes."""
+    100 ms per window from 1 s on; the latecomer starts at 100 ms and, since its only
+    recorded faults are promotions (remote, private: local + shared == 0), doubles its
+    period at each pass up to task_scan_max (1016 ms for 14 GiB) within two minutes."""
     sim = Simulator("tiering-fairness", batch_size=1)
     periods = []
     for _ in range(sim.scenarios[0].episode_steps):
@@ -169,11 +170,10 @@ def test_scanning_starts_after_the_delay_and_adapts_per_task() -> None:
     assert (per[:, 0] == 100.0).all()
     assert (per[:11, 1] == 0.0).all()  # not started (starts at 60 s, steps of 5 s)
     assert per[12, 1] == 100.0
-    assert per[-1, 1] == 1016.0
-    rising = np.diff(per[12:, 1])
-    assert (rising >= 0).all() and (rising > 0).sum() >= 8  # ~9 steps of +30%
-    # and it reaches task_scan_max within five minutes
-    assert per[12 + 60, 1] == 1016.0
+    assert (np.diff(per[12:, 1]) >= 0).all()
+    steps = per[12:, 1][np.r_[True, np.diff(per[12:, 1]) > 0]]
+    assert steps.tolist() == [100.0, 200.0, 400.0, 800.0, 1016.0]
+    assert per[12 + 24, 1] == 1016.0  # at task_scan_max two minutes after it starts
 
 
 def test_fixed_scanning_is_the_old_rate() -> None:
