@@ -22,6 +22,18 @@ in the order of the rollout loop (observe the step's metrics, then decide with
 ``episode_start``), so a trained model is evaluated exactly as it was trained.
 A run folder records ``base_policy`` and ``residual_scale`` in its env settings.
 
+Several bases (``base_policy: [colloid, tpp, weighted-interleave, dram-first]``):
+the agent observes every base's action and its action gains one mixing entry
+``m_j`` per base after the first; the residual applies to
+``base_0 + sum_j clip(m_j, 0, 1) * (base_j - base_0)`` (the clipped entries
+scaled to sum to at most 1). The zero action is the first heuristic, an entry
+of 1 (the others at or under 0) is heuristic ``j`` exactly, and anything between
+moves the decision part of the way, so a small change of an entry changes the
+outcome a little and the gradient can find which heuristic to lean on for
+which machine and mix (the best heuristic differs by scenario:
+``best-heuristic-per-episode``). Each base sees every step's counters, so each
+keeps its own controller state while another is followed.
+
 One policy for every machine (``pad_nodes: N``): the agent sees node entries
 padded to ``N`` nodes, each with a mask and its descriptors (kind, socket, read
 peak, idle latency: what HMAT/CDAT give), and per-tenant weights over ``N``
@@ -33,7 +45,7 @@ shapes at once (:class:`ConcatVecEnv`, one batch per family).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,6 +62,7 @@ __all__ = [
     "AgentVecEnv",
     "ConcatVecEnv",
     "agent_spaces",
+    "base_names",
     "core_kwargs",
     "make_interface",
     "make_training_vec_env",
@@ -60,6 +73,18 @@ RESIDUAL_KEYS = ("base_policy", "residual_scale", "pad_nodes", "train_families")
 NODE_ENTRIES = ("utilization", "latency_over_idle", "capacity_used")
 NODE_DESCRIPTORS = ("mask", "is_cxl", "socket", "read_peak", "idle_latency")
 DEFAULT_RESIDUAL_SCALE = 1.0
+
+
+def base_names(base_policy: str | Sequence[str] | None) -> list[str]:
+    """``base_policy`` as a list of heuristic names (empty: no base)."""
+    if base_policy is None:
+        return []
+    if isinstance(base_policy, str):
+        return [base_policy]
+    names = list(base_policy)
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"base_policy: got {names!r}, expected distinct heuristic names")
+    return names
 
 
 def core_kwargs(env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -84,11 +109,16 @@ def padded_sizes(params: EnvParams, pad_nodes: int) -> tuple[int, int]:
 
 
 def agent_spaces(
-    params: EnvParams, base_policy: str | None, pad_nodes: int | None = None
+    params: EnvParams, base_policy: str | Sequence[str] | None, pad_nodes: int | None = None
 ) -> tuple[spaces.Box, spaces.Space]:
-    """The agent's observation and action spaces on ``params`` (base and padding optional)."""
+    """The agent's observation and action spaces on ``params`` (bases and padding optional).
+
+    With ``K`` bases the observation ends with the ``K`` base actions and the
+    action with ``K - 1`` mixing entries.
+    """
+    k = len(base_names(base_policy))
     obs, act = params.encoder.space(), params.codec.space()
-    if base_policy is None and pad_nodes is None:
+    if k == 0 and pad_nodes is None:
         return obs, act
     if params.codec.action_type != "box":
         raise ValueError(
@@ -98,10 +128,10 @@ def agent_spaces(
     n_obs, n_act = params.encoder.size, params.codec.size
     if pad_nodes is not None:
         n_obs, n_act = padded_sizes(params, pad_nodes)
-    size = n_obs + (n_act if base_policy is not None else 0)
+    size = n_obs + k * n_act
     return (
         spaces.Box(0.0, 1.0, shape=(size,), dtype=np.float32),
-        spaces.Box(-1.0, 1.0, shape=(n_act,), dtype=np.float32),
+        spaces.Box(-1.0, 1.0, shape=(n_act + max(k - 1, 0),), dtype=np.float32),
     )
 
 
@@ -114,7 +144,8 @@ class AgentInterface:
     base action). Call :meth:`observe` after every reset and step, then :meth:`decide`.
 
     Args:
-        base_policy: a heuristic name (``baselines.make_policy``) or ``None``.
+        base_policy: a heuristic name (``baselines.make_policy``), a list of them
+            (the agent mixes them; the first is the zero action's) or ``None``.
         scale: the residual's scale (``residual_scale``; 1.0: a residual of 1
             moves an entry half its range).
         pad_nodes: nodes of the agent's view (``None``: the machine's own).
@@ -122,7 +153,7 @@ class AgentInterface:
 
     def __init__(
         self,
-        base_policy: str | None = None,
+        base_policy: str | Sequence[str] | None = None,
         scale: float = DEFAULT_RESIDUAL_SCALE,
         pad_nodes: int | None = None,
     ) -> None:
@@ -130,61 +161,73 @@ class AgentInterface:
             raise ValueError(f"residual_scale: got {scale}, expected a number > 0")
         if pad_nodes is not None and pad_nodes < 1:
             raise ValueError(f"pad_nodes: got {pad_nodes}, expected at least 1")
-        self.name = base_policy
+        self.names = base_names(base_policy)
+        self.name = base_policy if base_policy is None or isinstance(base_policy, str) else None
         self.scale = float(scale)
         self.pad_nodes = pad_nodes
-        self.policy: Any = None
-        if base_policy is not None:
+        self.policies: list[Any] = []
+        if self.names:
             from baselines import make_policy  # agents may import baselines; envs may not
 
-            self.policy = make_policy(base_policy)
+            self.policies = [make_policy(n) for n in self.names]
         self.params: EnvParams | None = None
         self.hw: Hardware | None = None
-        self.mode = 0
-        self.base: NDArray[np.float32] | None = None  # the last base action (B, size)
+        self.modes = [0] * len(self.names)
+        #: the last base actions: (B, size) with one base, (B, K, size) with K > 1
+        self.base: NDArray[np.float32] | None = None
+        #: each base's share of the decision at the last :meth:`action_to_env` (B, K)
+        self.mix: NDArray[np.float32] | None = None
 
     @property
     def active(self) -> bool:
-        return self.name is not None or self.pad_nodes is not None
+        return bool(self.names) or self.pad_nodes is not None
+
+    @property
+    def n_bases(self) -> int:
+        return len(self.names)
 
     def spaces(self, params: EnvParams) -> tuple[spaces.Box, spaces.Space]:
-        return agent_spaces(params, self.name, self.pad_nodes)
+        return agent_spaces(params, self.names or None, self.pad_nodes)
 
     def bind(self, params: EnvParams, num_envs: int) -> None:
-        """Attach to the environment; checks the heuristic's kernel is one of its modes."""
+        """Attach to the environment; checks each heuristic's kernel is one of its modes."""
         self.spaces(params)  # checks the layout
-        if self.policy is not None:
-            kern = self.policy.kernel
+        for k, (name, policy) in enumerate(zip(self.names, self.policies, strict=True)):
+            kern = policy.kernel
             if params.codec.modes:
                 try:
-                    self.mode = tiering_mode_of(kern, params.kernel, params.codec.modes)
+                    self.modes[k] = tiering_mode_of(kern, params.kernel, params.codec.modes)
                 except ValueError as exc:
-                    raise ValueError(f"base_policy {self.name!r}: {exc}") from None
+                    raise ValueError(f"base_policy {name!r}: {exc}") from None
             elif kern != params.kernel:
                 raise ValueError(
-                    f"base_policy {self.name!r} runs its own kernel settings {kern!r}; give the "
+                    f"base_policy {name!r} runs its own kernel settings {kern!r}; give the "
                     "environment tiering_modes that include them (envs.spaces.TIERING_MODES)"
                 )
-            self.policy.bind(params, num_envs)
+            policy.bind(params, num_envs)
         self.params = params
 
     def observe(self, metrics: Mapping[str, Any] | None, hardware: Hardware) -> None:
         self.hw = hardware
-        if self.policy is not None:
-            self.policy.observe(metrics, hardware)
+        for policy in self.policies:
+            policy.observe(metrics, hardware)
 
     def decide(self, obs: NDArray, episode_start: NDArray | None) -> NDArray[np.float32] | None:
-        """The heuristic's box actions (B, size) for this step (its tiering mode included)."""
+        """The heuristics' box actions for this step (their tiering modes included):
+        (B, size) with one base, (B, K, size) with K."""
         if self.params is None:
             raise RuntimeError("AgentInterface: not bound; call bind(params, num_envs)")
-        if self.policy is None:
+        if not self.policies:
             return None
-        act, _ = self.policy.predict(obs, episode_start=episode_start)
-        act = np.array(act, dtype=np.float32).reshape(obs.shape[0], -1)
-        if self.params.codec.modes:
-            act[:, -1] = self.params.codec.mode_entry(self.mode)
-        self.base = act
-        return act
+        acts = []
+        for policy, mode in zip(self.policies, self.modes, strict=True):
+            act, _ = policy.predict(obs, episode_start=episode_start)
+            act = np.array(act, dtype=np.float32).reshape(obs.shape[0], -1)
+            if self.params.codec.modes:
+                act[:, -1] = self.params.codec.mode_entry(mode)
+            acts.append(act)
+        self.base = acts[0] if len(acts) == 1 else np.stack(acts, axis=1)
+        return self.base
 
     # ------------------------------------------------------------------ padding
     def _pad_action(self, a: NDArray, fill: float) -> NDArray[np.float32]:
@@ -237,12 +280,24 @@ class AgentInterface:
         o = self._pad_obs(obs, rows) if self.pad_nodes is not None else np.asarray(obs, np.float32)
         if base is None:
             return o.astype(np.float32)
-        b = self._pad_action(base, -1.0) if self.pad_nodes is not None else base
-        return np.concatenate([o, (b + 1.0) / 2.0], axis=1).astype(np.float32)
+        parts = [base] if base.ndim == 2 else [base[:, k] for k in range(base.shape[1])]
+        if self.pad_nodes is not None:
+            parts = [self._pad_action(b, -1.0) for b in parts]
+        return np.concatenate([o, *((b + 1.0) / 2.0 for b in parts)], axis=1).astype(np.float32)
 
     def action_to_env(self, base: NDArray | None, action: NDArray) -> NDArray[np.float32]:
-        """The action the environment runs: ``clip(base + scale * residual, -1, 1)``."""
+        """The action the environment runs: ``clip(base + scale * residual, -1, 1)``, the
+        base being the mix of the bases that the mixing entries give."""
         a = np.clip(np.asarray(action, dtype=np.float32).reshape(len(action), -1), -1.0, 1.0)
+        if base is not None and base.ndim == 3:
+            extra = base.shape[1] - 1
+            m = np.clip(a[:, a.shape[1] - extra :], 0.0, 1.0)
+            m /= np.maximum(m.sum(axis=1, keepdims=True), 1.0)
+            a = a[:, : a.shape[1] - extra]
+            self.mix = np.concatenate([1.0 - m.sum(axis=1, keepdims=True), m], axis=1)
+            base = base[:, 0] + np.einsum("bj,bjs->bs", m, base[:, 1:] - base[:, :1])
+        elif base is not None:
+            self.mix = np.ones((len(a), 1), dtype=np.float32)
         if self.pad_nodes is not None:
             a = self._unpad_action(a)
         if base is None:

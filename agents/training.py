@@ -420,8 +420,13 @@ def _base_policy(v: Any) -> Any:
         return None
     from baselines import policy_names
 
-    if isinstance(v, str) and (v in policy_names()[:-1] or v.startswith("static:")):
+    def ok(x: Any) -> bool:
+        return isinstance(x, str) and (x in policy_names()[:-1] or x.startswith("static:"))
+
+    if ok(v):
         return v
+    if isinstance(v, list | tuple) and v and all(ok(x) for x in v) and len(set(v)) == len(v):
+        return list(v)
     raise _Reject
 
 
@@ -441,7 +446,11 @@ ENV_SETTINGS: dict[str, Rule] = {
         f"null or a list of tiering modes of {list(TIERING_MODES)}", _tiering_modes
     ),
     "observation": CHOICE(list(OBSERVATIONS)),
-    "base_policy": Rule("null or a heuristic name (residual actions over it)", _base_policy),
+    "base_policy": Rule(
+        "null, a heuristic name (residual actions over it) or a list of distinct ones "
+        "(the agent switches between them)",
+        _base_policy,
+    ),
     "residual_scale": FLOAT(0, 2, lo_open=True),
     "pad_nodes": Rule("null or a number of nodes 1..64", _pad_nodes),
     "train_families": Rule("null or a list of scenario or family names", _names),

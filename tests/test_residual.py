@@ -83,6 +83,43 @@ def test_a_residual_moves_the_action_and_the_score() -> None:
     assert abs(pushed - base) > 0.01
 
 
+def test_mixing_bases_follows_each_heuristic_exactly_at_the_corners() -> None:
+    """With several bases the zero action is the first heuristic and a mixing entry of 1
+    (the others at or under 0) is the heuristic it names, each scoring exactly its native
+    score; entries in between blend the decisions; the observation carries every base
+    action and the action one entry per extra base."""
+    sc, names = "kv-store", ["colloid", "tpp", "dram-first"]
+    kw = {"tiering_modes": MODES, "base_policy": names}
+    params = core.make_params(sc, split="test", tiering_modes=MODES, pool_size=8)
+    obs_space, act_space = agent_spaces(params, names)
+    assert obs_space.shape == (params.encoder.size + 3 * params.codec.size,)
+    assert act_space.shape == (params.codec.size + 2,)
+
+    class Mix(ZeroModel):
+        def __init__(self, obs: Any, act: Any, entries: list[float]) -> None:
+            super().__init__(obs, act)
+            self.entries = entries
+
+        def predict(self, obs, state=None, episode_start=None, deterministic=True):
+            a = np.zeros((obs.shape[0], self.action_space.shape[0]), np.float32)
+            a[:, -2:] = self.entries
+            return a, state
+
+    def score(entries: list[float]) -> tuple[list[float], Any]:
+        pol = LearnedPolicy(Mix(obs_space, act_space, entries), kw, "m", "t")
+        return _geomeans(rollout(pol, sc, 3, seed=5, env_kwargs=kw)), pol.agent.mix
+
+    native = {n: _geomeans(rollout(n, sc, 3, seed=5)) for n in names}
+    assert native["tpp"] != native["dram-first"] != native["colloid"]
+    for entries, want in [([0.0, -1.0], "colloid"), ([1.0, 0.0], "tpp"), ([-0.3, 1.0], "dram-first")]:
+        assert score(entries)[0] == native[want], (entries, want)
+    blend, mix = score([1.0, 1.0])  # half tpp, half dram-first
+    assert np.allclose(mix, [0.0, 0.5, 0.5])
+    assert blend not in (native["tpp"], native["dram-first"])
+    with pytest.raises(ValueError, match="distinct"):
+        AgentInterface(["tpp", "tpp"])
+
+
 def test_base_kernel_must_be_a_mode() -> None:
     params = core.make_params("colocation", pool_size=8)  # no tiering modes
     with pytest.raises(ValueError, match="tiering_modes"):

@@ -263,3 +263,8 @@ def test_set_one_entry_of_env_or_policy_kwargs() -> None:
         load_hyperparams("ppo", "mixed", None, ["env.bogus=1"])
     with pytest.raises(TrainingError, match="no-such-heuristic"):
         load_hyperparams("ppo", "mixed", None, ["env.base_policy=no-such-heuristic"])
+    hp, _ = load_hyperparams("ppo", "mixed", None, ["env.base_policy=[colloid, tpp]"])
+    assert hp["env"]["base_policy"] == ["colloid", "tpp"]  # the agent switches between them
+    for bad in ("[tpp, tpp]", "[]", "[tpp, no-such-heuristic]"):
+        with pytest.raises(TrainingError, match="base_policy"):
+            load_hyperparams("ppo", "mixed", None, [f"env.base_policy={bad}"])
