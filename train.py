@@ -1,7 +1,8 @@
 """Train a stable-baselines3 agent on TierGym and compare it with the kernel heuristics.
 
-With no arguments: PPO on the ``mixed`` family (train split) with a budget that
-finishes in about ten minutes on a 2-core machine, then the learned policy
+With no arguments: PPO on the ``mixed`` family (train split), residual over a mix
+of four heuristics with a warm start that imitates the best of them per episode
+(``agents/hyperparams/ppo.yml``; about two minutes on a 2-core machine), then the learned policy
 against the heuristic baselines on the test split (the code path of
 ``evaluate.py``). Watch it with ``tensorboard --logdir runs``.
 
@@ -42,6 +43,8 @@ from typing import Any, NoReturn
 from agents.training import ALGOS, ON_POLICY, RunConfig, TrainingError
 
 REFERENCES = ("dram-first", "interleave", "weighted-interleave", "numa-tiering", "tpp", "colloid")
+#: First seed of the training-split episodes that label the warm start (agents.imitation)
+IMITATION_SEED = 500_000
 #: Added to the final comparison only (not scored during training): the per-tenant
 #: bandwidth-aware heuristic and the upper bounds, so ``RUN/results`` has the headroom share
 #: ``(policy - dram-first) / (planner - dram-first)``.
@@ -96,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--timesteps",
         type=int,
         default=None,
-        help="total environment steps, rounded up to whole rollouts (default: the hyperparameter file's total_timesteps, 2,490,368 for PPO); with --resume: a new total for the run",
+        help="total environment steps, rounded up to whole rollouts (default: the hyperparameter file's total_timesteps); with --resume: a new total for the run",
     )
     ap.add_argument(
         "--num-envs",
@@ -639,6 +642,21 @@ def train(
     else:
         model = build_model(cfg.algo, cfg.hyperparams, train_env, cfg.seed)
         done = 0
+        from agents.residual import base_names
+
+        imitation = int(cfg.hyperparams.get("imitation_episodes", 0))
+        if imitation > 0 and len(base_names(cfg.env.get("base_policy"))) > 1:
+            from agents.imitation import warm_start
+
+            log(
+                args,
+                f"warm start: the best of each base on {imitation} training episodes per family ...",
+            )
+            t_ws = time.time()
+            warm = warm_start(model, cfg.env, imitation, seed=IMITATION_SEED + cfg.seed)
+            warm["wall_s"] = round(time.time() - t_ws, 1)
+            (run_dir / "warm_start.json").write_text(json.dumps(warm, indent=2))
+            log(args, f"warm start: {warm}")
         if args.resume is not None:
             log(args, f"{run_dir} has no checkpoint yet: starting it from step 0 as recorded")
     if args.resume is not None:

@@ -88,7 +88,14 @@ ENV_KEYS = (
     "pad_nodes",
     "train_families",
 )
-SPECIAL_KEYS = ("n_envs", "total_timesteps", "normalize_reward", "policy", "env")
+SPECIAL_KEYS = (
+    "n_envs",
+    "total_timesteps",
+    "normalize_reward",
+    "imitation_episodes",
+    "policy",
+    "env",
+)
 DEFAULT_N_ENVS = 16  # when a hyperparameter file has no n_envs
 
 
@@ -355,6 +362,8 @@ SPECIAL: dict[str, Rule] = {
     "n_envs": INT(1, 1 << 16),  # --num-envs
     "total_timesteps": INT(1),  # --timesteps
     "normalize_reward": BOOL,
+    # warm start over several bases (agents.imitation): episodes per training family, 0: off
+    "imitation_episodes": INT(0, 1 << 16),
     # "policy": one of the algorithm's Mlp policies; "env": ENV_SETTINGS
 }
 

@@ -111,7 +111,11 @@ def test_mixing_bases_follows_each_heuristic_exactly_at_the_corners() -> None:
 
     native = {n: _geomeans(rollout(n, sc, 3, seed=5)) for n in names}
     assert native["tpp"] != native["dram-first"] != native["colloid"]
-    for entries, want in [([0.0, -1.0], "colloid"), ([1.0, 0.0], "tpp"), ([-0.3, 1.0], "dram-first")]:
+    for entries, want in [
+        ([0.0, -1.0], "colloid"),
+        ([1.0, 0.0], "tpp"),
+        ([-0.3, 1.0], "dram-first"),
+    ]:
         assert score(entries)[0] == native[want], (entries, want)
     blend, mix = score([1.0, 1.0])  # half tpp, half dram-first
     assert np.allclose(mix, [0.0, 0.5, 0.5])
@@ -346,7 +350,7 @@ def test_a_model_from_before_the_descriptors_still_loads(tmp_path: Any) -> None:
 def test_default_padding_covers_every_shipped_scenario() -> None:
     """The default run's pad_nodes (ppo.yml, mixed section) is at least every shipped
     machine's node count, so the one default policy runs on each of them; on the largest
-    (6 nodes) the zero residual is still the base heuristic exactly."""
+    (6 nodes) the zero action is still the (first) base heuristic exactly."""
     from agents.training import load_hyperparams
     from envs.scenario import load_scenario, scenario_names
 
@@ -367,5 +371,6 @@ def test_default_padding_covers_every_shipped_scenario() -> None:
     obs_space, act_space = agent_spaces(params, env["base_policy"], pad)
     pol = LearnedPolicy(ZeroModel(obs_space, act_space), kw, "z", "t")
     zero = _geomeans(rollout(pol, "cxl-spill", 2, seed=1, env_kwargs=kw))
-    base = rollout(env["base_policy"], "cxl-spill", 2, seed=1, env_kwargs={"max_tenants": 4})
+    first = env["base_policy"] if isinstance(env["base_policy"], str) else env["base_policy"][0]
+    base = rollout(first, "cxl-spill", 2, seed=1, env_kwargs={"max_tenants": 4})
     assert zero == _geomeans(base)

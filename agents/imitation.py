@@ -1,0 +1,149 @@
+"""Warm start of a policy over several bases: imitate the best base per episode.
+
+With ``base_policy`` listing several heuristics (:mod:`agents.residual`), the
+agent's mixing entries decide which heuristic's decision it follows. Which one
+is best depends on the machine and the tenant mix (``best-heuristic-per-episode``
+shows how much that choice is worth), and reinforcement learning from the
+heuristic-at-zero start rarely tries another base long enough to learn it.
+:func:`warm_start` gives the choice a supervised start before training:
+
+1. every base is run on ``episodes`` training-split episodes of each training
+   family through the agent's own interface (the mixing entry at its corner,
+   which is that heuristic exactly), and each episode is labelled with the base
+   that scored the highest ``geomean_perf`` (ties: the first);
+2. the episodes are run again following their label, and the agent's
+   observations are recorded (every ``stride``-th step);
+3. the policy's action mean is fitted to the label's corner (residual 0, the
+   label's mixing entry 1 and the others -1) by mean squared error.
+
+The labels come from the training split only (seeds from ``seed``), never from
+the episodes a run is evaluated on. Reinforcement learning then starts from a
+policy that already picks a base per machine and mix, and refines it with the
+residual.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from agents.residual import agent_spaces, base_names
+
+__all__ = ["label_episodes", "warm_start"]
+
+
+class _Corner:
+    """A stand-in model whose action for instance ``i`` is the corner of base ``labels[i]``."""
+
+    def __init__(self, obs_space: Any, act_space: Any, labels: NDArray[np.int64], k: int) -> None:
+        self.observation_space, self.action_space = obs_space, act_space
+        size = act_space.shape[0]
+        self.actions = np.zeros((len(labels), size), dtype=np.float32)
+        self.actions[:, size - (k - 1) :] = -1.0
+        for i, lab in enumerate(labels):
+            if lab > 0:
+                self.actions[i, size - (k - 1) + lab - 1] = 1.0
+        self.stride = 0  # record every stride-th step's observations (0: none)
+        self.seen: list[NDArray[np.float32]] = []
+        self.steps = 0
+
+    def predict(self, obs: Any, state: Any = None, episode_start: Any = None, deterministic=True):
+        if self.stride and self.steps % self.stride == 0:
+            self.seen.append(np.asarray(obs, dtype=np.float32).copy())
+        self.steps += 1
+        return self.actions[: len(obs)].copy(), state
+
+
+def _env_for(env: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's env settings as rollout's ``env_kwargs`` on the training split."""
+    return {**{k: v for k, v in env.items() if k != "scenario"}, "split": "train"}
+
+
+def label_episodes(
+    env: Mapping[str, Any], family: str, episodes: int, seed: int, stride: int = 2
+) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64]]:
+    """Observations, corner targets and labels of ``episodes`` episodes of ``family``.
+
+    Returns ``(obs (S, obs_dim), targets (S, act_dim), labels (episodes,))`` with
+    ``S`` the recorded steps of every episode, each following its label's base.
+    """
+    from agents.evaluation import LearnedPolicy
+    from agents.rollout import make_params, rollout
+
+    names = base_names(env.get("base_policy"))
+    k = len(names)
+    if k < 2:
+        raise ValueError("imitation: needs base_policy with at least two heuristics")
+    kw = _env_for(env)
+    params = make_params(None, family, "train", kw)
+    spaces = agent_spaces(params, names, env.get("pad_nodes"))
+    scores = np.empty((episodes, k))
+    for j in range(k):
+        model = _Corner(*spaces, np.full(episodes, j, dtype=np.int64), k)
+        recs = rollout(
+            LearnedPolicy(model, kw, "corner", "imitation"), family, episodes, seed, "train", kw
+        )
+        recs.sort(key=lambda r: r["seed"])
+        scores[:, j] = [r["metrics"]["geomean_perf"] for r in recs]
+    labels = np.argmax(scores, axis=1).astype(np.int64)
+    model = _Corner(*spaces, labels, k)
+    model.stride = stride
+    rollout(LearnedPolicy(model, kw, "follower", "imitation"), family, episodes, seed, "train", kw)
+    obs = np.concatenate(model.seen)
+    targets = np.tile(model.actions, (len(model.seen), 1))
+    return obs, targets, labels
+
+
+def warm_start(
+    model: Any,
+    env: Mapping[str, Any],
+    episodes: int,
+    seed: int,
+    epochs: int = 20,
+    batch_size: int = 1024,
+    learning_rate: float = 1e-3,
+) -> dict[str, Any]:
+    """Fit ``model``'s action mean to the best base of each training episode (see the module).
+
+    Returns a summary: episodes per family, the share of each label, the final loss.
+    """
+    import torch
+
+    families = [
+        env["scenario"],
+        *[f for f in (env.get("train_families") or []) if f != env["scenario"]],
+    ]
+    obs_parts, tgt_parts, counts = [], [], np.zeros(len(base_names(env.get("base_policy"))))
+    for n, fam in enumerate(families):
+        obs, tgt, labels = label_episodes(env, fam, episodes, seed + 100_000 * n)
+        obs_parts.append(obs)
+        tgt_parts.append(tgt)
+        counts += np.bincount(labels, minlength=len(counts))
+    x = torch.as_tensor(np.concatenate(obs_parts), device=model.device)
+    y = torch.as_tensor(np.concatenate(tgt_parts), device=model.device)
+    policy = model.policy
+    opt = torch.optim.Adam(policy.parameters(), lr=learning_rate)
+    gen = torch.Generator().manual_seed(seed)
+    loss_value = float("nan")
+    policy.set_training_mode(True)
+    for _ in range(epochs):
+        perm = torch.randperm(len(x), generator=gen)
+        for i in range(0, len(x), batch_size):
+            b = perm[i : i + batch_size]
+            mean = policy.get_distribution(x[b]).distribution.mean
+            loss = torch.mean((mean - y[b]) ** 2)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            loss_value = float(loss.detach())
+    policy.set_training_mode(False)
+    return {
+        "episodes_per_family": episodes,
+        "families": families,
+        "samples": len(x),
+        "label_share": (counts / counts.sum()).round(3).tolist(),
+        "loss": round(loss_value, 5),
+    }
