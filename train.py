@@ -653,7 +653,14 @@ def train(
                 f"warm start: the best of each base on {imitation} training episodes per family ...",
             )
             t_ws = time.time()
-            warm = warm_start(model, cfg.env, imitation, seed=IMITATION_SEED + cfg.seed)
+            warm = warm_start(
+                model,
+                cfg.env,
+                imitation,
+                seed=IMITATION_SEED + cfg.seed,
+                scenarios=cfg.hyperparams.get("imitation_scenarios") or (),
+                scenario_episodes=int(cfg.hyperparams.get("imitation_scenario_episodes", 0)),
+            )
             warm["wall_s"] = round(time.time() - t_ws, 1)
             (run_dir / "warm_start.json").write_text(json.dumps(warm, indent=2))
             log(args, f"warm start: {warm}")

@@ -8,13 +8,15 @@ heuristic-at-zero start rarely tries another base long enough to learn it.
 :func:`warm_start` gives the choice a supervised start before training:
 
 1. every base is run on ``episodes`` training-split episodes of each training
-   family through the agent's own interface (the mixing entry at its corner,
+   family (and, if given, of single scenarios, so that the choice covers
+   machines and mixes the families do not) through the agent's own interface (the mixing entry at its corner,
    which is that heuristic exactly), and each episode is labelled with the base
    that scored the highest ``geomean_perf`` (ties: the first);
 2. the episodes are run again following their label, and the agent's
    observations are recorded (every ``stride``-th step);
 3. the policy's action mean is fitted to the label's corner (residual 0, the
-   label's mixing entry 1 and the others -1) by mean squared error.
+   label's mixing entry +2 and the others -2: past the clip, :data:`CORNER_MARGIN`)
+   by mean squared error, each family and scenario weighing the same.
 
 The labels come from the training split only (seeds from ``seed``), never from
 the episodes a run is evaluated on. Reinforcement learning then starts from a
@@ -24,7 +26,7 @@ residual.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,7 +34,13 @@ from numpy.typing import NDArray
 
 from agents.residual import agent_spaces, base_names
 
-__all__ = ["label_episodes", "warm_start"]
+__all__ = ["CORNER_MARGIN", "label_episodes", "warm_start"]
+
+
+#: The fit's mixing targets are +-CORNER_MARGIN: a blend of two bases can be worse than
+#: either (interleave weights and tiering modes do not average well), so the fitted
+#: choice should sit well past the clip of the mixing entries (0 and 1).
+CORNER_MARGIN = 2.0
 
 
 class _Corner:
@@ -46,6 +54,10 @@ class _Corner:
         for i, lab in enumerate(labels):
             if lab > 0:
                 self.actions[i, size - (k - 1) + lab - 1] = 1.0
+        # the fit's targets: the same corner with a margin beyond the clip at 0 and 1
+        # (CORNER_MARGIN), so that a small error of the fit still picks one base whole
+        self.targets = self.actions.copy()
+        self.targets[:, size - (k - 1) :] *= CORNER_MARGIN
         self.stride = 0  # record every stride-th step's observations (0: none)
         self.seen: list[NDArray[np.float32]] = []
         self.steps = 0
@@ -93,7 +105,7 @@ def label_episodes(
     model.stride = stride
     rollout(LearnedPolicy(model, kw, "follower", "imitation"), family, episodes, seed, "train", kw)
     obs = np.concatenate(model.seen)
-    targets = np.tile(model.actions, (len(model.seen), 1))
+    targets = np.tile(model.targets, (len(model.seen), 1))
     return obs, targets, labels
 
 
@@ -102,13 +114,18 @@ def warm_start(
     env: Mapping[str, Any],
     episodes: int,
     seed: int,
-    epochs: int = 20,
+    scenarios: Sequence[str] = (),
+    scenario_episodes: int = 0,
+    epochs: int = 40,
     batch_size: int = 1024,
     learning_rate: float = 1e-3,
 ) -> dict[str, Any]:
     """Fit ``model``'s action mean to the best base of each training episode (see the module).
 
-    Returns a summary: episodes per family, the share of each label, the final loss.
+    The episodes are ``episodes`` of each training family (``scenario`` and
+    ``train_families``) and ``scenario_episodes`` of each of ``scenarios``
+    (training split: other seeds than any evaluation's). Returns a summary: the
+    episodes, the share of each label overall and per scenario, the final loss.
     """
     import torch
 
@@ -116,14 +133,27 @@ def warm_start(
         env["scenario"],
         *[f for f in (env.get("train_families") or []) if f != env["scenario"]],
     ]
-    obs_parts, tgt_parts, counts = [], [], np.zeros(len(base_names(env.get("base_policy"))))
-    for n, fam in enumerate(families):
-        obs, tgt, labels = label_episodes(env, fam, episodes, seed + 100_000 * n)
+    jobs = [(f, episodes) for f in families]
+    if scenario_episodes > 0:
+        jobs += [(sc, scenario_episodes) for sc in scenarios if sc not in families]
+    names = base_names(env.get("base_policy"))
+    obs_parts, tgt_parts, counts = [], [], np.zeros(len(names))
+    per: dict[str, list[float]] = {}
+    for n, (fam, count) in enumerate(jobs):
+        obs, tgt, labels = label_episodes(env, fam, count, seed + 100_000 * n)
         obs_parts.append(obs)
         tgt_parts.append(tgt)
-        counts += np.bincount(labels, minlength=len(counts))
+        share = np.bincount(labels, minlength=len(names))
+        counts += share
+        per[fam] = (share / share.sum()).round(3).tolist()
     x = torch.as_tensor(np.concatenate(obs_parts), device=model.device)
     y = torch.as_tensor(np.concatenate(tgt_parts), device=model.device)
+    # every family and scenario weighs the same in the fit, whatever its sample count
+    w = torch.as_tensor(
+        np.concatenate([np.full(len(o), 1.0 / len(o), np.float32) for o in obs_parts]),
+        device=model.device,
+    )
+    del obs_parts, tgt_parts
     policy = model.policy
     opt = torch.optim.Adam(policy.parameters(), lr=learning_rate)
     gen = torch.Generator().manual_seed(seed)
@@ -134,16 +164,20 @@ def warm_start(
         for i in range(0, len(x), batch_size):
             b = perm[i : i + batch_size]
             mean = policy.get_distribution(x[b]).distribution.mean
-            loss = torch.mean((mean - y[b]) ** 2)
+            loss = torch.sum(w[b] * torch.mean((mean - y[b]) ** 2, dim=1)) / torch.sum(w[b])
             opt.zero_grad()
             loss.backward()
             opt.step()
             loss_value = float(loss.detach())
     policy.set_training_mode(False)
     return {
+        "bases": names,
         "episodes_per_family": episodes,
         "families": families,
+        "scenario_episodes": scenario_episodes if len(jobs) > len(families) else 0,
+        "scenarios": [j[0] for j in jobs[len(families) :]],
         "samples": len(x),
         "label_share": (counts / counts.sum()).round(3).tolist(),
+        "label_share_per_scenario": per,
         "loss": round(loss_value, 5),
     }

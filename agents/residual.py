@@ -98,8 +98,8 @@ def padded_sizes(params: EnvParams, pad_nodes: int) -> tuple[int, int]:
         raise ValueError(
             f"pad_nodes: the machine has {params.n_nodes} nodes {params.node_names}, more than {pad_nodes}"
         )
-    if params.encoder.version != "full":
-        raise ValueError("pad_nodes: needs observation='full' (the tenant descriptors)")
+    if params.encoder.version not in ("full", "cgroup"):
+        raise ValueError("pad_nodes: needs observation='full' or 'cgroup' (the tenant descriptors)")
     enc, codec = params.encoder, params.codec
     per_tenant = enc.per_tenant - params.n_nodes + pad_nodes
     glob = enc.n_glob

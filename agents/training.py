@@ -93,6 +93,8 @@ SPECIAL_KEYS = (
     "total_timesteps",
     "normalize_reward",
     "imitation_episodes",
+    "imitation_scenarios",
+    "imitation_scenario_episodes",
     "policy",
     "env",
 )
@@ -364,6 +366,9 @@ SPECIAL: dict[str, Rule] = {
     "normalize_reward": BOOL,
     # warm start over several bases (agents.imitation): episodes per training family, 0: off
     "imitation_episodes": INT(0, 1 << 16),
+    # and episodes of each of these scenarios (names; their training split)
+    "imitation_scenarios": Rule("a list of scenario names", lambda v: _scenario_names(v)),
+    "imitation_scenario_episodes": INT(0, 1 << 16),
     # "policy": one of the algorithm's Mlp policies; "env": ENV_SETTINGS
 }
 
@@ -422,6 +427,15 @@ def _names(v: Any) -> Any:
     if isinstance(v, list | tuple) and all(isinstance(x, str) and x for x in v):
         return list(v)
     raise _Reject
+
+
+def _scenario_names(v: Any) -> Any:
+    from envs.scenario import scenario_names
+
+    names = _names(v)
+    if names is None or not set(names) <= set(scenario_names()):
+        raise _Reject
+    return names
 
 
 def _base_policy(v: Any) -> Any:
@@ -1176,7 +1190,7 @@ def _with_layout(model: Any, env: dict[str, Any]) -> dict[str, Any]:
     from envs.core import make_params
 
     want = getattr(model.observation_space, "shape", None)
-    for layout in ("basic", "full"):
+    for layout in ("basic", "full", "cgroup"):
         try:
             params = make_params(**core_kwargs({**env, "observation": layout, "pool_size": 8}))
             got = agent_spaces(params, env.get("base_policy"), env.get("pad_nodes"))[0].shape

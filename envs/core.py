@@ -339,7 +339,8 @@ def _take(a: NDArray[Any], phase: NDArray[np.int64]) -> NDArray[Any]:
 
 
 def descriptors(params: EnvParams, state: EnvState) -> tuple[F64, F64]:
-    """The ``"full"`` observation's tenant descriptors (B, T, 8) and extra globals (B, 4).
+    """The ``"full"`` observation's tenant descriptors (B, T, 8; 10 with ``"cgroup"``) and
+    extra globals (B, 4).
 
     A tenant's descriptors are those of the phase it runs in the NEXT interval (its
     spec, known at admission), shown while it runs then; see
@@ -368,6 +369,17 @@ def descriptors(params: EnvParams, state: EnvState) -> tuple[F64, F64]:
         ],
         axis=-1,
     )  # (T, B, 8)
+    if params.encoder.version == "cgroup":  # memory.low / memory.high over the working set
+        wsafe = np.maximum(ws, 1e-9)
+        high = _take(p.memory_high_gib, phase)
+        cg = np.stack(
+            [
+                _take(p.memory_low_gib, phase) / wsafe,
+                np.where(np.isfinite(high), high / wsafe, 1.0),
+            ],
+            axis=-1,
+        )
+        d = np.concatenate([d, cg], axis=-1)
     d = np.where(up[:, :, None], np.clip(d, 0.0, 1.0), 0.0)
     extra = np.stack(
         [

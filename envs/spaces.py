@@ -63,7 +63,9 @@ OFF = -0.9  # below this an entry means "off" (node out of the mask, promotion d
 WEIGHT_LEVELS = (0, 1, 2, 3, 4, 6, 8, 16)
 RATE_LEVELS_MBPS = (0.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 65536.0)
 REWARDS = ("log-geomean", "throughput", "weighted-speedup", "harmonic")
-OBSERVATIONS = ("full", "basic")  # "basic": the layout before visible arrivals (old models)
+#: "basic": the layout before visible arrivals (old models); "cgroup": "full" plus each
+#: tenant's cgroup limits (CGROUP_DESCRIPTORS)
+OBSERVATIONS = ("full", "basic", "cgroup")
 
 #: The kernel's tiering modes an agent may select (:class:`~envs.model.KernelConfig`
 #: fields set over the environment's own configuration, ``"default"``). What sets the
@@ -263,6 +265,10 @@ TENANT_DESCRIPTORS = (
     "socket",
     "solo_demand",
 )
+#: Descriptors the ``"cgroup"`` layout adds after TENANT_DESCRIPTORS: memory.low and
+#: memory.high over the working set (capped at 1; no memory.high reads 1), part of a
+#: container's spec at admission like the others.
+CGROUP_DESCRIPTORS = ("memory_low_over_ws", "memory_high_over_ws")
 #: Global entries added by the ``"full"`` layout (before the three basic ones).
 GLOBAL_EXTRA = ("dram_capacity_gib", "cxl_capacity_gib", "promote_limit", "interval")
 
@@ -293,15 +299,22 @@ class ObservationEncoder:
       ``t / episode_steps`` (always the last three entries).
 
     ``version="basic"`` is the layout without the descriptors and the extra
-    globals, that of models trained before them.
+    globals, that of models trained before them. ``version="cgroup"`` is
+    ``"full"`` with two more descriptors per tenant (:data:`CGROUP_DESCRIPTORS`):
+    its memory.low and memory.high over its working set.
     """
 
     def __init__(self, n_tenants: int, n_nodes: int, version: str = "full") -> None:
         if version not in OBSERVATIONS:
             raise ValueError(f"observation: got {version!r}, expected one of {list(OBSERVATIONS)}")
         self.T, self.N, self.version = n_tenants, n_nodes, version
-        full = version == "full"
-        self.n_desc = len(TENANT_DESCRIPTORS) if full else 0
+        full = version in ("full", "cgroup")
+        self.desc_names = (
+            (*TENANT_DESCRIPTORS, *(CGROUP_DESCRIPTORS if version == "cgroup" else ()))
+            if full
+            else ()
+        )
+        self.n_desc = len(self.desc_names)
         self.n_glob = 3 + (len(GLOBAL_EXTRA) if full else 0)
         self.per_tenant = 6 + n_nodes + self.n_desc
         self.size = 3 * n_nodes + n_tenants * self.per_tenant + self.n_glob
@@ -332,7 +345,7 @@ class ObservationEncoder:
             ]
             out += [f"tenant[{t}].weight[{n}]" for n in node_names]
             if self.n_desc:
-                out += [f"tenant[{t}].{k}" for k in TENANT_DESCRIPTORS]
+                out += [f"tenant[{t}].{k}" for k in self.desc_names]
         out += list(GLOBAL_EXTRA) if self.n_desc else []
         return [*out, "promotion_traffic", "demotion_traffic", "episode_time"]
 
@@ -401,7 +414,7 @@ class ObservationEncoder:
             obs[fresh, g0 : g0 + 2] = 0.0
         if self.n_desc:
             if descriptors is None or extra is None:
-                raise ValueError("the 'full' observation needs descriptors and extra")
+                raise ValueError(f"the {self.version!r} observation needs descriptors and extra")
             tenant = np.concatenate([tenant, descriptors], axis=2)
             obs[:, t0 + T * self.per_tenant : g0] = extra
         obs[:, t0 : t0 + T * self.per_tenant] = tenant.reshape(bsz, -1)

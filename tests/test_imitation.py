@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from stable_baselines3 import PPO
 
-from agents.imitation import label_episodes, warm_start
+from agents.imitation import CORNER_MARGIN, label_episodes, warm_start
 from agents.residual import make_training_vec_env
 from agents.rollout import rollout
 from envs.spaces import TIERING_MODES
@@ -42,9 +42,9 @@ def test_labels_are_the_best_base_of_each_episode() -> None:
     assert obs.shape[0] == targets.shape[0] and obs.shape[0] % n == 0
     mix = targets[:n, -2:]  # the first recorded step of each episode
     for lab, m in zip(labels, mix, strict=True):
-        want = [-1.0, -1.0]
+        want = [-CORNER_MARGIN, -CORNER_MARGIN]  # past the clip of the mixing entries
         if lab > 0:
-            want[lab - 1] = 1.0
+            want[lab - 1] = CORNER_MARGIN
         assert m.tolist() == want
     assert not targets[:, :-2].any()  # residual 0: the base as it is
 

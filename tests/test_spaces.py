@@ -164,3 +164,32 @@ def test_all_global_weight_rows_are_broadcast() -> None:
     assert w.shape == (len(combos), 4, 2)
     for k, c in enumerate(combos):
         assert w[k].tolist() == [reduced(c)] * 4
+
+
+def test_cgroup_layout_shows_the_limits_and_only_they_differ() -> None:
+    """observation="cgroup" adds memory.low and memory.high over the working set to a
+    tenant's descriptors: at the start colocation and colocation-protected (24 GiB
+    memory.high on the 40 GiB batch tenant) differ in exactly that entry, and "full"
+    cannot tell them apart."""
+    import numpy as np
+
+    from envs import core
+
+    def first_obs(sc: str, layout: str) -> tuple[np.ndarray, list[str]]:
+        params = core.make_params(sc, observation=layout, pool_size=4)
+        _, obs = core.reset(params, np.arange(1, dtype=np.uint64))
+        return np.asarray(obs)[0], params.encoder.names(params.node_names)
+
+    full_a, _ = first_obs("colocation", "full")
+    full_b, _ = first_obs("colocation-protected", "full")
+    assert np.array_equal(full_a, full_b)
+    a, names = first_obs("colocation", "cgroup")
+    b, _ = first_obs("colocation-protected", "cgroup")
+    n_limits = sum(".memory_" in n for n in names)
+    assert n_limits == 2 * sum(n.endswith(".present") for n in names)
+    assert len(a) == len(full_a) + n_limits
+    differ = {names[i] for i in np.flatnonzero(a != b)}
+    assert differ == {"tenant[0].memory_high_over_ws"}  # the service arrives later
+    got = dict(zip(names, b, strict=True))
+    assert got["tenant[0].memory_high_over_ws"] == pytest.approx(24 / 40, rel=0.06)  # ws jitter
+    assert dict(zip(names, a, strict=True))["tenant[0].memory_high_over_ws"] == 1.0  # no limit
