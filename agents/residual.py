@@ -22,7 +22,7 @@ in the order of the rollout loop (observe the step's metrics, then decide with
 ``episode_start``), so a trained model is evaluated exactly as it was trained.
 A run folder records ``base_policy`` and ``residual_scale`` in its env settings.
 
-Several bases (``base_policy: [colloid, tpp, weighted-interleave, dram-first]``):
+Several bases (``base_policy: [colloid, tpp, weighted-interleave, dram-first, ...]``):
 the agent observes every base's action and its action gains one mixing entry
 ``m_j`` per base after the first; the residual applies to
 ``base_0 + sum_j clip(m_j, 0, 1) * (base_j - base_0)`` (the clipped entries
@@ -162,7 +162,6 @@ class AgentInterface:
         if pad_nodes is not None and pad_nodes < 1:
             raise ValueError(f"pad_nodes: got {pad_nodes}, expected at least 1")
         self.names = base_names(base_policy)
-        self.name = base_policy if base_policy is None or isinstance(base_policy, str) else None
         self.scale = float(scale)
         self.pad_nodes = pad_nodes
         self.policies: list[Any] = []
@@ -181,10 +180,6 @@ class AgentInterface:
     @property
     def active(self) -> bool:
         return bool(self.names) or self.pad_nodes is not None
-
-    @property
-    def n_bases(self) -> int:
-        return len(self.names)
 
     def spaces(self, params: EnvParams) -> tuple[spaces.Box, spaces.Space]:
         return agent_spaces(params, self.names or None, self.pad_nodes)

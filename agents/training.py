@@ -471,7 +471,7 @@ ENV_SETTINGS: dict[str, Rule] = {
     "observation": CHOICE(list(OBSERVATIONS)),
     "base_policy": Rule(
         "null, a heuristic name (residual actions over it) or a list of distinct ones "
-        "(the agent switches between them)",
+        "(the agent mixes them)",
         _base_policy,
     ),
     "residual_scale": FLOAT(0, 2, lo_open=True),
@@ -634,6 +634,19 @@ def check_combination(
             f"{source}: optimize_memory_usage=true: expected false (stable-baselines3 does not "
             "combine it with the time-limit handling this environment needs)"
         )
+    if int(hp.get("imitation_episodes", 0)) > 0:
+        from agents.residual import base_names
+
+        if len(base_names(env.get("base_policy"))) < 2:
+            raise TrainingError(
+                f"{source}: imitation_episodes={hp['imitation_episodes']} needs env.base_policy "
+                f"with at least two heuristics to choose between (got {env.get('base_policy')!r})"
+            )
+        if algo not in ("ppo", "a2c"):
+            raise TrainingError(
+                f"{source}: imitation_episodes: the warm start fits a Gaussian policy's mean "
+                f"(ppo, a2c), not {algo}'s"
+            )
     if algo == "recurrent-ppo":
         pk = hp.get("policy_kwargs") or {}
         if pk.get("shared_lstm") and pk.get("enable_critic_lstm", True):

@@ -127,6 +127,13 @@ def test_the_budget_lives_in_the_hyperparameter_file(tmp_path: Path) -> None:
     assert default.total_timesteps == epochs.total_timesteps == other.total_timesteps == file_total
     assert file_total == 8192  # agents/hyperparams/ppo.yml: one rollout after the warm start
     assert other.hyperparams["n_epochs"] == 2
+    # the default run's warm start chooses between bases: one base is an error naming it
+    from agents.training import TrainingError
+
+    with pytest.raises(TrainingError, match="imitation_episodes=1024 needs env.base_policy"):
+        train.build_config(train.parse_args([*root, "--set", "env.base_policy=tpp"]))
+    one = ["--set", "env.base_policy=tpp", "--set", "imitation_episodes=0"]
+    assert train.build_config(train.parse_args([*root, *one])).env["base_policy"] == "tpp"
     explicit = train.build_config(train.parse_args([*root, "--timesteps", "16384"]))
     assert explicit.total_timesteps == 16384
     assert list(tmp_path.iterdir()) == []  # build_config writes nothing

@@ -268,3 +268,5 @@ def test_set_one_entry_of_env_or_policy_kwargs() -> None:
     for bad in ("[tpp, tpp]", "[]", "[tpp, no-such-heuristic]"):
         with pytest.raises(TrainingError, match="base_policy"):
             load_hyperparams("ppo", "mixed", None, [f"env.base_policy={bad}"])
+    with pytest.raises(TrainingError, match="imitation_scenarios"):
+        load_hyperparams("ppo", "mixed", None, ["imitation_scenarios=[no-such-scenario]"])
