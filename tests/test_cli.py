@@ -130,7 +130,7 @@ def test_the_budget_lives_in_the_hyperparameter_file(tmp_path: Path) -> None:
     # the default run's warm start chooses between bases: one base is an error naming it
     from agents.training import TrainingError
 
-    with pytest.raises(TrainingError, match="imitation_episodes=1024 needs env.base_policy"):
+    with pytest.raises(TrainingError, match=r"imitation_episodes=1024 needs env\.base_policy"):
         train.build_config(train.parse_args([*root, "--set", "env.base_policy=tpp"]))
     one = ["--set", "env.base_policy=tpp", "--set", "imitation_episodes=0"]
     assert train.build_config(train.parse_args([*root, *one])).env["base_policy"] == "tpp"
