@@ -15,8 +15,9 @@ heuristic-at-zero start rarely tries another base long enough to learn it.
 2. the episodes are run again following their label, and the agent's
    observations are recorded (every ``stride``-th step);
 3. the policy's action mean is fitted to the label's corner (residual 0, the
-   label's mixing entry +2 and the others -2: past the clip, :data:`CORNER_MARGIN`)
-   by mean squared error, each family and scenario weighing the same.
+   label's mixing entry +2 and the others -2: past the clip, :data:`CORNER_MARGIN`;
+   bases tied with the best within :data:`TIE_TOLERANCE` count as best too) by
+   mean squared error, each family and scenario weighing the same.
 
 The labels come from the training split only (seeds from ``seed``), never from
 the episodes a run is evaluated on. Reinforcement learning then starts from a
@@ -34,19 +35,31 @@ from numpy.typing import NDArray
 
 from agents.residual import agent_spaces, base_names
 
-__all__ = ["CORNER_MARGIN", "label_episodes", "warm_start"]
+__all__ = ["CORNER_MARGIN", "TIE_TOLERANCE", "label_episodes", "warm_start"]
 
 
 #: The fit's mixing targets are +-CORNER_MARGIN: a blend of two bases can be worse than
 #: either (interleave weights and tiering modes do not average well), so the fitted
 #: choice should sit well past the clip of the mixing entries (0 and 1).
 CORNER_MARGIN = 2.0
+#: Bases within this relative distance of an episode's best score all count as best. Two
+#: scenarios that look the same to the agent (the kernel's fallback lists are not observed:
+#: fallback-hotspot and -prefix) then average to the base that is best on both, instead
+#: of to whichever of a tie the label happened to name.
+TIE_TOLERANCE = 1e-3
 
 
 class _Corner:
     """A stand-in model whose action for instance ``i`` is the corner of base ``labels[i]``."""
 
-    def __init__(self, obs_space: Any, act_space: Any, labels: NDArray[np.int64], k: int) -> None:
+    def __init__(
+        self,
+        obs_space: Any,
+        act_space: Any,
+        labels: NDArray[np.int64],
+        k: int,
+        near: NDArray[np.bool_] | None = None,
+    ) -> None:
         self.observation_space, self.action_space = obs_space, act_space
         size = act_space.shape[0]
         self.actions = np.zeros((len(labels), size), dtype=np.float32)
@@ -55,9 +68,15 @@ class _Corner:
             if lab > 0:
                 self.actions[i, size - (k - 1) + lab - 1] = 1.0
         # the fit's targets: the same corner with a margin beyond the clip at 0 and 1
-        # (CORNER_MARGIN), so that a small error of the fit still picks one base whole
+        # (CORNER_MARGIN), so that a small error of the fit still picks one base whole;
+        # with ``near`` (episodes, k: the bases within TIE_TOLERANCE of the best) every
+        # near-best base counts: if the first base is one of them the others that are get 0
+        # (indifferent), else each gets +CORNER_MARGIN; the rest get -CORNER_MARGIN
         self.targets = self.actions.copy()
         self.targets[:, size - (k - 1) :] *= CORNER_MARGIN
+        if near is not None:
+            extra = np.where(near[:, 1:], np.where(near[:, :1], 0.0, CORNER_MARGIN), -CORNER_MARGIN)
+            self.targets[:, size - (k - 1) :] = extra
         self.stride = 0  # record every stride-th step's observations (0: none)
         self.seen: list[NDArray[np.float32]] = []
         self.steps = 0
@@ -76,11 +95,12 @@ def _env_for(env: Mapping[str, Any]) -> dict[str, Any]:
 
 def label_episodes(
     env: Mapping[str, Any], family: str, episodes: int, seed: int, stride: int = 2
-) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64]]:
-    """Observations, corner targets and labels of ``episodes`` episodes of ``family``.
+) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64], NDArray[np.float64]]:
+    """Observations, corner targets, labels and scores of ``episodes`` episodes of ``family``.
 
-    Returns ``(obs (S, obs_dim), targets (S, act_dim), labels (episodes,))`` with
-    ``S`` the recorded steps of every episode, each following its label's base.
+    Returns ``(obs (S, obs_dim), targets (S, act_dim), labels (episodes,), scores
+    (episodes, bases))`` with ``S`` the recorded steps of every episode, each
+    following its label's base, and ``scores`` each base's ``geomean_perf``.
     """
     from agents.evaluation import LearnedPolicy
     from agents.rollout import make_params, rollout
@@ -101,12 +121,13 @@ def label_episodes(
         recs.sort(key=lambda r: r["seed"])
         scores[:, j] = [r["metrics"]["geomean_perf"] for r in recs]
     labels = np.argmax(scores, axis=1).astype(np.int64)
-    model = _Corner(*spaces, labels, k)
+    best = scores.max(axis=1, keepdims=True)
+    model = _Corner(*spaces, labels, k, near=scores >= best * (1.0 - TIE_TOLERANCE))
     model.stride = stride
     rollout(LearnedPolicy(model, kw, "follower", "imitation"), family, episodes, seed, "train", kw)
     obs = np.concatenate(model.seen)
     targets = np.tile(model.targets, (len(model.seen), 1))
-    return obs, targets, labels
+    return obs, targets, labels, scores
 
 
 def warm_start(
@@ -140,7 +161,7 @@ def warm_start(
     obs_parts, tgt_parts, counts = [], [], np.zeros(len(names))
     per: dict[str, list[float]] = {}
     for n, (fam, count) in enumerate(jobs):
-        obs, tgt, labels = label_episodes(env, fam, count, seed + 100_000 * n)
+        obs, tgt, labels, _ = label_episodes(env, fam, count, seed + 100_000 * n)
         obs_parts.append(obs)
         tgt_parts.append(tgt)
         share = np.bincount(labels, minlength=len(names))
