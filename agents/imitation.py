@@ -50,33 +50,15 @@ TIE_TOLERANCE = 1e-3
 
 
 class _Corner:
-    """A stand-in model whose action for instance ``i`` is the corner of base ``labels[i]``."""
+    """A stand-in model whose action for instance ``i`` is the corner of base ``labels[i]``:
+    residual 0, mixing entry ``labels[i] - 1`` at 1 and the others at -1."""
 
-    def __init__(
-        self,
-        obs_space: Any,
-        act_space: Any,
-        labels: NDArray[np.int64],
-        k: int,
-        near: NDArray[np.bool_] | None = None,
-    ) -> None:
+    def __init__(self, obs_space: Any, act_space: Any, labels: NDArray[np.int64], k: int) -> None:
         self.observation_space, self.action_space = obs_space, act_space
-        size = act_space.shape[0]
-        self.actions = np.zeros((len(labels), size), dtype=np.float32)
-        self.actions[:, size - (k - 1) :] = -1.0
-        for i, lab in enumerate(labels):
-            if lab > 0:
-                self.actions[i, size - (k - 1) + lab - 1] = 1.0
-        # the fit's targets: the same corner with a margin beyond the clip at 0 and 1
-        # (CORNER_MARGIN), so that a small error of the fit still picks one base whole;
-        # with ``near`` (episodes, k: the bases within TIE_TOLERANCE of the best) every
-        # near-best base counts: if the first base is one of them the others that are get 0
-        # (indifferent), else each gets +CORNER_MARGIN; the rest get -CORNER_MARGIN
-        self.targets = self.actions.copy()
-        self.targets[:, size - (k - 1) :] *= CORNER_MARGIN
-        if near is not None:
-            extra = np.where(near[:, 1:], np.where(near[:, :1], 0.0, CORNER_MARGIN), -CORNER_MARGIN)
-            self.targets[:, size - (k - 1) :] = extra
+        self.actions = np.zeros((len(labels), act_space.shape[0]), dtype=np.float32)
+        self.actions[:, -(k - 1) :] = np.where(
+            labels[:, None] == np.arange(1, k)[None, :], 1.0, -1.0
+        )
         self.stride = 0  # record every stride-th step's observations (0: none)
         self.seen: list[NDArray[np.float32]] = []
         self.steps = 0
@@ -86,6 +68,20 @@ class _Corner:
             self.seen.append(np.asarray(obs, dtype=np.float32).copy())
         self.steps += 1
         return self.actions[: len(obs)].copy(), state
+
+
+def _targets(near: NDArray[np.bool_], size: int) -> NDArray[np.float32]:
+    """The fit's targets (episodes, size) from the near-best bases (episodes, k).
+
+    Residual 0; a mixing entry is +CORNER_MARGIN for a near-best base, past the clip
+    so that a small error of the fit still picks one base whole, 0 (indifferent) for
+    one when the first base is near-best too, and -CORNER_MARGIN for the others.
+    """
+    out = np.zeros((len(near), size), dtype=np.float32)
+    out[:, size - (near.shape[1] - 1) :] = np.where(
+        near[:, 1:], np.where(near[:, :1], 0.0, CORNER_MARGIN), -CORNER_MARGIN
+    )
+    return out
 
 
 def _env_for(env: Mapping[str, Any]) -> dict[str, Any]:
@@ -121,12 +117,12 @@ def label_episodes(
         recs.sort(key=lambda r: r["seed"])
         scores[:, j] = [r["metrics"]["geomean_perf"] for r in recs]
     labels = np.argmax(scores, axis=1).astype(np.int64)
-    best = scores.max(axis=1, keepdims=True)
-    model = _Corner(*spaces, labels, k, near=scores >= best * (1.0 - TIE_TOLERANCE))
+    near = scores >= scores.max(axis=1, keepdims=True) * (1.0 - TIE_TOLERANCE)
+    model = _Corner(*spaces, labels, k)
     model.stride = stride
     rollout(LearnedPolicy(model, kw, "follower", "imitation"), family, episodes, seed, "train", kw)
     obs = np.concatenate(model.seen)
-    targets = np.tile(model.targets, (len(model.seen), 1))
+    targets = np.tile(_targets(near, model.actions.shape[1]), (len(model.seen), 1))
     return obs, targets, labels, scores
 
 

@@ -98,7 +98,7 @@ def padded_sizes(params: EnvParams, pad_nodes: int) -> tuple[int, int]:
         raise ValueError(
             f"pad_nodes: the machine has {params.n_nodes} nodes {params.node_names}, more than {pad_nodes}"
         )
-    if params.encoder.version not in ("full", "cgroup"):
+    if not params.encoder.n_desc:
         raise ValueError("pad_nodes: needs observation='full' or 'cgroup' (the tenant descriptors)")
     enc, codec = params.encoder, params.codec
     per_tenant = enc.per_tenant - params.n_nodes + pad_nodes

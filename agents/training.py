@@ -441,16 +441,16 @@ def _scenario_names(v: Any) -> Any:
 def _base_policy(v: Any) -> Any:
     if v is None:
         return None
+    if not isinstance(v, str | list | tuple):
+        raise _Reject
+    from agents.residual import base_names
     from baselines import policy_names
 
-    def ok(x: Any) -> bool:
-        return isinstance(x, str) and (x in policy_names()[:-1] or x.startswith("static:"))
-
-    if ok(v):
-        return v
-    if isinstance(v, list | tuple) and v and all(ok(x) for x in v) and len(set(v)) == len(v):
-        return list(v)
-    raise _Reject
+    names = base_names(v)  # a ValueError for an empty list or a repeated name
+    known = policy_names()[:-1]
+    if not all(isinstance(x, str) and (x in known or x.startswith("static:")) for x in names):
+        raise _Reject
+    return v if isinstance(v, str) else names
 
 
 #: Environment settings (``env:`` of a hyperparameter file, ``config.yml``, ``tiergym.json``).
@@ -1203,7 +1203,7 @@ def _with_layout(model: Any, env: dict[str, Any]) -> dict[str, Any]:
     from envs.core import make_params
 
     want = getattr(model.observation_space, "shape", None)
-    for layout in ("basic", "full", "cgroup"):
+    for layout in OBSERVATIONS:  # their sizes differ: at most one matches
         try:
             params = make_params(**core_kwargs({**env, "observation": layout, "pool_size": 8}))
             got = agent_spaces(params, env.get("base_policy"), env.get("pad_nodes"))[0].shape
