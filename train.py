@@ -402,6 +402,16 @@ def build_config(args: argparse.Namespace) -> RunConfig:
     total = int(args.timesteps if args.timesteps is not None else file_total)
     where = f"hyperparameters for {args.algo} ({source} and --set)"
     check_combination(args.algo, hp, n_envs, env, where)
+    if total == 0 and int(hp.get("imitation_episodes", 0)) == 0:
+        what = (
+            f"--timesteps {args.timesteps}"
+            if args.timesteps is not None
+            else f"{where}: total_timesteps=0"
+        )
+        raise TrainingError(
+            f"{what} trains nothing without a warm start; expected an integer >= 1, or "
+            "imitation_episodes >= 1 (the warm start alone)"
+        )
     # whole rollouts only, so a run (and a resumed one) ends exactly at its total
     total = whole_rollouts(args.algo, total, n_envs, hp)
     # 19 evaluations after the one at step 0: a 20-point curve (131,072 steps, 8 rollouts, by default)
@@ -644,7 +654,7 @@ def train(
         done = 0
         imitation = int(cfg.hyperparams.get("imitation_episodes", 0))
         if imitation > 0:  # check_combination made sure there are bases to choose between
-            from agents.imitation import warm_start
+            from agents.imitation import DAGGER_ROUNDS, warm_start
 
             log(
                 args,
@@ -658,6 +668,7 @@ def train(
                 seed=IMITATION_SEED + cfg.seed,
                 scenarios=cfg.hyperparams.get("imitation_scenarios") or (),
                 scenario_episodes=int(cfg.hyperparams.get("imitation_scenario_episodes", 0)),
+                rounds=int(cfg.hyperparams.get("imitation_rounds", DAGGER_ROUNDS)),
             )
             warm["wall_s"] = round(time.time() - t_ws, 1)
             (run_dir / "warm_start.json").write_text(json.dumps(warm, indent=2))
@@ -720,7 +731,9 @@ def train(
     remaining = cfg.total_timesteps - done
     guard.defer()  # StopOnSignal takes the signals inside learn; a signal before it is noted
     t0 = time.time()
-    if remaining > 0:
+    if (
+        remaining > 0 or resume_from is None
+    ):  # a fresh run of 0 steps still logs its step-0 evaluation
         model.learn(
             remaining,
             callback=callbacks,
@@ -739,7 +752,7 @@ def train(
         return None  # interrupted: main() exits 0 without the final comparison
     save_checkpoint(run_dir, model, model.num_timesteps, norm, cfg)
     path = save_final(run_dir, model, cfg)
-    sps = remaining / wall if wall > 0 else float("nan")
+    sps = remaining / wall if wall > 0 and remaining > 0 else float("nan")
     summary = {
         "timesteps": int(model.num_timesteps),
         "wall_s": round(wall, 1),
@@ -747,10 +760,13 @@ def train(
         "env_steps_per_s": round(venv.env_steps / max(venv.env_seconds, 1e-9), 1),
     }
     (run_dir / "training.json").write_text(json.dumps(summary, indent=2))
-    log(
-        args,
-        f"trained {model.num_timesteps:,} steps in {wall:.0f} s ({sps:,.0f} steps/s; the env alone {summary['env_steps_per_s']:,.0f} steps/s); model {path}",
-    )
+    if remaining > 0:
+        log(
+            args,
+            f"trained {model.num_timesteps:,} steps in {wall:.0f} s ({sps:,.0f} steps/s; the env alone {summary['env_steps_per_s']:,.0f} steps/s); model {path}",
+        )
+    else:
+        log(args, f"no steps to train (total_timesteps {cfg.total_timesteps:,}); model {path}")
     guard.release()  # the run is complete on disk: the comparison can be stopped as usual
     return run_dir
 

@@ -31,7 +31,11 @@ of 1 (the others at or under 0) is heuristic ``j`` exactly, and anything between
 moves the decision part of the way, so a small change of an entry changes the
 outcome a little and the gradient can find which heuristic to lean on for
 which machine and mix (the best heuristic differs by scenario:
-``best-heuristic-per-episode``). Each base sees every step's counters, so each
+``best-heuristic-per-episode``). With ``mixing: hard`` the agent follows one base
+whole instead: the one with the largest entry above 0, else the first; a blend of
+two good bases can be worse than either (interleave weights and tiering modes do
+not average), and a policy fitted to pick one (:mod:`agents.imitation`) is read
+the way it was fitted. Each base sees every step's counters, so each
 keeps its own controller state while another is followed.
 
 One policy for every machine (``pad_nodes: N``): the agent sees node entries
@@ -69,10 +73,14 @@ __all__ = [
 ]
 
 #: Env settings of the residual wrapper (the rest go to :func:`envs.core.make_params`).
-RESIDUAL_KEYS = ("base_policy", "residual_scale", "pad_nodes", "train_families")
+RESIDUAL_KEYS = ("base_policy", "residual_scale", "mixing", "pad_nodes", "train_families")
 NODE_ENTRIES = ("utilization", "latency_over_idle", "capacity_used")
 NODE_DESCRIPTORS = ("mask", "is_cxl", "socket", "read_peak", "idle_latency")
 DEFAULT_RESIDUAL_SCALE = 1.0
+#: How the mixing entries combine several bases: ``soft`` moves the decision part of the
+#: way towards each base; ``hard`` follows one base whole (the largest entry above 0, else
+#: the first base).
+MIXINGS = ("soft", "hard")
 
 
 def base_names(base_policy: str | Sequence[str] | None) -> list[str]:
@@ -149,6 +157,7 @@ class AgentInterface:
         scale: the residual's scale (``residual_scale``; 1.0: a residual of 1
             moves an entry half its range).
         pad_nodes: nodes of the agent's view (``None``: the machine's own).
+        mixing: ``soft`` or ``hard`` (:data:`MIXINGS`): how several bases combine.
     """
 
     def __init__(
@@ -156,9 +165,13 @@ class AgentInterface:
         base_policy: str | Sequence[str] | None = None,
         scale: float = DEFAULT_RESIDUAL_SCALE,
         pad_nodes: int | None = None,
+        mixing: str = "soft",
     ) -> None:
         if not (math.isfinite(scale) and scale > 0):
             raise ValueError(f"residual_scale: got {scale}, expected a number > 0")
+        if mixing not in MIXINGS:
+            raise ValueError(f"mixing: got {mixing!r}, expected one of {list(MIXINGS)}")
+        self.mixing = mixing
         if pad_nodes is not None and pad_nodes < 1:
             raise ValueError(f"pad_nodes: got {pad_nodes}, expected at least 1")
         self.names = base_names(base_policy)
@@ -287,6 +300,11 @@ class AgentInterface:
         if base is not None and base.ndim == 3:
             extra = base.shape[1] - 1
             m = np.clip(a[:, a.shape[1] - extra :], 0.0, 1.0)
+            if self.mixing == "hard":  # one base whole: the largest entry above 0, else the first
+                top = np.argmax(m, axis=1)
+                m = np.where(
+                    (np.arange(extra) == top[:, None]) & (m.max(axis=1) > 0)[:, None], 1.0, 0.0
+                )
             m /= np.maximum(m.sum(axis=1, keepdims=True), 1.0)
             a = a[:, : a.shape[1] - extra]
             self.mix = np.concatenate([1.0 - m.sum(axis=1, keepdims=True), m], axis=1)
@@ -307,6 +325,7 @@ def make_interface(env_kwargs: Mapping[str, Any]) -> AgentInterface:
         env_kwargs.get("base_policy"),
         DEFAULT_RESIDUAL_SCALE if scale is None else float(scale),
         env_kwargs.get("pad_nodes"),
+        env_kwargs.get("mixing") or "soft",
     )
 
 

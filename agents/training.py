@@ -85,6 +85,7 @@ ENV_KEYS = (
     "observation",
     "base_policy",
     "residual_scale",
+    "mixing",
     "pad_nodes",
     "train_families",
 )
@@ -95,6 +96,7 @@ SPECIAL_KEYS = (
     "imitation_episodes",
     "imitation_scenarios",
     "imitation_scenario_episodes",
+    "imitation_rounds",
     "policy",
     "env",
 )
@@ -362,13 +364,15 @@ ALGO_RULES: dict[str, dict[str, Rule]] = {"sac": {"ent_coef": ANY(FLOAT(0), AUTO
 #: Keys of a hyperparameter file that are not constructor arguments.
 SPECIAL: dict[str, Rule] = {
     "n_envs": INT(1, 1 << 16),  # --num-envs
-    "total_timesteps": INT(1),  # --timesteps
+    "total_timesteps": INT(0),  # --timesteps; 0: the warm start alone (needs imitation_episodes)
     "normalize_reward": BOOL,
     # warm start over several bases (agents.imitation): episodes per training family, 0: off
     "imitation_episodes": INT(0, 1 << 16),
     # and episodes of each of these scenarios (names; their training split)
     "imitation_scenarios": Rule("a list of scenario names", lambda v: _scenario_names(v)),
     "imitation_scenario_episodes": INT(0, 1 << 16),
+    # DAgger rounds after the first fit: the fitted policy's own states, labelled, added
+    "imitation_rounds": INT(0, 16),
     # "policy": one of the algorithm's Mlp policies; "env": ENV_SETTINGS
 }
 
@@ -475,6 +479,7 @@ ENV_SETTINGS: dict[str, Rule] = {
         _base_policy,
     ),
     "residual_scale": FLOAT(0, 2, lo_open=True),
+    "mixing": CHOICE(["soft", "hard"]),
     "pad_nodes": Rule("null or a number of nodes 1..64", _pad_nodes),
     "train_families": Rule("null or a list of scenario or family names", _names),
 }

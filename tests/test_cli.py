@@ -125,7 +125,7 @@ def test_the_budget_lives_in_the_hyperparameter_file(tmp_path: Path) -> None:
     other = train.build_config(train.parse_args([*root, "--set", "n_epochs=2"]))
     file_total = load_hyperparams("ppo", "mixed", None, [])[0]["total_timesteps"]
     assert default.total_timesteps == epochs.total_timesteps == other.total_timesteps == file_total
-    assert file_total == 8192  # agents/hyperparams/ppo.yml: one rollout after the warm start
+    assert file_total == 0  # agents/hyperparams/ppo.yml: the warm start alone
     assert other.hyperparams["n_epochs"] == 2
     # the default run's warm start chooses between bases: one base is an error naming it
     from agents.training import TrainingError
@@ -133,6 +133,10 @@ def test_the_budget_lives_in_the_hyperparameter_file(tmp_path: Path) -> None:
     with pytest.raises(TrainingError, match=r"imitation_episodes=1024 needs env\.base_policy"):
         train.build_config(train.parse_args([*root, "--set", "env.base_policy=tpp"]))
     one = ["--set", "env.base_policy=tpp", "--set", "imitation_episodes=0"]
+    # ... and without a warm start the default's 0 PPO steps would train nothing
+    with pytest.raises(TrainingError, match=r"total_timesteps=0 trains nothing without a warm start"):
+        train.build_config(train.parse_args([*root, *one]))
+    one += ["--timesteps", "8192"]
     assert train.build_config(train.parse_args([*root, *one])).env["base_policy"] == "tpp"
     explicit = train.build_config(train.parse_args([*root, "--timesteps", "16384"]))
     assert explicit.total_timesteps == 16384

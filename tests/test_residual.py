@@ -124,6 +124,37 @@ def test_mixing_bases_follows_each_heuristic_exactly_at_the_corners() -> None:
         AgentInterface(["tpp", "tpp"])
 
 
+def test_hard_mixing_follows_one_base_whole() -> None:
+    """``mixing: hard`` follows the base with the largest entry above 0 (the first base
+    when none is), exactly as that heuristic runs alone, never a blend."""
+    sc, names = "kv-store", ["colloid", "tpp", "dram-first"]
+    kw = {"tiering_modes": MODES, "base_policy": names, "mixing": "hard"}
+    params = core.make_params(sc, split="test", tiering_modes=MODES, pool_size=8)
+    spaces_ = agent_spaces(params, names)
+
+    class Fixed(ZeroModel):
+        entries: list[float] = []
+
+        def predict(self, obs, state=None, episode_start=None, deterministic=True):
+            a = np.zeros((obs.shape[0], self.action_space.shape[0]), np.float32)
+            a[:, -2:] = self.entries
+            return a, state
+
+    native = {n: _geomeans(rollout(n, sc, 3, seed=5)) for n in names}
+    for entries, want, share in [
+        ([0.3, 0.8], "dram-first", [0.0, 0.0, 1.0]),
+        ([0.9, 0.2], "tpp", [0.0, 1.0, 0.0]),
+        ([-0.5, -0.1], "colloid", [1.0, 0.0, 0.0]),
+    ]:
+        model = Fixed(*spaces_)
+        model.entries = entries
+        pol = LearnedPolicy(model, kw, "m", "t")
+        assert _geomeans(rollout(pol, sc, 3, seed=5, env_kwargs=kw)) == native[want], entries
+        assert np.array_equal(pol.agent.mix, np.tile(share, (3, 1)))
+    with pytest.raises(ValueError, match="mixing: got 'sharp'"):
+        AgentInterface(names, mixing="sharp")
+
+
 def test_base_kernel_must_be_a_mode() -> None:
     params = core.make_params("colocation", pool_size=8)  # no tiering modes
     with pytest.raises(ValueError, match="tiering_modes"):
