@@ -134,7 +134,9 @@ def test_the_budget_lives_in_the_hyperparameter_file(tmp_path: Path) -> None:
         train.build_config(train.parse_args([*root, "--set", "env.base_policy=tpp"]))
     one = ["--set", "env.base_policy=tpp", "--set", "imitation_episodes=0"]
     # ... and without a warm start the default's 0 PPO steps would train nothing
-    with pytest.raises(TrainingError, match=r"total_timesteps=0 trains nothing without a warm start"):
+    with pytest.raises(
+        TrainingError, match=r"total_timesteps=0 trains nothing without a warm start"
+    ):
         train.build_config(train.parse_args([*root, *one]))
     one += ["--timesteps", "8192"]
     assert train.build_config(train.parse_args([*root, *one])).env["base_policy"] == "tpp"

@@ -133,7 +133,9 @@ def test_hard_mixing_follows_one_base_whole() -> None:
     spaces_ = agent_spaces(params, names)
 
     class Fixed(ZeroModel):
-        entries: list[float] = []
+        def __init__(self, obs: Any, act: Any, entries: list[float]) -> None:
+            super().__init__(obs, act)
+            self.entries = entries
 
         def predict(self, obs, state=None, episode_start=None, deterministic=True):
             a = np.zeros((obs.shape[0], self.action_space.shape[0]), np.float32)
@@ -146,9 +148,7 @@ def test_hard_mixing_follows_one_base_whole() -> None:
         ([0.9, 0.2], "tpp", [0.0, 1.0, 0.0]),
         ([-0.5, -0.1], "colloid", [1.0, 0.0, 0.0]),
     ]:
-        model = Fixed(*spaces_)
-        model.entries = entries
-        pol = LearnedPolicy(model, kw, "m", "t")
+        pol = LearnedPolicy(Fixed(*spaces_, entries), kw, "m", "t")
         assert _geomeans(rollout(pol, sc, 3, seed=5, env_kwargs=kw)) == native[want], entries
         assert np.array_equal(pol.agent.mix, np.tile(share, (3, 1)))
     with pytest.raises(ValueError, match="mixing: got 'sharp'"):
