@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
@@ -287,3 +288,25 @@ def test_sigterm_before_the_first_checkpoint_leaves_a_resumable_run(
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert json.loads((run / "training.json").read_text())["timesteps"] == 1024
+
+
+def test_train_with_the_warm_start_alone(tmp_path: Path, short_scenario: Path) -> None:
+    """``total_timesteps: 0`` with a warm start: the run is the warm start (with its DAgger
+    round) and no PPO step; the model it saves runs, and follows a base whole."""
+    import train
+    from agents.evaluation import load_policy
+    from agents.rollout import rollout
+
+    run = tmp_path / "r"
+    bases = ["--set", "env.base_policy=[colloid, dram-first]", "--set", "env.mixing=hard"]
+    warm = ["--set", "imitation_episodes=4", "--set", "imitation_rounds=1"]
+    assert train.main(tiny(short_scenario, run, "--timesteps", "0", *bases, *warm)) == 0
+    summary = json.loads((run / "warm_start.json").read_text())
+    assert summary["dagger_rounds"] == 1 and summary["samples"][1] == 2 * summary["samples"][0]
+    assert json.loads((run / "training.json").read_text())["timesteps"] == 0
+    policy, kw = load_policy(str(run))
+    assert kw["mixing"] == "hard"
+    recs = rollout(policy, str(short_scenario), 2, 20_000, "test", kw)
+    assert len(recs) == 2 and all(r["metrics"]["geomean_perf"] > 0 for r in recs)
+    shares = policy.agent.mix
+    assert set(np.unique(shares).tolist()) <= {0.0, 1.0}  # one base whole, never a blend
