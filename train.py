@@ -643,6 +643,7 @@ def train(
         )
 
     venv, norm = make_training_env(cfg)
+    warm: dict[str, Any] | None = None  # the warm start's summary, if this run does one
     train_env = norm if norm is not None else venv
     if resume_from is not None:
         model, norm = resume_model(resume_from, cfg, venv, norm, trust_pickle=args.trust_pickle)
@@ -716,6 +717,7 @@ def train(
                 family=venv.params.family.pool_size > 1,
             ),
             "hyperparameters": tb.hyperparameter_markdown(cfg, argv, eval_seed, refs),
+            **({"warm_start": tb.warm_start_markdown(warm)} if warm is not None else {}),
         },
     )
     callbacks = [

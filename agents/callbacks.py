@@ -439,7 +439,7 @@ class TensorBoardRunCard(BaseCallback):
     """Writes a new run's Custom Scalars layout and its text cards once, at step 0.
 
     ``layout`` is :func:`agents.tensorboard.layout`'s; ``texts`` maps text tags
-    (``guide``, ``hyperparameters``) to Markdown. A resumed run (training starts
+    (``guide``, ``hyperparameters``, ``warm_start``) to Markdown. A resumed run (training starts
     past step 0) writes nothing: its first event file has them.
     """
 

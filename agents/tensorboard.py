@@ -410,6 +410,30 @@ def hyperparameter_markdown(
     return "| setting | value |\n|---|---|\n" + "\n".join(rows)
 
 
+def warm_start_markdown(warm: Mapping[str, Any]) -> str:
+    """The warm start's text card (:func:`agents.imitation.warm_start`'s summary): each
+    base's share of the labels per family and scenario, then each fit's samples and loss
+    (fit 0 on the labels' own runs, then one per DAgger round) and where the time went."""
+    bases = list(warm["bases"])
+    lines = [
+        "| labels: best base per episode | " + " | ".join(bases) + " |",
+        "|---|" + "---|" * len(bases),
+    ]
+    for name, share in warm["label_share_per_scenario"].items():
+        lines.append(f"| {name} | " + " | ".join(f"{v:.1%}" for v in share) + " |")
+    lines += [
+        "",
+        "| fit (0: the labels' runs; then DAgger rounds) | samples | loss |",
+        "|---|---|---|",
+    ]
+    for r, (n, loss) in enumerate(zip(warm["samples"], warm["loss"], strict=True)):
+        lines.append(f"| {r} | {n:,} | {loss:.4g} |")
+    secs = ", ".join(f"{k} {v:.0f} s" for k, v in warm.get("seconds", {}).items())
+    if secs:
+        lines += ["", f"Time: {secs}."]
+    return "\n".join(lines)
+
+
 def guide_markdown(
     algo: str,
     references: Mapping[str, float],

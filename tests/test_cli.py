@@ -310,3 +310,11 @@ def test_train_with_the_warm_start_alone(tmp_path: Path, short_scenario: Path) -
     assert len(recs) == 2 and all(r["metrics"]["geomean_perf"] > 0 for r in recs)
     shares = policy.agent.mix
     assert set(np.unique(shares).tolist()) <= {0.0, 1.0}  # one base whole, never a blend
+    # TensorBoard's Text tab has the warm start: a row per family, one per fit
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run / "tensorboard"), size_guidance={"tensors": 0})
+    acc.Reload()
+    card = acc.Tensors("warm_start/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert f"| {short_scenario} |" in card and "| colloid | dram-first |" in card
+    assert f"| 1 | {summary['samples'][1]:,} |" in card
