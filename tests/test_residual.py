@@ -38,6 +38,19 @@ class ZeroModel:
         return np.zeros((obs.shape[0], self.action_space.shape[0]), np.float32), state
 
 
+class MixModel(ZeroModel):
+    """A stand-in whose every action is residual 0 with the given mixing entries (the last)."""
+
+    def __init__(self, obs: Any, act: Any, entries: list[float]) -> None:
+        super().__init__(obs, act)
+        self.entries = entries
+
+    def predict(self, obs: Any, state: Any = None, episode_start: Any = None, deterministic=True):
+        a = np.zeros((obs.shape[0], self.action_space.shape[0]), np.float32)
+        a[:, -len(self.entries) :] = self.entries
+        return a, state
+
+
 def _geomeans(recs: list[dict[str, Any]]) -> list[float]:
     return [r["metrics"]["geomean_perf"] for r in sorted(recs, key=lambda r: r["seed"])]
 
@@ -95,18 +108,8 @@ def test_mixing_bases_follows_each_heuristic_exactly_at_the_corners() -> None:
     assert obs_space.shape == (params.encoder.size + 3 * params.codec.size,)
     assert act_space.shape == (params.codec.size + 2,)
 
-    class Mix(ZeroModel):
-        def __init__(self, obs: Any, act: Any, entries: list[float]) -> None:
-            super().__init__(obs, act)
-            self.entries = entries
-
-        def predict(self, obs, state=None, episode_start=None, deterministic=True):
-            a = np.zeros((obs.shape[0], self.action_space.shape[0]), np.float32)
-            a[:, -2:] = self.entries
-            return a, state
-
     def score(entries: list[float]) -> tuple[list[float], Any]:
-        pol = LearnedPolicy(Mix(obs_space, act_space, entries), kw, "m", "t")
+        pol = LearnedPolicy(MixModel(obs_space, act_space, entries), kw, "m", "t")
         return _geomeans(rollout(pol, sc, 3, seed=5, env_kwargs=kw)), pol.agent.mix
 
     native = {n: _geomeans(rollout(n, sc, 3, seed=5)) for n in names}
@@ -132,23 +135,13 @@ def test_hard_mixing_follows_one_base_whole() -> None:
     params = core.make_params(sc, split="test", tiering_modes=MODES, pool_size=8)
     spaces_ = agent_spaces(params, names)
 
-    class Fixed(ZeroModel):
-        def __init__(self, obs: Any, act: Any, entries: list[float]) -> None:
-            super().__init__(obs, act)
-            self.entries = entries
-
-        def predict(self, obs, state=None, episode_start=None, deterministic=True):
-            a = np.zeros((obs.shape[0], self.action_space.shape[0]), np.float32)
-            a[:, -2:] = self.entries
-            return a, state
-
     native = {n: _geomeans(rollout(n, sc, 3, seed=5)) for n in names}
     for entries, want, share in [
         ([0.3, 0.8], "dram-first", [0.0, 0.0, 1.0]),
         ([0.9, 0.2], "tpp", [0.0, 1.0, 0.0]),
         ([-0.5, -0.1], "colloid", [1.0, 0.0, 0.0]),
     ]:
-        pol = LearnedPolicy(Fixed(*spaces_, entries), kw, "m", "t")
+        pol = LearnedPolicy(MixModel(*spaces_, entries), kw, "m", "t")
         assert _geomeans(rollout(pol, sc, 3, seed=5, env_kwargs=kw)) == native[want], entries
         assert np.array_equal(pol.agent.mix, np.tile(share, (3, 1)))
     with pytest.raises(ValueError, match="mixing: got 'sharp'"):
