@@ -415,7 +415,7 @@ def build_config(args: argparse.Namespace) -> RunConfig:
         )
     # whole rollouts only, so a run (and a resumed one) ends exactly at its total
     total = whole_rollouts(args.algo, total, n_envs, hp)
-    # 19 evaluations after the one at step 0: a 20-point curve (131,072 steps, 8 rollouts, by default)
+    # 19 evaluations after the one at step 0: a 20-point curve (131,072 steps for the default: section)
     eval_interval = args.eval_interval if args.eval_interval is not None else max(total // 19, 1)
     ck_interval = (
         args.checkpoint_interval if args.checkpoint_interval is not None else max(total // 4, 1)
