@@ -77,8 +77,8 @@ RESIDUAL_KEYS = ("base_policy", "residual_scale", "mixing", "pad_nodes", "train_
 NODE_ENTRIES = ("utilization", "latency_over_idle", "capacity_used")
 NODE_DESCRIPTORS = ("mask", "is_cxl", "socket", "read_peak", "idle_latency")
 DEFAULT_RESIDUAL_SCALE = 1.0
-#: How the mixing entries combine several bases: ``soft`` moves the decision part of the
-#: way towards each base; ``hard`` follows one base whole (the largest entry above 0, else
+#: How the mixing entries combine several bases (the first is the default): ``soft`` moves
+#: the decision part of the way towards each base; ``hard`` follows one base whole (the largest entry above 0, else
 #: the first base).
 MIXINGS = ("soft", "hard")
 
@@ -165,7 +165,7 @@ class AgentInterface:
         base_policy: str | Sequence[str] | None = None,
         scale: float = DEFAULT_RESIDUAL_SCALE,
         pad_nodes: int | None = None,
-        mixing: str = "soft",
+        mixing: str = MIXINGS[0],
     ) -> None:
         if not (math.isfinite(scale) and scale > 0):
             raise ValueError(f"residual_scale: got {scale}, expected a number > 0")
@@ -325,7 +325,7 @@ def make_interface(env_kwargs: Mapping[str, Any]) -> AgentInterface:
         env_kwargs.get("base_policy"),
         DEFAULT_RESIDUAL_SCALE if scale is None else float(scale),
         env_kwargs.get("pad_nodes"),
-        env_kwargs.get("mixing") or "soft",
+        env_kwargs.get("mixing") or MIXINGS[0],
     )
 
 

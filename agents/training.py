@@ -49,6 +49,7 @@ import torch
 import yaml
 
 from agents import persist
+from agents.residual import MIXINGS
 from envs.spaces import OBSERVATIONS, TIERING_MODES
 
 __all__ = [
@@ -479,7 +480,7 @@ ENV_SETTINGS: dict[str, Rule] = {
         _base_policy,
     ),
     "residual_scale": FLOAT(0, 2, lo_open=True),
-    "mixing": CHOICE(["soft", "hard"]),
+    "mixing": CHOICE(list(MIXINGS)),
     "pad_nodes": Rule("null or a number of nodes 1..64", _pad_nodes),
     "train_families": Rule("null or a list of scenario or family names", _names),
 }
