@@ -183,7 +183,7 @@ def policy_observations(
 
 def _fit(
     policy: Any,
-    parts: Sequence[tuple[NDArray[np.float32], NDArray[np.float32]]],
+    parts: Sequence[Sequence[tuple[NDArray[np.float32], NDArray[np.float32]]]],
     mixing: int,
     epochs: int,
     batch_size: int,
@@ -191,16 +191,17 @@ def _fit(
     seed: int,
 ) -> float:
     """Fit ``policy``'s mixing entries (the last ``mixing`` of its action mean) to the
-    targets of ``parts`` (one ``(obs, targets)`` per family or scenario, each weighing
+    targets of ``parts`` (per family or scenario, its ``(obs, targets)`` chunks; each weighing
     the same) by mean squared error; the residual's rows of the action layer are zero
     and stay so. Returns the last batch's loss."""
     import torch
 
     device = policy.device
-    x = torch.as_tensor(np.concatenate([o for o, _ in parts]), device=device)
-    y = torch.as_tensor(np.concatenate([t[:, -mixing:] for _, t in parts]), device=device)
+    chunks = [(o, t, sum(len(c) for c, _ in job)) for job in parts for o, t in job]
+    x = torch.as_tensor(np.concatenate([o for o, _, _ in chunks]), device=device)
+    y = torch.as_tensor(np.concatenate([t[:, -mixing:] for _, t, _ in chunks]), device=device)
     w = torch.as_tensor(
-        np.concatenate([np.full(len(o), 1.0 / len(o), np.float32) for o, _ in parts]),
+        np.concatenate([np.full(len(o), 1.0 / n, np.float32) for o, _, n in chunks]),
         device=device,
     )
     head = policy.action_net
@@ -260,13 +261,14 @@ def warm_start(
     names = base_names(env.get("base_policy"))
     mixing = len(names) - 1
     t0 = time.time()
-    parts: list[tuple[NDArray[np.float32], NDArray[np.float32]]] = []
+    # per job, its (obs, targets) chunks: the labels' runs, then one per DAgger round
+    parts: list[list[tuple[NDArray[np.float32], NDArray[np.float32]]]] = []
     episode_targets: list[NDArray[np.float32]] = []
     counts = np.zeros(len(names))
     per: dict[str, list[float]] = {}
     for n, (fam, count) in enumerate(jobs):
         obs, tgt, labels, _ = label_episodes(env, fam, count, seed + 100_000 * n)
-        parts.append((obs, tgt))
+        parts.append([(obs, tgt)])
         episode_targets.append(tgt[:count])
         share = np.bincount(labels, minlength=len(names))
         counts += share
@@ -279,7 +281,7 @@ def warm_start(
             for n, (fam, count) in enumerate(jobs):
                 obs = policy_observations(model, env, fam, count, seed + 100_000 * n)
                 tgt = np.tile(episode_targets[n], (len(obs) // count, 1))
-                parts[n] = (np.concatenate([parts[n][0], obs]), np.concatenate([parts[n][1], tgt]))
+                parts[n].append((obs, tgt))
             seconds["dagger"] += time.time() - t0
         t0 = time.time()
         # the aggregate is r + 1 times the first data set: as many gradient steps as the first fit
@@ -288,7 +290,7 @@ def warm_start(
             round(_fit(model.policy, parts, mixing, passes, batch_size, learning_rate, seed + r), 5)
         )
         seconds["fit"] += time.time() - t0
-        samples.append(int(sum(len(o) for o, _ in parts)))
+        samples.append(int(sum(len(o) for job in parts for o, _ in job)))
     return {
         "bases": names,
         "episodes_per_family": episodes,
