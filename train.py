@@ -671,6 +671,7 @@ def train(
                 scenarios=cfg.hyperparams.get("imitation_scenarios") or (),
                 scenario_episodes=int(cfg.hyperparams.get("imitation_scenario_episodes", 0)),
                 rounds=int(cfg.hyperparams.get("imitation_rounds", DAGGER_ROUNDS)),
+                plans=bool(cfg.hyperparams.get("imitation_plans", False)),
             )
             warm["wall_s"] = round(time.time() - t_ws, 1)
             (run_dir / "warm_start.json").write_text(json.dumps(warm, indent=2))

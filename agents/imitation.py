@@ -27,6 +27,26 @@ heuristic-at-zero start rarely tries another base long enough to learn it.
    at the first step leads to states it has never seen (the classic covariate
    shift of behaviour cloning), and these rounds label exactly those.
 
+Plans (``plans=True``, the run's ``imitation_plans``): choosing among heuristics
+caps what the policy can reach (on ``mixed``, ``best-heuristic-per-episode``
+takes 60% of the planner's headroom); the rest is per-tenant placement no
+heuristic makes. So each training family episode is also planned by the
+clairvoyant planner (:class:`baselines.planner.Planner`, :data:`PLAN_SEARCH`:
+one static per-tenant DRAM share, rate and tiering mode for the episode, which
+keeps nearly all of the four-segment plan's gain). The plan is run through the
+agent's interface as the residual over ``residual_bases``' first base (that base
+at its corner; the residual reaches the plan's box action exactly where
+``residual_scale`` spans it) and scored like every base; where it beats the best
+base, it is the episode's label: the residual entries are fitted to it too, by
+mean squared error, with the entries that switch something off (a weight of 0,
+promotion off) :data:`OFF_MARGIN` past the clip. The plan's weights are written
+unreduced at the planner's resolution, so that a DRAM share maps to the box
+continuously. Residual targets are computed per recorded state from the base
+action the agent observes there. The planner sees the episode's future; the
+fitted policy sees only its observation (every tenant's descriptors from the
+step before it starts), so what it learns is the placement that is best on
+average for what it sees.
+
 The labels come from the training split only (seeds from ``seed``), never from
 the episodes a run is evaluated on. Reinforcement learning then starts from a
 policy that already picks a base per machine and mix, and refines it with the
@@ -36,18 +56,29 @@ residual.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from agents.residual import agent_spaces, base_names
+from agents.residual import (
+    DEFAULT_RESIDUAL_SCALE,
+    agent_spaces,
+    base_names,
+    make_interface,
+    residual_base_mask,
+)
 
 __all__ = [
     "CORNER_MARGIN",
     "DAGGER_ROUNDS",
+    "OFF_MARGIN",
+    "PLAN_SEARCH",
     "TIE_TOLERANCE",
+    "Labelled",
     "label_episodes",
+    "plan_actions",
     "policy_observations",
     "warm_start",
 ]
@@ -64,6 +95,17 @@ CORNER_MARGIN = 2.0
 TIE_TOLERANCE = 1e-3
 #: DAgger rounds after the first fit (:func:`warm_start`).
 DAGGER_ROUNDS = 3
+#: The planner's search for the plan labels: one static plan per episode, a quarter of the
+#: evaluation planner's candidates. On 64 episodes of mixed's test split (ratio to dram-first,
+#: mean over episodes): the evaluation planner (4 segments, 64 x 12) 1.151, one segment 1.149,
+#: one segment at 32 x 6 1.143 (23 s against 81 s).
+PLAN_SEARCH: dict[str, int] = {"segments": 1, "population": 32, "iterations": 6}
+#: Residual targets of plan entries that switch something off (a weight of 0, promotion off)
+#: lie this far below the box's -1, so that a small error of the fit leaves them off.
+OFF_MARGIN = 0.5
+#: Plan entries that are on lie at least this far above the box's threshold of "off" (-0.9,
+#: a weight or rate of 1), so that float rounding cannot turn them off.
+ON_MARGIN = 0.005
 
 
 class _Recording:
@@ -81,20 +123,60 @@ class _Recording:
         self.steps += 1
 
 
-class _Corner(_Recording):
-    """Instance ``i`` acts at the corner of base ``labels[i]``: residual 0, mixing entry
-    ``labels[i] - 1`` at 1 and the others at -1."""
+class _Plans:
+    """Each episode's plan as a residual target: box actions in the agent's (padded) layout.
 
-    def __init__(self, obs_space: Any, act_space: Any, labels: NDArray[np.int64], k: int) -> None:
+    ``box`` (E, A) the plan's box action, ``off`` (E, A) its entries that switch something
+    off, ``planned`` (E,) the episodes it is the label of (the others: NaN rows), ``base``
+    the index of the base it is a residual over, ``scale`` the residual scale.
+    """
+
+    def __init__(
+        self, box: NDArray[np.float32], off: NDArray[np.bool_], base: int, scale: float
+    ) -> None:
+        self.box, self.off, self.base, self.scale = box, off, base, scale
+
+    def residual(self, obs: NDArray[np.float32], rows: NDArray[np.int64], k: int) -> NDArray:
+        """Residual targets (S, A) of observations ``obs`` (S, obs_dim) of episodes ``rows``:
+        what takes the base action the agent observes there to the plan."""
+        a = self.box.shape[1]
+        start = obs.shape[1] - k * a + self.base * a
+        base = 2.0 * obs[:, start : start + a].astype(np.float64) - 1.0
+        box = self.box[rows]
+        target = np.where(self.off[rows], -1.0 - OFF_MARGIN, box)
+        return np.clip((target - base) / self.scale, -1.0, 1.0).astype(np.float32)
+
+
+class _Corner(_Recording):
+    """Instance ``i`` follows label ``labels[i]``: base ``j < k`` at its corner (residual 0,
+    mixing entry ``j - 1`` at 1 and the others at -1), or label ``k``: the plan, the residual
+    of ``plans`` at its base's corner."""
+
+    def __init__(
+        self,
+        obs_space: Any,
+        act_space: Any,
+        labels: NDArray[np.int64],
+        k: int,
+        plans: _Plans | None = None,
+    ) -> None:
         super().__init__(obs_space, act_space)
+        self.k, self.plans = k, plans
+        self.planned = labels == k
+        corner = np.where(self.planned, plans.base if plans is not None else 0, labels)
         self.actions = np.zeros((len(labels), act_space.shape[0]), dtype=np.float32)
         self.actions[:, -(k - 1) :] = np.where(
-            labels[:, None] == np.arange(1, k)[None, :], 1.0, -1.0
+            corner[:, None] == np.arange(1, k)[None, :], 1.0, -1.0
         )
 
     def predict(self, obs: Any, state: Any = None, episode_start: Any = None, deterministic=True):
         self._record(obs)
-        return self.actions[: len(obs)].copy(), state
+        act = self.actions[: len(obs)].copy()
+        if self.plans is not None and self.planned.any():
+            rows = np.flatnonzero(self.planned[: len(obs)])
+            res = self.plans.residual(np.asarray(obs, np.float32)[rows], rows, self.k)
+            act[rows, : res.shape[1]] = res
+        return act, state
 
 
 class _Follower(_Recording):
@@ -123,21 +205,118 @@ def _targets(near: NDArray[np.bool_], size: int) -> NDArray[np.float32]:
     return out
 
 
+class _EpisodeTargets:
+    """One job's per-episode targets, turned into per-row targets of recorded observations.
+
+    ``mixing`` (E, size) the corner targets (:func:`_targets`; a planned episode's: its
+    base's corner); ``fit_residual`` (E,) the episodes whose residual is fitted (planned,
+    or labelled with a base the residual adjusts: residual 0); ``plans`` the plans.
+    Rows of a recording are whole batches of the episodes in seed order.
+    """
+
+    def __init__(
+        self,
+        mixing: NDArray[np.float32],
+        fit_residual: NDArray[np.bool_],
+        planned: NDArray[np.bool_],
+        plans: _Plans | None,
+        k: int,
+    ) -> None:
+        self.mixing, self.fit_residual, self.planned = mixing, fit_residual, planned
+        self.plans, self.k = plans, k
+
+    def rows(self, obs: NDArray[np.float32]) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+        """``(targets (S, size), residual weights (S,))`` of recorded observations (S, ...)."""
+        e = np.arange(len(obs)) % len(self.mixing)
+        targets = self.mixing[e].copy()
+        planned = np.flatnonzero(self.planned[e])
+        if self.plans is not None and len(planned):
+            res = self.plans.residual(obs[planned], e[planned], self.k)
+            targets[planned, : res.shape[1]] = res
+        return targets, self.fit_residual[e].astype(np.float32)
+
+
 def _env_for(env: Mapping[str, Any]) -> dict[str, Any]:
     """A run's env settings as rollout's ``env_kwargs`` on the training split."""
     return {**{k: v for k, v in env.items() if k != "scenario"}, "split": "train"}
 
 
-def label_episodes(
-    env: Mapping[str, Any], family: str, episodes: int, seed: int, stride: int = 2
-) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64], NDArray[np.float64]]:
-    """Observations, corner targets, labels and scores of ``episodes`` episodes of ``family``.
+@dataclass
+class Labelled:
+    """What :func:`label_episodes` gives for one family or scenario.
 
-    Returns ``(obs (S, obs_dim), targets (S, act_dim), labels (episodes,), scores
-    (episodes, bases))`` with ``S`` the recorded steps of every episode, each
-    following its label's base, and ``scores`` each base's ``geomean_perf``.
-    The recorded steps are whole batches of the episodes in seed order, so row
-    ``r`` belongs to episode ``r % episodes``.
+    ``obs`` (S, obs_dim) the recorded observations (whole batches of the episodes in seed
+    order: row ``r`` belongs to episode ``r % episodes``), ``targets`` (S, act_dim) and
+    ``fit_residual`` (S,) their targets and residual weights (1 where the residual is
+    fitted), ``labels`` (episodes,) each episode's label (a base's index, or the number of
+    bases for the plan), ``scores`` (episodes, columns) each base's ``geomean_perf`` (then
+    the plan's), ``episodes`` the per-episode targets (for the policy's own states),
+    ``plan_seconds`` the planner's search time.
+    """
+
+    obs: NDArray[np.float32]
+    targets: NDArray[np.float32]
+    fit_residual: NDArray[np.float32]
+    labels: NDArray[np.int64]
+    scores: NDArray[np.float64]
+    episodes: _EpisodeTargets
+    plan_seconds: float = 0.0
+
+
+def plan_actions(
+    env: Mapping[str, Any], family: str, episodes: int, seed: int
+) -> tuple[NDArray[np.float32], NDArray[np.bool_], NDArray[np.float64], float]:
+    """The planner's plan (:data:`PLAN_SEARCH`) of ``episodes`` training episodes of ``family``
+    (seeds ``seed`` on) as box actions in the agent's layout (padded to ``pad_nodes``).
+
+    Returns ``(box (episodes, A), off (episodes, A), score (episodes,), seconds)``: ``off``
+    marks the entries that switch something off (a weight of 0, promotion off; padded
+    nodes), ``score`` is the planner's ``geomean_perf`` of the plan. The weights are
+    the planner's share mapping unreduced (continuous in the share); entries that are on lie
+    :data:`ON_MARGIN` above the threshold of off.
+    """
+    from agents.rollout import make_params
+    from baselines.planner import Planner
+    from baselines.policies import share_to_weights
+    from envs import core
+    from envs.spaces import OFF
+
+    kw = _env_for(env)
+    params = make_params(None, family, "train", kw)
+    planner = Planner(**PLAN_SEARCH)
+    seeds = np.arange(seed, seed + episodes, dtype=np.uint64)
+    planner.bind(params, episodes)
+    planner.plan_episodes(seeds)
+    hw = core.hardware(core.reset(params, seeds)[0])
+    share = planner.plan_share[:, 0]  # (E, R): one segment
+    w = share_to_weights(
+        np.clip(share, 0.0, 1.0), hw.firmware_gbps, hw.is_cxl, planner.weight_scale
+    )
+    w = np.where((share > 1.0)[..., None], 0, w)
+    box = params.codec.encode_box(w, planner.plan_rate_mbps[:, 0], planner.plan_mode[:, 0])
+    off = box <= -1.0  # weight 0 or promotion off (a mode entry lies mid-bin, above -1)
+    box = np.where(off, box, np.maximum(box, OFF + ON_MARGIN)).astype(np.float32)
+    iface = make_interface(kw)
+    if iface.pad_nodes is not None:
+        iface.params = params
+        box = iface.pad_action(box, -1.0)
+        off = iface.pad_action(off.astype(np.float32), 1.0) > 0.5
+    return box, off, planner.plan_score, planner.plan_seconds
+
+
+def label_episodes(
+    env: Mapping[str, Any],
+    family: str,
+    episodes: int,
+    seed: int,
+    stride: int = 2,
+    plans: bool = False,
+) -> Labelled:
+    """Label ``episodes`` training episodes of ``family`` (seeds ``seed`` on) with their best base.
+
+    Every base runs every episode at its corner; with ``plans`` the planner's plan of each
+    episode runs too, as the residual over ``residual_bases``' first base (see the module).
+    Then every episode runs again following its label, every ``stride``-th step recorded.
     """
     from agents.evaluation import LearnedPolicy
     from agents.rollout import make_params, rollout
@@ -149,22 +328,45 @@ def label_episodes(
     kw = _env_for(env)
     params = make_params(None, family, "train", kw)
     spaces = agent_spaces(params, names, env.get("pad_nodes"))
-    scores = np.empty((episodes, k))
-    for j in range(k):
-        model = _Corner(*spaces, np.full(episodes, j, dtype=np.int64), k)
+    adjusted = residual_base_mask(names, env.get("residual_bases"))
+
+    def scores_of(model: _Corner) -> list[float]:
         recs = rollout(
             LearnedPolicy(model, kw, "corner", "imitation"), family, episodes, seed, "train", kw
         )
         recs.sort(key=lambda r: r["seed"])
-        scores[:, j] = [r["metrics"]["geomean_perf"] for r in recs]
-    labels = np.argmax(scores, axis=1).astype(np.int64)
-    near = scores >= scores.max(axis=1, keepdims=True) * (1.0 - TIE_TOLERANCE)
-    model = _Corner(*spaces, labels, k)
+        return [r["metrics"]["geomean_perf"] for r in recs]
+
+    scores = np.empty((episodes, k + int(plans)))
+    for j in range(k):
+        scores[:, j] = scores_of(_Corner(*spaces, np.full(episodes, j, dtype=np.int64), k))
+    plan: _Plans | None = None
+    seconds = 0.0
+    if plans:
+        if env.get("residual_bases") is None:
+            raise ValueError("imitation plans: need residual_bases (the plan's base is its first)")
+        box, off, _, seconds = plan_actions(env, family, episodes, seed)
+        first = names.index(next(iter(env["residual_bases"])))
+        scale = float(env.get("residual_scale") or DEFAULT_RESIDUAL_SCALE)
+        plan = _Plans(box, off, first, scale)
+        scores[:, k] = scores_of(_Corner(*spaces, np.full(episodes, k, dtype=np.int64), k, plan))
+    best = scores[:, :k].max(axis=1, keepdims=True)
+    near = scores[:, :k] >= best * (1.0 - TIE_TOLERANCE)
+    # the plan where it beats every base by more than a tie
+    planned = np.zeros(episodes, dtype=bool)
+    if plans:
+        planned = scores[:, k] > best[:, 0] * (1.0 + TIE_TOLERANCE)
+    labels = np.where(planned, k, np.argmax(scores[:, :k], axis=1)).astype(np.int64)
+    near[planned] = np.arange(k) == (plan.base if plan is not None else 0)
+    model = _Corner(*spaces, labels, k, plan)
+    mixing = _targets(near, model.actions.shape[1])
+    fit_residual = planned | (near & adjusted).any(axis=1) if plans else np.zeros(episodes, bool)
+    per_episode = _EpisodeTargets(mixing, fit_residual, planned, plan, k)
     model.stride = stride
     rollout(LearnedPolicy(model, kw, "follower", "imitation"), family, episodes, seed, "train", kw)
     obs = np.concatenate(model.seen)
-    targets = np.tile(_targets(near, model.actions.shape[1]), (len(model.seen), 1))
-    return obs, targets, labels, scores
+    targets, weights = per_episode.rows(obs)
+    return Labelled(obs, targets, weights, labels, scores, per_episode, seconds)
 
 
 def policy_observations(
@@ -183,32 +385,37 @@ def policy_observations(
 
 def _fit(
     policy: Any,
-    parts: Sequence[Sequence[tuple[NDArray[np.float32], NDArray[np.float32]]]],
+    parts: Sequence[Sequence[tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.float32]]]],
     mixing: int,
     epochs: int,
     batch_size: int,
     learning_rate: float,
     seed: int,
 ) -> float:
-    """Fit ``policy``'s mixing entries (the last ``mixing`` of its action mean) to the
-    targets of ``parts`` (per family or scenario, its ``(obs, targets)`` chunks; each weighing
-    the same) by mean squared error; the residual's rows of the action layer are zero
-    and stay so. Returns the last batch's loss."""
+    """Fit ``policy``'s action mean to the targets of ``parts`` (per family or scenario, its
+    ``(obs, targets, fit_residual)`` chunks; each family or scenario weighing the same) by
+    mean squared error: the mixing entries (the last ``mixing``) on every row, the residual
+    entries on the rows whose ``fit_residual`` is 1. Without any such row the residual's rows
+    of the action layer are zero and stay so (the policy's mean residual is exactly 0).
+    Returns the last batch's loss."""
     import torch
 
     device = policy.device
-    chunks = [(o, t, sum(len(c) for c, _ in job)) for job in parts for o, t in job]
-    x = torch.as_tensor(np.concatenate([o for o, _, _ in chunks]), device=device)
-    y = torch.as_tensor(np.concatenate([t[:, -mixing:] for _, t, _ in chunks]), device=device)
+    chunks = [(o, t, f, sum(len(c) for c, _, _ in job)) for job in parts for o, t, f in job]
+    x = torch.as_tensor(np.concatenate([c[0] for c in chunks]), device=device)
+    y = torch.as_tensor(np.concatenate([c[1] for c in chunks]), device=device)
+    fit_res = torch.as_tensor(np.concatenate([c[2] for c in chunks]), device=device)
     w = torch.as_tensor(
-        np.concatenate([np.full(len(o), 1.0 / n, np.float32) for o, _, n in chunks]),
+        np.concatenate([np.full(len(c[0]), 1.0 / c[3], np.float32) for c in chunks]),
         device=device,
     )
     head = policy.action_net
     residual = head.out_features - mixing
-    with torch.no_grad():  # the mean residual is exactly 0: each picked base runs as it is
-        head.weight[:residual] = 0.0
-        head.bias[:residual] = 0.0
+    with_residual = bool(fit_res.any())
+    if not with_residual:
+        with torch.no_grad():  # the mean residual is exactly 0: each picked base runs as it is
+            head.weight[:residual] = 0.0
+            head.bias[:residual] = 0.0
     opt = torch.optim.Adam(policy.parameters(), lr=learning_rate)
     gen = torch.Generator().manual_seed(seed)
     loss_value = float("nan")
@@ -217,11 +424,16 @@ def _fit(
         perm = torch.randperm(len(x), generator=gen)
         for i in range(0, len(x), batch_size):
             b = perm[i : i + batch_size]
-            mean = policy.get_distribution(x[b]).distribution.mean[:, residual:]
-            loss = torch.sum(w[b] * torch.mean((mean - y[b]) ** 2, dim=1)) / torch.sum(w[b])
+            mean = policy.get_distribution(x[b]).distribution.mean
+            err = torch.mean((mean[:, residual:] - y[b, residual:]) ** 2, dim=1)
+            if with_residual:
+                err = err + fit_res[b] * torch.mean(
+                    (mean[:, :residual] - y[b, :residual]) ** 2, dim=1
+                )
+            loss = torch.sum(w[b] * err) / torch.sum(w[b])
             opt.zero_grad()
             loss.backward()
-            opt.step()  # Adam leaves the zero rows alone: their gradient is 0
+            opt.step()  # Adam leaves zero rows alone: their gradient is 0
             loss_value = float(loss.detach())
     policy.set_training_mode(False)
     return loss_value
@@ -238,16 +450,18 @@ def warm_start(
     epochs: int = 40,
     batch_size: int = 1024,
     learning_rate: float = 1e-3,
+    plans: bool = False,
 ) -> dict[str, Any]:
-    """Fit ``model``'s mixing entries to the best base of each training episode (see the module).
+    """Fit ``model``'s action mean to the best base (or plan) of each training episode (see the module).
 
     The episodes are ``episodes`` of each training family (``scenario`` and
-    ``train_families``) and ``scenario_episodes`` of each of ``scenarios``
-    (training split: other seeds than any evaluation's); ``rounds`` DAgger rounds
-    follow the first fit of ``epochs`` epochs, each over the aggregate with as many
-    gradient steps as the first (``epochs / (round + 1)`` epochs). Returns a
-    summary: the episodes, the share of each label overall and per scenario, the
-    samples and final loss of each fit, and the seconds spent labelling and fitting.
+    ``train_families``; planned too with ``plans``) and ``scenario_episodes`` of each of
+    ``scenarios`` (training split: other seeds than any evaluation's); ``rounds`` DAgger
+    rounds follow the first fit of ``epochs`` epochs, each over the aggregate with as many
+    gradient steps as the first (``epochs / (round + 1)`` epochs). Returns a summary: the
+    episodes, the share of each label (the bases, then the plan) overall and per scenario,
+    the samples and final loss of each fit, and the seconds spent labelling (the plans'
+    search included), searching plans, fitting and running the policy.
     """
     import time
 
@@ -260,28 +474,30 @@ def warm_start(
         jobs += [(sc, scenario_episodes) for sc in scenarios if sc not in families]
     names = base_names(env.get("base_policy"))
     mixing = len(names) - 1
+    columns = len(names) + int(plans)
     t0 = time.time()
-    # per job, its (obs, targets) chunks: the labels' runs, then one per DAgger round
-    parts: list[list[tuple[NDArray[np.float32], NDArray[np.float32]]]] = []
-    episode_targets: list[NDArray[np.float32]] = []
-    counts = np.zeros(len(names))
+    # per job, its (obs, targets, fit_residual) chunks: the labels' runs, then one per DAgger round
+    parts: list[list[tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.float32]]]] = []
+    per_episode: list[_EpisodeTargets] = []
+    counts = np.zeros(columns)
     per: dict[str, list[float]] = {}
+    seconds = {"label": 0.0, "plan": 0.0, "fit": 0.0, "dagger": 0.0}
     for n, (fam, count) in enumerate(jobs):
-        obs, tgt, labels, _ = label_episodes(env, fam, count, seed + 100_000 * n)
-        parts.append([(obs, tgt)])
-        episode_targets.append(tgt[:count])
-        share = np.bincount(labels, minlength=len(names))
+        got = label_episodes(env, fam, count, seed + 100_000 * n, plans=plans and n < len(families))
+        parts.append([(got.obs, got.targets, got.fit_residual)])
+        per_episode.append(got.episodes)
+        seconds["plan"] += got.plan_seconds
+        share = np.bincount(got.labels, minlength=columns)
         counts += share
         per[fam] = (share / share.sum()).round(3).tolist()
-    seconds = {"label": time.time() - t0, "fit": 0.0, "dagger": 0.0}
+    seconds["label"] = time.time() - t0
     samples, losses = [], []
     for r in range(rounds + 1):
         if r:
             t0 = time.time()
             for n, (fam, count) in enumerate(jobs):
                 obs = policy_observations(model, env, fam, count, seed + 100_000 * n)
-                tgt = np.tile(episode_targets[n], (len(obs) // count, 1))
-                parts[n].append((obs, tgt))
+                parts[n].append((obs, *per_episode[n].rows(obs)))
             seconds["dagger"] += time.time() - t0
         t0 = time.time()
         # the aggregate is r + 1 times the first data set: as many gradient steps as the first fit
@@ -290,11 +506,12 @@ def warm_start(
             round(_fit(model.policy, parts, mixing, passes, batch_size, learning_rate, seed + r), 5)
         )
         seconds["fit"] += time.time() - t0
-        samples.append(int(sum(len(o) for job in parts for o, _ in job)))
+        samples.append(int(sum(len(o) for job in parts for o, _, _ in job)))
     return {
-        "bases": names,
+        "bases": names + (["plan"] if plans else []),
         "episodes_per_family": episodes,
         "families": families,
+        "planned_families": families if plans else [],
         "scenario_episodes": scenario_episodes if len(jobs) > len(families) else 0,
         "scenarios": [j[0] for j in jobs[len(families) :]],
         "dagger_rounds": rounds,

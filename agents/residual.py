@@ -38,6 +38,15 @@ not average), and a policy fitted to pick one (:mod:`agents.imitation`) is read
 the way it was fitted. Each base sees every step's counters, so each
 keeps its own controller state while another is followed.
 
+``residual_bases`` (default: every base) names the bases the residual adjusts;
+it is scaled by their share of the decision, so with ``mixing: hard`` a base
+outside the list runs exactly as that heuristic does whatever the residual
+entries hold, and a listed one is the start of the agent's own decision. The
+default run lists ``dram-first`` (local-first, promotion off: a static action)
+with a scale that spans the whole box: following it, the residual IS the agent's
+per-tenant placement, rate and mode, which the warm start fits to a planner's
+plans (:mod:`agents.imitation`).
+
 One policy for every machine (``pad_nodes: N``): the agent sees node entries
 padded to ``N`` nodes, each with a mask and its descriptors (kind, socket, read
 peak, idle latency: what HMAT/CDAT give), and per-tenant weights over ``N``
@@ -70,10 +79,18 @@ __all__ = [
     "core_kwargs",
     "make_interface",
     "make_training_vec_env",
+    "residual_base_mask",
 ]
 
 #: Env settings of the residual wrapper (the rest go to :func:`envs.core.make_params`).
-RESIDUAL_KEYS = ("base_policy", "residual_scale", "mixing", "pad_nodes", "train_families")
+RESIDUAL_KEYS = (
+    "base_policy",
+    "residual_scale",
+    "mixing",
+    "residual_bases",
+    "pad_nodes",
+    "train_families",
+)
 NODE_ENTRIES = ("utilization", "latency_over_idle", "capacity_used")
 NODE_DESCRIPTORS = ("mask", "is_cxl", "socket", "read_peak", "idle_latency")
 DEFAULT_RESIDUAL_SCALE = 1.0
@@ -81,6 +98,26 @@ DEFAULT_RESIDUAL_SCALE = 1.0
 #: the decision part of the way towards each base; ``hard`` follows one base whole (the largest entry above 0, else
 #: the first base).
 MIXINGS = ("soft", "hard")
+
+
+def residual_base_mask(
+    base_policy: str | Sequence[str] | None, residual_bases: Sequence[str] | None
+) -> NDArray[np.bool_]:
+    """(K,) which of the bases the residual adjusts (``residual_bases``; ``None``: all of them).
+
+    Raises:
+        ValueError: ``residual_bases`` names a heuristic that is not a base, or none.
+    """
+    names = base_names(base_policy)
+    if residual_bases is None:
+        return np.ones(len(names), dtype=bool)
+    picked = list(residual_bases)
+    bad = [n for n in picked if n not in names]
+    if not picked or bad or len(set(picked)) != len(picked):
+        raise ValueError(
+            f"residual_bases: got {picked!r}, expected distinct names of base_policy {names}"
+        )
+    return np.array([n in picked for n in names], dtype=bool)
 
 
 def base_names(base_policy: str | Sequence[str] | None) -> list[str]:
@@ -158,6 +195,8 @@ class AgentInterface:
             moves an entry half its range).
         pad_nodes: nodes of the agent's view (``None``: the machine's own).
         mixing: ``soft`` or ``hard`` (:data:`MIXINGS`): how several bases combine.
+        residual_bases: the bases the residual adjusts (default: all;
+            :func:`residual_base_mask`).
     """
 
     def __init__(
@@ -166,6 +205,7 @@ class AgentInterface:
         scale: float = DEFAULT_RESIDUAL_SCALE,
         pad_nodes: int | None = None,
         mixing: str = MIXINGS[0],
+        residual_bases: Sequence[str] | None = None,
     ) -> None:
         if not (math.isfinite(scale) and scale > 0):
             raise ValueError(f"residual_scale: got {scale}, expected a number > 0")
@@ -175,6 +215,8 @@ class AgentInterface:
         if pad_nodes is not None and pad_nodes < 1:
             raise ValueError(f"pad_nodes: got {pad_nodes}, expected at least 1")
         self.names = base_names(base_policy)
+        #: (K,) the bases the residual adjusts
+        self.residual_mask = residual_base_mask(base_policy, residual_bases)
         self.scale = float(scale)
         self.pad_nodes = pad_nodes
         self.policies: list[Any] = []
@@ -238,7 +280,7 @@ class AgentInterface:
         return self.base
 
     # ------------------------------------------------------------------ padding
-    def _pad_action(self, a: NDArray, fill: float) -> NDArray[np.float32]:
+    def pad_action(self, a: NDArray, fill: float) -> NDArray[np.float32]:
         """Env-layout actions (B, size) -> the padded layout (padded weights ``fill``)."""
         assert self.params is not None and self.pad_nodes is not None
         c = self.params.codec
@@ -290,13 +332,15 @@ class AgentInterface:
             return o.astype(np.float32)
         parts = [base] if base.ndim == 2 else [base[:, k] for k in range(base.shape[1])]
         if self.pad_nodes is not None:
-            parts = [self._pad_action(b, -1.0) for b in parts]
+            parts = [self.pad_action(b, -1.0) for b in parts]
         return np.concatenate([o, *((b + 1.0) / 2.0 for b in parts)], axis=1).astype(np.float32)
 
     def action_to_env(self, base: NDArray | None, action: NDArray) -> NDArray[np.float32]:
-        """The action the environment runs: ``clip(base + scale * residual, -1, 1)``, the
-        base being the mix of the bases that the mixing entries give."""
+        """The action the environment runs: ``clip(base + scale * gate * residual, -1, 1)``, the
+        base being the mix of the bases that the mixing entries give and ``gate`` the share
+        of the decision that comes from the bases the residual adjusts (1 with every base)."""
         a = np.clip(np.asarray(action, dtype=np.float32).reshape(len(action), -1), -1.0, 1.0)
+        gate: NDArray[np.float32] | float = 1.0
         if base is not None and base.ndim == 3:
             extra = base.shape[1] - 1
             m = np.clip(a[:, a.shape[1] - extra :], 0.0, 1.0)
@@ -309,13 +353,15 @@ class AgentInterface:
             a = a[:, : a.shape[1] - extra]
             self.mix = np.concatenate([1.0 - m.sum(axis=1, keepdims=True), m], axis=1)
             base = base[:, 0] + np.einsum("bj,bjs->bs", m, base[:, 1:] - base[:, :1])
+            if not self.residual_mask.all():
+                gate = self.mix[:, self.residual_mask].sum(axis=1, keepdims=True)
         elif base is not None:
             self.mix = np.ones((len(a), 1), dtype=np.float32)
         if self.pad_nodes is not None:
             a = self._unpad_action(a)
         if base is None:
             return a
-        return np.clip(base + self.scale * a, -1.0, 1.0).astype(np.float32)
+        return np.clip(base + self.scale * gate * a, -1.0, 1.0).astype(np.float32)
 
 
 def make_interface(env_kwargs: Mapping[str, Any]) -> AgentInterface:
@@ -326,6 +372,7 @@ def make_interface(env_kwargs: Mapping[str, Any]) -> AgentInterface:
         DEFAULT_RESIDUAL_SCALE if scale is None else float(scale),
         env_kwargs.get("pad_nodes"),
         env_kwargs.get("mixing") or MIXINGS[0],
+        env_kwargs.get("residual_bases"),
     )
 
 

@@ -87,6 +87,7 @@ ENV_KEYS = (
     "base_policy",
     "residual_scale",
     "mixing",
+    "residual_bases",
     "pad_nodes",
     "train_families",
 )
@@ -98,6 +99,7 @@ SPECIAL_KEYS = (
     "imitation_scenarios",
     "imitation_scenario_episodes",
     "imitation_rounds",
+    "imitation_plans",
     "policy",
     "env",
 )
@@ -374,6 +376,9 @@ SPECIAL: dict[str, Rule] = {
     "imitation_scenario_episodes": INT(0, 1 << 16),
     # DAgger rounds after the first fit: the fitted policy's own states, labelled, added
     "imitation_rounds": INT(0, 16),
+    # with imitation_episodes: the planner's plan of each training family episode as one more
+    # label, the residual over env.residual_bases' first base (agents.imitation)
+    "imitation_plans": BOOL,
     # "policy": one of the algorithm's Mlp policies; "env": ENV_SETTINGS
 }
 
@@ -481,6 +486,7 @@ ENV_SETTINGS: dict[str, Rule] = {
     ),
     "residual_scale": FLOAT(0, 2, lo_open=True),
     "mixing": CHOICE(list(MIXINGS)),
+    "residual_bases": Rule("null or a list of base_policy's names", _names),
     "pad_nodes": Rule("null or a number of nodes 1..64", _pad_nodes),
     "train_families": Rule("null or a list of scenario or family names", _names),
 }
@@ -640,6 +646,13 @@ def check_combination(
             f"{source}: optimize_memory_usage=true: expected false (stable-baselines3 does not "
             "combine it with the time-limit handling this environment needs)"
         )
+    if env.get("residual_bases") is not None:
+        from agents.residual import residual_base_mask
+
+        try:
+            residual_base_mask(env.get("base_policy"), env["residual_bases"])
+        except ValueError as exc:
+            raise TrainingError(f"{source}: env.{exc}") from None
     if int(hp.get("imitation_episodes", 0)) > 0:
         from agents.residual import base_names
 
@@ -652,6 +665,11 @@ def check_combination(
             raise TrainingError(
                 f"{source}: imitation_episodes: the warm start fits a Gaussian policy's mean "
                 f"(ppo, a2c), not {algo}'s"
+            )
+        if hp.get("imitation_plans") and env.get("residual_bases") is None:
+            raise TrainingError(
+                f"{source}: imitation_plans=true needs env.residual_bases (the plans are fitted "
+                "as the residual over its first base)"
             )
     if algo == "recurrent-ppo":
         pk = hp.get("policy_kwargs") or {}

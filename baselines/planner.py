@@ -127,7 +127,9 @@ class Planner(HeuristicPolicy):
     episode's searched ``geomean_perf``, ``seed_scores`` the seed candidates'
     (``(episodes, modes x seed actions)``, mode-major; column 0 is ``dram-first``),
     ``seed_modes`` each column's mode, ``plan_mode`` the plan's mode per segment
-    (index in ``tiering_modes``) and ``plan_seconds`` the search's wall time.
+    (index in ``tiering_modes``), ``plan_share`` its DRAM share per segment and weight
+    row (``(episodes, segments, rows)``, above 1: local-first), ``plan_rate_mbps`` its
+    promotion rate per segment and ``plan_seconds`` the search's wall time.
     Kernel: :data:`~baselines.policies.STATIC_KERNEL` (the agents' and the
     static policies' environment), with the tiering modes ``tiering_modes``
     as an action entry. Reads no info.
@@ -355,6 +357,7 @@ class Planner(HeuristicPolicy):
             bm = np.where(better[:, None], cm[e, top], bm)
             bs = np.where(better, sc[e, top], bs)
         w, nominal, _ = self._decode(bx, bv, hw)
+        self.plan_share = bx  # (E, S, R) DRAM shares (above 1: local-first)
         self.plan_weights = w  # (E, S, R, N) integer weights
         self.plan_rate_mbps = nominal  # (E, S) MB/s as the codec encodes them
         self.plan_mode = bm.astype(np.int64)  # (E, S) index in the environment's modes

@@ -7,8 +7,10 @@ from stable_baselines3 import PPO
 
 from agents.imitation import (
     CORNER_MARGIN,
+    OFF_MARGIN,
     TIE_TOLERANCE,
     label_episodes,
+    plan_actions,
     policy_observations,
     warm_start,
 )
@@ -33,7 +35,8 @@ def test_labels_are_the_best_base_of_each_episode() -> None:
     follow the label; the targets are its corner past the clip, with bases tied with the
     best (TIE_TOLERANCE) counted as best too."""
     n, seed = 12, 700
-    obs, targets, labels, scores = label_episodes(ENV, "mixed", n, seed, stride=10)
+    got = label_episodes(ENV, "mixed", n, seed, stride=10)
+    obs, targets, labels, scores = got.obs, got.targets, got.labels, got.scores
     assert labels.tolist() == np.argmax(scores, axis=1).tolist()
     assert len(set(labels.tolist())) > 1  # the best base differs between episodes
     assert obs.shape[0] == targets.shape[0] and obs.shape[0] % n == 0
@@ -41,6 +44,7 @@ def test_labels_are_the_best_base_of_each_episode() -> None:
     want = np.where(near[:, 1:], np.where(near[:, :1], 0.0, CORNER_MARGIN), -CORNER_MARGIN)
     assert targets[:n, -2:].tolist() == want.tolist()  # the first recorded step of each
     assert not targets[:, :-2].any()  # residual 0: the base as it is
+    assert not got.fit_residual.any()  # ... and not fitted: the residual rows stay zero
 
 
 def _picked(act: np.ndarray) -> np.ndarray:
@@ -60,7 +64,8 @@ def test_warm_start_fits_the_labels_on_the_policys_own_states() -> None:
     assert summary["families"] == ["mixed"] and summary["dagger_rounds"] == 1
     # the round adds the policy's own run of the same episodes: as many recorded steps again
     assert summary["samples"][1] == 2 * summary["samples"][0] > 0
-    _, _, labels, scores = label_episodes(ENV, "mixed", 12, 700)
+    got = label_episodes(ENV, "mixed", 12, 700)
+    labels, scores = got.labels, got.scores
     near = scores >= scores.max(axis=1, keepdims=True) * (1.0 - TIE_TOLERANCE)
     obs = policy_observations(model, ENV, "mixed", 12, 700)
     act, _ = model.predict(obs, deterministic=True)
@@ -69,3 +74,55 @@ def test_warm_start_fits_the_labels_on_the_policys_own_states() -> None:
     assert np.mean(near[episode, _picked(act)]) > 0.9
     assert not act[:, :-2].any()  # the residual: exactly 0
     assert np.abs(act[:, -2:]).max() > 0.5  # the mixing entries: fitted, not zeroed
+
+
+PLANNED = {**ENV, "residual_bases": ["dram-first"], "residual_scale": 2.0, "mixing": "hard"}
+
+
+def test_a_plan_runs_through_the_agent_interface_as_the_planner_scored_it() -> None:
+    """The planner's plan of an episode, written as the residual over dram-first (the first
+    of residual_bases) at dram-first's corner, scores through the agent's interface exactly
+    what the planner's replay scored; it is the episode's label where it beats every base
+    (by more than a tie), with dram-first's corner as the mixing target and the residual
+    fitted: the plan's entries, those that are off past the clip."""
+    n, seed = 12, 700
+    box, off, planned_score, _ = plan_actions(PLANNED, "mixed", n, seed)
+    got = label_episodes(PLANNED, "mixed", n, seed, stride=10, plans=True)
+    assert np.allclose(got.scores[:, 3], planned_score, rtol=1e-9, atol=0)
+    assert (got.scores[:, 3] >= got.scores[:, 2] * (1 - 1e-9)).all()  # dram-first is a seed
+    planned = got.scores[:, 3] > got.scores[:, :3].max(axis=1) * (1.0 + TIE_TOLERANCE)
+    assert 0 < planned.sum() < n  # the plan wins some episodes, a base others
+    assert (got.labels == 3).tolist() == planned.tolist()
+    first = got.targets[:n]  # the first recorded step of each episode
+    assert first[planned, -2:].tolist() == [[-CORNER_MARGIN, CORNER_MARGIN]] * planned.sum()
+    assert got.fit_residual[:n][planned].all()
+    # dram-first's action is -1 everywhere but the mode entry: the residual is (plan + 1) / 2,
+    # and -OFF_MARGIN / 2 where the plan switches an entry off
+    res = first[planned, :-2]
+    want = np.where(off[planned], -OFF_MARGIN, box[planned] + 1.0) / 2.0
+    assert np.allclose(res[:, :-1], want[:, :-1], atol=1e-6)
+    assert (np.abs(res) <= 1.0).all() and (res[:, :-1] > 0).any()
+
+
+def test_warm_start_with_plans_beats_every_base_on_its_episodes() -> None:
+    """Fitted to the plans as well (imitation_plans), the policy's own decisions on its
+    training episodes score above every single base there and above the best base of
+    each episode taken with hindsight: it learned placements no base makes."""
+    from agents.evaluation import LearnedPolicy
+    from agents.rollout import rollout
+
+    n, seed = 16, 700
+    venv = make_training_vec_env(4, PLANNED)
+    model = PPO(
+        "MlpPolicy", venv, n_steps=8, batch_size=32, seed=0, policy_kwargs={"net_arch": [64, 64]}
+    )
+    summary = warm_start(
+        model, PLANNED, n, seed=seed, rounds=1, epochs=150, batch_size=256, plans=True
+    )
+    assert summary["bases"][-1] == "plan" and summary["label_share"][-1] > 0
+    got = label_episodes(PLANNED, "mixed", n, seed, stride=10, plans=True)
+    kw = {k: v for k, v in PLANNED.items() if k != "scenario"}
+    recs = rollout(LearnedPolicy(model, kw, "fitted", "t"), "mixed", n, seed, "train", kw)
+    fitted = np.array([r["metrics"]["geomean_perf"] for r in sorted(recs, key=lambda r: r["seed"])])
+    best_base = got.scores[:, :3].max(axis=1)
+    assert np.log(fitted).mean() > np.log(best_base).mean()

@@ -148,6 +148,41 @@ def test_hard_mixing_follows_one_base_whole() -> None:
         AgentInterface(names, mixing="sharp")
 
 
+def test_residual_bases_gate_the_residual() -> None:
+    """With ``residual_bases`` the residual adjusts only the bases listed: a base outside
+    the list runs exactly as that heuristic, whatever the residual entries hold; a listed
+    one runs with the residual, as it does when every base takes it; a name that is not a
+    base is an error naming the setting."""
+    sc, names = "kv-store", ["colloid", "tpp", "dram-first"]
+    params = core.make_params(sc, split="test", tiering_modes=MODES, pool_size=8)
+    obs_space, act_space = agent_spaces(params, names)
+
+    class Pushed(MixModel):  # every residual entry at 0.4, then the mixing entries
+        def predict(
+            self, obs: Any, state: Any = None, episode_start: Any = None, deterministic=True
+        ):
+            a, state = super().predict(obs, state)
+            a[:, : -len(self.entries)] = 0.4
+            return a, state
+
+    def score(entries: list[float], residual_bases: list[str] | None) -> list[float]:
+        kw = {"tiering_modes": MODES, "base_policy": names, "mixing": "hard"}
+        if residual_bases is not None:
+            kw["residual_bases"] = residual_bases
+        pol = LearnedPolicy(Pushed(obs_space, act_space, entries), kw, "m", "t")
+        return _geomeans(rollout(pol, sc, 3, seed=5, env_kwargs=kw))
+
+    native = {n: _geomeans(rollout(n, sc, 3, seed=5)) for n in names}
+    only = ["dram-first"]
+    assert score([1.0, -1.0], only) == native["tpp"]
+    assert score([-1.0, -1.0], only) == native["colloid"]
+    pushed = score([-1.0, 1.0], only)
+    assert pushed != native["dram-first"]
+    assert pushed == score([-1.0, 1.0], None)
+    with pytest.raises(ValueError, match="residual_bases: got \\['caption'\\]"):
+        AgentInterface(names, residual_bases=["caption"])
+
+
 def test_base_kernel_must_be_a_mode() -> None:
     params = core.make_params("colocation", pool_size=8)  # no tiering modes
     with pytest.raises(ValueError, match="tiering_modes"):
