@@ -95,11 +95,12 @@ CORNER_MARGIN = 2.0
 TIE_TOLERANCE = 1e-3
 #: DAgger rounds after the first fit (:func:`warm_start`).
 DAGGER_ROUNDS = 3
-#: The planner's search for the plan labels: one static plan per episode, a quarter of the
-#: evaluation planner's candidates. On 64 episodes of mixed's test split (ratio to dram-first,
-#: mean over episodes): the evaluation planner (4 segments, 64 x 12) 1.151, one segment 1.149,
-#: one segment at 32 x 6 1.143 (23 s against 81 s).
-PLAN_SEARCH: dict[str, int] = {"segments": 1, "population": 32, "iterations": 6}
+#: The planner's search for the plan labels: one static plan per episode, a small fraction of
+#: the evaluation planner's candidates. On 64 episodes of mixed's test split (mean over
+#: episodes of the ratio to dram-first; Planner(**kwargs) through agents.rollout.rollout):
+#: the evaluation planner (4 segments, 64 candidates x 12 iterations) 1.151, one segment 1.149,
+#: one segment at 32 x 6 1.143 (30 s of search), at 16 x 4 1.135 (16.5 s).
+PLAN_SEARCH: dict[str, int] = {"segments": 1, "population": 16, "iterations": 4}
 #: Residual targets of plan entries that switch something off (a weight of 0, promotion off)
 #: lie this far below the box's -1, so that a small error of the fit leaves them off.
 OFF_MARGIN = 0.5
