@@ -97,11 +97,12 @@ def test_a_plan_runs_through_the_agent_interface_as_the_planner_scored_it() -> N
     assert first[planned, -2:].tolist() == [[-CORNER_MARGIN, CORNER_MARGIN]] * planned.sum()
     assert got.fit_residual[:n][planned].all()
     # dram-first's action is -1 everywhere but the mode entry: the residual is (plan + 1) / 2,
-    # and -OFF_MARGIN / 2 where the plan switches an entry off
+    # and -OFF_MARGIN / 2 (clipped to -1) where the plan switches an entry off
     res = first[planned, :-2]
-    want = np.where(off[planned], -OFF_MARGIN, box[planned] + 1.0) / 2.0
+    want = np.maximum(np.where(off[planned], -OFF_MARGIN, box[planned] + 1.0) / 2.0, -1.0)
     assert np.allclose(res[:, :-1], want[:, :-1], atol=1e-6)
     assert (np.abs(res) <= 1.0).all() and (res[:, :-1] > 0).any()
+    assert not res[:, -1].any()  # the plan keeps dram-first's tiering mode
 
 
 def test_warm_start_with_plans_beats_every_base_on_its_episodes() -> None:
