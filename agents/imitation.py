@@ -100,7 +100,7 @@ DAGGER_ROUNDS = 3
 #: episodes of the ratio to dram-first; Planner(**kwargs) through agents.rollout.rollout):
 #: the evaluation planner (4 segments, 64 candidates x 12 iterations) 1.151, one segment 1.149,
 #: one segment at 32 x 6 1.143 (30 s of search), at 16 x 4 1.135 (16.5 s).
-PLAN_SEARCH: dict[str, int] = {"segments": 1, "population": 16, "iterations": 4}
+PLAN_SEARCH: dict[str, Any] = {"segments": 1, "population": 16, "iterations": 4}
 #: Residual targets of plan entries that switch something off (a weight of 0, promotion off)
 #: lie this far below the box's -1 (clipped to the residual's range), so that an uncertain fit
 #: leaves them off: a tenant whose plan the fit cannot tell stays local-first, as its base

@@ -49,7 +49,7 @@ import torch
 import yaml
 
 from agents import persist
-from agents.residual import MIXINGS
+from agents.residual import MIXINGS, RESIDUAL_KEYS
 from envs.spaces import OBSERVATIONS, TIERING_MODES
 
 __all__ = [
@@ -84,12 +84,7 @@ ENV_KEYS = (
     "pool_size",
     "tiering_modes",
     "observation",
-    "base_policy",
-    "residual_scale",
-    "mixing",
-    "residual_bases",
-    "pad_nodes",
-    "train_families",
+    *RESIDUAL_KEYS,  # the agent's interface (agents.residual)
 )
 SPECIAL_KEYS = (
     "n_envs",
