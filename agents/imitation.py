@@ -133,9 +133,9 @@ class _Recording:
 class _Plans:
     """Each episode's plan as a residual target: box actions in the agent's (padded) layout.
 
-    ``box`` (E, A) the plan's box action, ``off`` (E, A) its entries that switch something
-    off, ``planned`` (E,) the episodes it is the label of (the others: NaN rows), ``base``
-    the index of the base it is a residual over, ``scale`` the residual scale.
+    ``box`` (E, A) each episode's plan as a box action, ``off`` (E, A) its entries that
+    switch something off, ``base`` the index of the base it is a residual over, ``scale``
+    the residual scale.
     """
 
     def __init__(
@@ -427,7 +427,7 @@ def _fit(
     head = policy.action_net
     residual = int(policy.action_space.shape[0]) - mixing
     with_residual = bool(fit_res.any())
-    if not with_residual and isinstance(head, torch.nn.Linear):
+    if not with_residual:
         with torch.no_grad():  # the mean residual is exactly 0: each picked base runs as it is
             head.weight[:residual] = 0.0
             head.bias[:residual] = 0.0

@@ -42,10 +42,10 @@ keeps its own controller state while another is followed.
 it is scaled by their share of the decision, so with ``mixing: hard`` a base
 outside the list runs exactly as that heuristic does whatever the residual
 entries hold, and a listed one is the start of the agent's own decision. The
-default run lists ``dram-first`` (local-first, promotion off: a static action)
-with a scale that spans the whole box: following it, the residual IS the agent's
-per-tenant placement, rate and mode, which the warm start fits to a planner's
-plans (:mod:`agents.imitation`).
+plan labels of the warm start (``imitation_plans``, :mod:`agents.imitation`) list
+``dram-first`` (local-first, promotion off: a static action) with a scale that
+spans the whole box (2.0): following it, the residual IS the agent's per-tenant
+placement and rate, fitted to a planner's plans.
 
 One policy for every machine (``pad_nodes: N``): the agent sees node entries
 padded to ``N`` nodes, each with a mask and its descriptors (kind, socket, read

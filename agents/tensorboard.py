@@ -412,8 +412,9 @@ def hyperparameter_markdown(
 
 def warm_start_markdown(warm: Mapping[str, Any]) -> str:
     """The warm start's text card (:func:`agents.imitation.warm_start`'s summary): each
-    base's (and the plan's, with plans) share of the labels per family and scenario, then each fit's samples and loss
-    (fit 0 on the labels' own runs, then one per DAgger round) and where the time went."""
+    base's (and the plan's, with plans) share of the labels per family and scenario, then
+    each fit's samples and loss (fit 0 on the labels' own runs, then one per DAgger round)
+    and where the time went."""
     bases = list(warm["bases"])
     lines = [
         "| labels: best base (or plan) per episode | " + " | ".join(bases) + " |",
