@@ -1,0 +1,147 @@
+"""How well a policy fitted to the planner's plans reproduces them (the plan labels, agents.imitation).
+
+Labels ``--episodes`` training episodes of each of the default run's families with
+plans (``imitation_plans`` with ``residual_bases: [dram-first]`` and
+``residual_scale: 2.0``), fits a fresh policy of the default's shape to them
+(no DAgger), and prints, on the first family's fitted episodes:
+
+- the fitted policy forced onto the plan's branch (dram-first's corner, its own
+  residual), against the plans' scores and against dram-first;
+- the plans with the fitted policy's weights, or its rate, in place of theirs;
+- how often a tenant slot the plan leaves local-first gets a node turned on;
+- the fitted policy, as it is and forced, on the mixed test split (64 episodes).
+
+    python scripts/plan_fit.py --episodes 256 --epochs 100
+
+A run takes about 4 minutes on 2 cores with ``--episodes 256``. Figures vary a
+little from run to run (torch's threads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agents import imitation as im
+from agents.evaluation import LearnedPolicy
+from agents.residual import agent_spaces, make_training_vec_env
+from agents.rollout import make_params, rollout
+from agents.training import SPECIAL_KEYS, build_model, load_hyperparams
+
+
+def _scores(policy: Any, scenario: str, n: int, seed: int, split: str, kw: Any) -> np.ndarray:
+    recs = sorted(rollout(policy, scenario, n, seed, split, kw), key=lambda r: r["seed"])
+    return np.array([r["metrics"]["geomean_perf"] for r in recs])
+
+
+def _gmean(x: np.ndarray) -> float:
+    return float(np.exp(np.mean(np.log(x))))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--episodes", type=int, default=256, help="planned episodes per family")
+    ap.add_argument("--epochs", type=int, default=100)
+    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--residual-weight", type=float, default=4.0, help="the residual's loss weight")
+    ap.add_argument(
+        "--off-margin", type=float, default=im.OFF_MARGIN, help="agents.imitation.OFF_MARGIN"
+    )
+    args = ap.parse_args(argv)
+    im.OFF_MARGIN = args.off_margin  # read when the targets are computed
+
+    hp, _ = load_hyperparams("ppo", "mixed", None, [])
+    env = {
+        **hp["env"],
+        "scenario": "mixed",
+        "residual_bases": ["dram-first"],
+        "residual_scale": 2.0,
+    }
+    names = list(env["base_policy"])
+    K, j = len(names), names.index("dram-first")
+    kw = {k: v for k, v in env.items() if k != "scenario"}
+    families = ["mixed", *env["train_families"]]
+    seed, N = 20_000_000, args.episodes
+    got = [
+        im.label_episodes(env, f, N, seed + 100_000 * n, plans=True) for n, f in enumerate(families)
+    ]
+    model = build_model(
+        "ppo",
+        {k: v for k, v in hp.items() if k not in SPECIAL_KEYS},
+        make_training_vec_env(6, env),
+        0,
+    )
+    parts = [[(g.obs, g.targets, g.fit_residual * args.residual_weight)] for g in got]
+    im.fit_targets(model.policy, parts, K - 1, args.epochs, args.batch_size, 1e-3, 0)
+
+    g = got[0]
+    params = make_params(None, "mixed", "train", {**kw, "split": "train"})
+    spaces = agent_spaces(params, names, env["pad_nodes"])
+    plans = g.episodes.plans
+    assert plans is not None
+
+    class Forced:
+        observation_space, action_space = model.observation_space, model.action_space
+
+        def predict(
+            self, obs: Any, state: Any = None, episode_start: Any = None, deterministic=True
+        ):
+            a, _ = model.predict(obs, deterministic=True)
+            a = np.array(a, dtype=np.float32)
+            a[:, -(K - 1) :] = -1.0
+            a[:, -(K - 1) + j - 1] = 1.0
+            return a, state
+
+    class Swap(im.LabelFollower):
+        part = slice(0)
+
+        def predict(
+            self, obs: Any, state: Any = None, episode_start: Any = None, deterministic=True
+        ):
+            a, _ = super().predict(obs, state)
+            p, _ = model.predict(obs, deterministic=True)
+            a[:, self.part] = p[:, self.part]
+            return a, state
+
+    plan_score, df_score = g.scores[:, K], g.scores[:, j]
+    planned = g.labels == K
+    forced = _scores(LearnedPolicy(Forced(), kw, "f", "t"), "mixed", N, seed, "train", kw)
+    print(f"fitted episodes (mixed, {N}; the plan is the label of {planned.mean():.1%}):")
+    print(f"  plans / dram-first                      {_gmean(plan_score / df_score):.4f}")
+    print(
+        f"  forced policy / plans (planned)         {_gmean(forced[planned] / plan_score[planned]):.4f}"
+    )
+    print(f"  forced policy / dram-first              {_gmean(forced / df_score):.4f}")
+    R = plans.box.shape[1]  # weights, rate, mode
+    for what, part in (("weights", slice(0, R - 2)), ("rate", slice(R - 2, R - 1))):
+        swap = Swap(*spaces, np.full(N, K), K, plans)
+        swap.part = part
+        s = _scores(LearnedPolicy(swap, kw, "s", "t"), "mixed", N, seed, "train", kw)
+        print(f"  plans with the policy's {what:8s} / plans {_gmean(s / plan_score):.4f}")
+    act, _ = model.predict(g.obs, deterministic=True)
+    T, M = params.n_tenants, env["pad_nodes"]
+    rows = planned[np.arange(len(g.obs)) % N]
+    target_on = g.targets[rows, : T * M].reshape(-1, T, M) >= 0.05
+    got_on = np.asarray(act)[rows, : T * M].reshape(-1, T, M) >= 0.05
+    local = ~target_on.any(axis=2)
+    print(
+        f"  local-first slots with a node on        {(got_on.any(axis=2) & local).sum() / local.sum():.2%}"
+    )
+    df = _scores("dram-first", "mixed", 64, 20000, "test", None)
+    asis = _scores(LearnedPolicy(model, kw, "m", "t"), "mixed", 64, 20000, "test", kw)
+    test_forced = _scores(LearnedPolicy(Forced(), kw, "f", "t"), "mixed", 64, 20000, "test", kw)
+    print("mixed test split (64 episodes, seed 20000), ratio to dram-first:")
+    print(
+        f"  fitted policy {_gmean(asis / df):.4f}, forced onto the plan branch {_gmean(test_forced / df):.4f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
