@@ -63,7 +63,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agents.residual import (
-    DEFAULT_RESIDUAL_SCALE,
     agent_spaces,
     base_names,
     make_interface,
@@ -78,6 +77,7 @@ __all__ = [
     "TIE_TOLERANCE",
     "LabelFollower",
     "Labelled",
+    "Plans",
     "fit_targets",
     "label_episodes",
     "plan_actions",
@@ -132,8 +132,9 @@ class _Recording:
         self.steps += 1
 
 
-class _Plans:
-    """Each episode's plan as a residual target: box actions in the agent's (padded) layout.
+class Plans:
+    """Each episode's plan as a residual target: box actions in the agent's (padded) layout
+    (:func:`plan_actions`).
 
     ``box`` (E, A) each episode's plan as a box action, ``off`` (E, A) its entries that
     switch something off, ``base`` the index of the base it is a residual over, ``scale``
@@ -167,7 +168,7 @@ class LabelFollower(_Recording):
         act_space: Any,
         labels: NDArray[np.int64],
         k: int,
-        plans: _Plans | None = None,
+        plans: Plans | None = None,
     ) -> None:
         super().__init__(obs_space, act_space)
         self.k, self.plans = k, plans
@@ -228,7 +229,7 @@ class _EpisodeTargets:
         mixing: NDArray[np.float32],
         fit_residual: NDArray[np.bool_],
         planned: NDArray[np.bool_],
-        plans: _Plans | None,
+        plans: Plans | None,
         k: int,
     ) -> None:
         self.mixing, self.fit_residual, self.planned = mixing, fit_residual, planned
@@ -274,7 +275,7 @@ class Labelled:
 
 def plan_actions(
     env: Mapping[str, Any], family: str, episodes: int, seed: int
-) -> tuple[NDArray[np.float32], NDArray[np.bool_], NDArray[np.float64], float]:
+) -> tuple[Plans, NDArray[np.float64], float]:
     """The planner's plan (:data:`PLAN_SEARCH`) of ``episodes`` training episodes of ``family``
     (seeds ``seed`` on) as box actions in the agent's layout (padded to ``pad_nodes``).
 
@@ -283,11 +284,14 @@ def plan_actions(
     and sets the rate, and a mode entry that the fit gets slightly wrong cannot switch the
     kernel (a mode is a category; its entry does not interpolate).
 
-    Returns ``(box (episodes, A), off (episodes, A), score (episodes,), seconds)``: ``off``
-    marks the entries that switch something off (a weight of 0, promotion off; padded
-    nodes), ``score`` is the planner's ``geomean_perf`` of the plan. The weights are the
-    planner's share mapping unreduced (continuous in the share); entries that are on lie
-    :data:`ON_MARGIN` above the threshold of off.
+    Returns ``(plans, score (episodes,), seconds)``: the plans over that base with the
+    run's residual scale (:class:`Plans`; ``off`` marks the entries that switch something
+    off: a weight of 0, promotion off, padded nodes) and the planner's ``geomean_perf`` of
+    each. The weights are the planner's share mapping unreduced (continuous in the share);
+    entries that are on lie :data:`ON_MARGIN` above the threshold of off.
+
+    Raises:
+        ValueError: ``env`` has no ``residual_bases``.
     """
     from agents.rollout import make_params
     from baselines.planner import Planner
@@ -295,6 +299,8 @@ def plan_actions(
     from envs import core
     from envs.spaces import OFF
 
+    if env.get("residual_bases") is None:
+        raise ValueError("imitation plans: need residual_bases (the plan's base is its first)")
     kw = _env_for(env)
     params = make_params(None, family, "train", kw)
     iface = make_interface(kw)
@@ -318,7 +324,7 @@ def plan_actions(
     if iface.pad_nodes is not None:
         box = iface.pad_action(box, -1.0)
         off = iface.pad_action(off.astype(np.float32), 1.0) > 0.5
-    return box, off, planner.plan_score, planner.plan_seconds
+    return Plans(box, off, base, iface.scale), planner.plan_score, planner.plan_seconds
 
 
 def label_episodes(
@@ -357,15 +363,10 @@ def label_episodes(
     scores = np.empty((episodes, k + int(plans)))
     for j in range(k):
         scores[:, j] = scores_of(LabelFollower(*spaces, np.full(episodes, j, dtype=np.int64), k))
-    plan: _Plans | None = None
+    plan: Plans | None = None
     seconds = 0.0
     if plans:
-        if env.get("residual_bases") is None:
-            raise ValueError("imitation plans: need residual_bases (the plan's base is its first)")
-        box, off, _, seconds = plan_actions(env, family, episodes, seed)
-        first = names.index(next(iter(env["residual_bases"])))
-        scale = float(env.get("residual_scale") or DEFAULT_RESIDUAL_SCALE)
-        plan = _Plans(box, off, first, scale)
+        plan, _, seconds = plan_actions(env, family, episodes, seed)
         scores[:, k] = scores_of(
             LabelFollower(*spaces, np.full(episodes, k, dtype=np.int64), k, plan)
         )

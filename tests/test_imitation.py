@@ -86,7 +86,9 @@ def test_a_plan_runs_through_the_agent_interface_as_the_planner_scored_it() -> N
     (by more than a tie), with dram-first's corner as the mixing target and the residual
     fitted: the plan's entries, those that are off past the clip."""
     n, seed = 12, 700
-    box, off, planned_score, _ = plan_actions(PLANNED, "mixed", n, seed)
+    plan, planned_score, _ = plan_actions(PLANNED, "mixed", n, seed)
+    box, off = plan.box, plan.off
+    assert (plan.base, plan.scale) == (2, 2.0)  # dram-first, residual_scale
     got = label_episodes(PLANNED, "mixed", n, seed, stride=10, plans=True)
     assert np.allclose(got.scores[:, 3], planned_score, rtol=1e-9, atol=0)
     assert (got.scores[:, 3] >= got.scores[:, 2] * (1 - 1e-9)).all()  # dram-first is a seed
