@@ -363,6 +363,7 @@ def build_config(args: argparse.Namespace) -> RunConfig:
         check_combination,
         dry_build,
         load_hyperparams,
+        with_policy_layout,
     )
     from envs.families import make_family
     from envs.scenario import ScenarioError
@@ -426,7 +427,7 @@ def build_config(args: argparse.Namespace) -> RunConfig:
         total_timesteps=total,
         n_envs=n_envs,
         env=env,
-        hyperparams=hp,
+        hyperparams=with_policy_layout(hp, env),
         hyperparams_source=source,
         eval_interval=eval_interval,
         eval_episodes=args.eval_episodes,

@@ -63,11 +63,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agents.residual import (
-    agent_spaces,
+    SHARE_TOP,
     base_names,
+    dram_share,
     make_interface,
     residual_base_mask,
 )
+from envs.spaces import ActionCodec
 
 __all__ = [
     "CORNER_MARGIN",
@@ -78,6 +80,7 @@ __all__ = [
     "LabelFollower",
     "Labelled",
     "Plans",
+    "ShareTargets",
     "fit_targets",
     "label_episodes",
     "plan_actions",
@@ -132,19 +135,41 @@ class _Recording:
         self.steps += 1
 
 
+@dataclass
+class ShareTargets:
+    """What the ``share`` residual codec's targets need besides the box (:func:`plan_actions`).
+
+    ``share`` (E, R) each episode's planned DRAM share per weight row (0..SHARE_TOP, above
+    1 local-first), ``used`` (E, R) the rows of tenants the episode has (the others keep
+    the base: target 0), ``is_cxl`` (E, M) the agent's (padded) nodes' kind, ``span`` the
+    interface's share step (:attr:`agents.residual.AgentInterface.share_span`).
+    """
+
+    share: NDArray[np.float64]
+    used: NDArray[np.bool_]
+    is_cxl: NDArray[np.bool_]
+    span: float
+
+
 class Plans:
     """Each episode's plan as a residual target: box actions in the agent's (padded) layout
     (:func:`plan_actions`).
 
     ``box`` (E, A) each episode's plan as a box action, ``off`` (E, A) its entries that
     switch something off, ``base`` the index of the base it is a residual over, ``scale``
-    the residual scale.
+    the residual scale; ``shares`` with the ``share`` residual codec (its weight targets).
     """
 
     def __init__(
-        self, box: NDArray[np.float32], off: NDArray[np.bool_], base: int, scale: float
+        self,
+        box: NDArray[np.float32],
+        off: NDArray[np.bool_],
+        base: int,
+        scale: float,
+        shares: ShareTargets | None = None,
     ) -> None:
         self.box, self.off, self.base, self.scale = box, off, base, scale
+        self.shares = shares
 
     def residual(self, obs: NDArray[np.float32], rows: NDArray[np.int64], k: int) -> NDArray:
         """Residual targets (S, A) of observations ``obs`` (S, obs_dim) of episodes ``rows``:
@@ -154,7 +179,16 @@ class Plans:
         base = 2.0 * obs[:, start : start + a].astype(np.float64) - 1.0
         box = self.box[rows]
         target = np.where(self.off[rows], -1.0 - OFF_MARGIN, box)
-        return np.clip((target - base) / self.scale, -1.0, 1.0).astype(np.float32)
+        res = np.clip((target - base) / self.scale, -1.0, 1.0)
+        if self.shares is None:
+            return res.astype(np.float32)
+        sh = self.shares
+        R, M = sh.share.shape[1], sh.is_cxl.shape[1]
+        weights = ActionCodec.box_weights(base[:, : R * M].reshape(-1, R, M))
+        x0 = dram_share(weights, sh.is_cxl[rows])
+        step = np.clip((sh.share[rows] - x0) / sh.span, -1.0, 1.0)
+        step = np.where(sh.used[rows], step, 0.0)
+        return np.concatenate([step, res[:, R * M :]], axis=1).astype(np.float32)
 
 
 class LabelFollower(_Recording):
@@ -312,7 +346,8 @@ def plan_actions(
     seeds = np.arange(seed, seed + episodes, dtype=np.uint64)
     planner.bind(plan_params, episodes)
     planner.plan_episodes(seeds)
-    hw = core.hardware(core.reset(params, seeds)[0])
+    state = core.reset(params, seeds)[0]
+    hw = core.hardware(state)
     share = planner.plan_share[:, 0]  # (E, R): one segment
     w = share_to_weights(
         np.clip(share, 0.0, 1.0), hw.firmware_gbps, hw.is_cxl, planner.weight_scale
@@ -321,10 +356,18 @@ def plan_actions(
     box = params.codec.encode_box(w, planner.plan_rate_mbps[:, 0], iface.modes[base])
     off = box <= -1.0  # weight 0 or promotion off (a mode entry lies mid-bin, above -1)
     box = np.where(off, box, np.maximum(box, OFF + ON_MARGIN)).astype(np.float32)
+    is_cxl = np.asarray(hw.is_cxl, dtype=bool)
     if iface.pad_nodes is not None:
         box = iface.pad_action(box, -1.0)
         off = iface.pad_action(off.astype(np.float32), 1.0) > 0.5
-    return Plans(box, off, base, iface.scale), planner.plan_score, planner.plan_seconds
+        is_cxl = np.pad(is_cxl, ((0, 0), (0, iface.pad_nodes - is_cxl.shape[1])))
+    shares = None
+    if iface.codec == "share":
+        rows = params.codec.n_weight_rows
+        used = state.instance.present.T if rows > 1 else np.ones((episodes, 1), dtype=bool)
+        shares = ShareTargets(np.clip(share, 0.0, SHARE_TOP), used, is_cxl, iface.share_span)
+    plans = Plans(box, off, base, iface.scale, shares)
+    return plans, planner.plan_score, planner.plan_seconds
 
 
 def label_episodes(
@@ -350,7 +393,7 @@ def label_episodes(
         raise ValueError("imitation: needs base_policy with at least two heuristics")
     kw = _env_for(env)
     params = make_params(None, family, "train", kw)
-    spaces = agent_spaces(params, names, env.get("pad_nodes"))
+    spaces = make_interface(kw).spaces(params)
     adjusted = residual_base_mask(names, env.get("residual_bases"))
 
     def scores_of(model: LabelFollower) -> list[float]:
@@ -432,7 +475,9 @@ def fit_targets(
     head = policy.action_net
     residual = int(policy.action_space.shape[0]) - mixing
     with_residual = bool(fit_res.any())
-    if not with_residual:
+    if not with_residual and hasattr(head, "zero_rows"):  # agents.networks.TenantHead
+        head.zero_rows(residual)
+    elif not with_residual:
         with torch.no_grad():  # the mean residual is exactly 0: each picked base runs as it is
             head.weight[:residual] = 0.0
             head.bias[:residual] = 0.0

@@ -47,6 +47,18 @@ plan labels of the warm start (``imitation_plans``, :mod:`agents.imitation`) lis
 spans the whole box (2.0): following it, the residual IS the agent's per-tenant
 placement and rate, fitted to a planner's plans.
 
+``residual_codec: share`` writes the residual's weights as one entry per weight row
+(tenant slot) instead of one per row and node: the row's DRAM share of new pages,
+``x = x_base + residual_scale * SHARE_TOP / 2 * r`` clipped to ``0..SHARE_TOP``, where
+``x_base`` is the share of the base's weights (:data:`SHARE_TOP` where it has none:
+local-first). ``x`` above 1 is local-first (all weights 0, Linux's default), ``0 <= x <= 1``
+interleaves ``x`` of new pages over the DRAM nodes and the rest over the CXL nodes, each
+tier split by firmware bandwidth (:func:`baselines.policies.share_to_weights`, the
+planner's mapping); a row whose residual is 0 keeps the base's weights exactly, so the
+zero residual is still the heuristic. One number per tenant is the quantity the
+planner's headroom is made of (issue #12), where the box codec asks a regression for a
+log weight and an on/off threshold per node; its size does not depend on the machine.
+
 One policy for every machine (``pad_nodes: N``): the agent sees node entries
 padded to ``N`` nodes, each with a mask and its descriptors (kind, socket, read
 peak, idle latency: what HMAT/CDAT give), and per-tenant weights over ``N``
@@ -70,13 +82,17 @@ from envs.core import EnvParams, Hardware
 from envs.spaces import tiering_mode_of
 
 __all__ = [
+    "RESIDUAL_CODECS",
     "RESIDUAL_KEYS",
+    "SHARE_TOP",
     "AgentInterface",
     "AgentVecEnv",
     "ConcatVecEnv",
+    "agent_layout",
     "agent_spaces",
     "base_names",
     "core_kwargs",
+    "dram_share",
     "make_interface",
     "make_training_vec_env",
     "residual_base_mask",
@@ -88,6 +104,7 @@ RESIDUAL_KEYS = (
     "residual_scale",
     "mixing",
     "residual_bases",
+    "residual_codec",
     "pad_nodes",
     "train_families",
 )
@@ -98,6 +115,21 @@ DEFAULT_RESIDUAL_SCALE = 1.0
 #: the decision part of the way towards each base; ``hard`` follows one base whole (the largest entry above 0, else
 #: the first base).
 MIXINGS = ("soft", "hard")
+#: How the residual adjusts the weights (``residual_codec``; the first is the default): ``box``
+#: entry by entry on the codec's log scale, ``share`` one DRAM share per weight row.
+RESIDUAL_CODECS = ("box", "share")
+#: The top of a weight row's DRAM share in the ``share`` codec: above 1 is local-first (the
+#: planner's range, :data:`baselines.planner.X_HI`).
+SHARE_TOP = 1.25
+
+
+def dram_share(weights: NDArray, is_cxl: NDArray[np.bool_]) -> NDArray[np.float64]:
+    """(B, R) the DRAM share of integer weights (B, R, N) on nodes ``is_cxl`` (B, N);
+    :data:`SHARE_TOP` for a row without weights (local-first)."""
+    w = np.asarray(weights, dtype=float)
+    total = w.sum(axis=2)
+    dram = np.where(np.asarray(is_cxl)[:, None, :], 0.0, w).sum(axis=2)
+    return np.where(total > 0, dram / np.maximum(total, 1e-300), SHARE_TOP)
 
 
 def residual_base_mask(
@@ -138,7 +170,7 @@ def core_kwargs(env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def padded_sizes(params: EnvParams, pad_nodes: int) -> tuple[int, int]:
-    """(observation, action) sizes of the agent's padded view of ``params`` (no base part)."""
+    """(observation, box action) sizes of the agent's padded view of ``params`` (no base part)."""
     if params.n_nodes > pad_nodes:
         raise ValueError(
             f"pad_nodes: the machine has {params.n_nodes} nodes {params.node_names}, more than {pad_nodes}"
@@ -154,12 +186,16 @@ def padded_sizes(params: EnvParams, pad_nodes: int) -> tuple[int, int]:
 
 
 def agent_spaces(
-    params: EnvParams, base_policy: str | Sequence[str] | None, pad_nodes: int | None = None
+    params: EnvParams,
+    base_policy: str | Sequence[str] | None,
+    pad_nodes: int | None = None,
+    residual_codec: str = RESIDUAL_CODECS[0],
 ) -> tuple[spaces.Box, spaces.Space]:
     """The agent's observation and action spaces on ``params`` (bases and padding optional).
 
-    With ``K`` bases the observation ends with the ``K`` base actions and the
-    action with ``K - 1`` mixing entries.
+    With ``K`` bases the observation ends with the ``K`` base actions (box layout, padded)
+    and the action with ``K - 1`` mixing entries; with ``residual_codec="share"`` the action's
+    weights are one entry per weight row.
     """
     k = len(base_names(base_policy))
     obs, act = params.encoder.space(), params.codec.space()
@@ -170,14 +206,46 @@ def agent_spaces(
             f"residual actions and node padding need action_type='box' "
             f"(got {params.codec.action_type!r})"
         )
-    n_obs, n_act = params.encoder.size, params.codec.size
+    n_obs, n_box = params.encoder.size, params.codec.size
     if pad_nodes is not None:
-        n_obs, n_act = padded_sizes(params, pad_nodes)
-    size = n_obs + k * n_act
+        n_obs, n_box = padded_sizes(params, pad_nodes)
+    n_act = n_box
+    if residual_codec == "share":
+        c = params.codec
+        n_act = c.n_weight_rows + c.size - c.n_weight_rows * c.n_nodes
+    size = n_obs + k * n_box
     return (
         spaces.Box(0.0, 1.0, shape=(size,), dtype=np.float32),
         spaces.Box(-1.0, 1.0, shape=(n_act + max(k - 1, 0),), dtype=np.float32),
     )
+
+
+def agent_layout(params: EnvParams, interface: AgentInterface) -> dict[str, int]:
+    """The layout of the agent's observation and action on ``params``, for
+    :class:`agents.networks.TenantPolicy` (``policy_kwargs.layout``).
+
+    Raises:
+        ValueError: the interface has no node padding (the layout needs the padded view).
+    """
+    if interface.pad_nodes is None:
+        raise ValueError("TenantPolicy: needs env.pad_nodes (the padded view it reads)")
+    enc, codec = params.encoder, params.codec
+    M, N, T = interface.pad_nodes, params.n_nodes, enc.T
+    per = enc.per_tenant - N + M
+    n_box = padded_sizes(params, M)[1]
+    return {
+        "nodes": M,
+        "node_features": len(NODE_ENTRIES) + len(NODE_DESCRIPTORS),
+        "node_mask": len(NODE_ENTRIES) + NODE_DESCRIPTORS.index("mask"),
+        "tenants": T,
+        "tenant_features": per,
+        "tenant_present": 0,
+        "tenant_upcoming": 6 + M + enc.desc_names.index("upcoming"),
+        "globals": enc.size - 3 * N - T * enc.per_tenant,
+        "bases": len(interface.names),
+        "base_action": n_box,
+        "shares": codec.n_weight_rows if interface.codec == "share" else 0,
+    }
 
 
 class AgentInterface:
@@ -197,6 +265,8 @@ class AgentInterface:
         mixing: ``soft`` or ``hard`` (:data:`MIXINGS`): how several bases combine.
         residual_bases: the bases the residual adjusts (default: all;
             :func:`residual_base_mask`).
+        residual_codec: ``box`` or ``share`` (:data:`RESIDUAL_CODECS`): how the residual
+            adjusts the weights (the module docstring).
     """
 
     def __init__(
@@ -206,12 +276,22 @@ class AgentInterface:
         pad_nodes: int | None = None,
         mixing: str = MIXINGS[0],
         residual_bases: Sequence[str] | None = None,
+        residual_codec: str = RESIDUAL_CODECS[0],
     ) -> None:
         if not (math.isfinite(scale) and scale > 0):
             raise ValueError(f"residual_scale: got {scale}, expected a number > 0")
         if mixing not in MIXINGS:
             raise ValueError(f"mixing: got {mixing!r}, expected one of {list(MIXINGS)}")
         self.mixing = mixing
+        if residual_codec not in RESIDUAL_CODECS:
+            raise ValueError(
+                f"residual_codec: got {residual_codec!r}, expected one of {list(RESIDUAL_CODECS)}"
+            )
+        if residual_codec == "share" and base_policy is None:
+            raise ValueError(
+                "residual_codec: 'share' needs base_policy (a residual over a heuristic)"
+            )
+        self.codec = residual_codec
         if pad_nodes is not None and pad_nodes < 1:
             raise ValueError(f"pad_nodes: got {pad_nodes}, expected at least 1")
         self.names = base_names(base_policy)
@@ -237,7 +317,7 @@ class AgentInterface:
         return bool(self.names) or self.pad_nodes is not None
 
     def spaces(self, params: EnvParams) -> tuple[spaces.Box, spaces.Space]:
-        return agent_spaces(params, self.names or None, self.pad_nodes)
+        return agent_spaces(params, self.names or None, self.pad_nodes, self.codec)
 
     def bind(self, params: EnvParams, num_envs: int) -> None:
         """Attach to the environment; checks each heuristic's kernel is one of its modes."""
@@ -357,11 +437,43 @@ class AgentInterface:
                 gate = self.mix[:, self.residual_mask].sum(axis=1, keepdims=True)
         elif base is not None:
             self.mix = np.ones((len(a), 1), dtype=np.float32)
+        if self.codec == "share":
+            assert base is not None  # checked in __init__
+            return self._share_action(base, gate, a)
         if self.pad_nodes is not None:
             a = self._unpad_action(a)
         if base is None:
             return a
         return np.clip(base + self.scale * gate * a, -1.0, 1.0).astype(np.float32)
+
+    @property
+    def share_span(self) -> float:
+        """The share that a residual entry of 1 moves a weight row's DRAM share by."""
+        return self.scale * SHARE_TOP / 2.0
+
+    def _share_action(
+        self, base: NDArray, gate: NDArray[np.float32] | float, a: NDArray
+    ) -> NDArray[np.float32]:
+        """``residual_codec="share"``: the env action from the (mixed) base action (B, size)
+        and the residual (B, R + rest): each row's DRAM share moved, the rest as the box."""
+        from baselines.policies import share_to_weights  # agents may import baselines
+
+        assert self.params is not None
+        if self.hw is None:
+            raise RuntimeError("AgentInterface: observe(None, hardware) after the reset first")
+        c, hw = self.params.codec, self.hw
+        R, N = c.n_weight_rows, c.n_nodes
+        rows = R * N
+        base_w = c.box_weights(base[:, :rows].reshape(-1, R, N))
+        step = self.share_span * gate * a[:, :R]  # (B, R)
+        x = np.clip(dram_share(base_w, hw.is_cxl) + step, 0.0, SHARE_TOP)
+        w = share_to_weights(np.minimum(x, 1.0), hw.firmware_gbps, hw.is_cxl)
+        w = np.where((x > 1.0)[..., None], 0, w)
+        moved = c.encode_box(w, np.zeros(len(a)))[:, :rows]
+        keep = np.repeat(step == 0.0, N, axis=1)  # a zero residual keeps the base's weights
+        weights = np.where(keep, base[:, :rows], moved)
+        rest = np.clip(base[:, rows:] + self.scale * gate * a[:, R:], -1.0, 1.0)
+        return np.concatenate([weights, rest], axis=1).astype(np.float32)
 
 
 def make_interface(env_kwargs: Mapping[str, Any]) -> AgentInterface:
@@ -373,6 +485,7 @@ def make_interface(env_kwargs: Mapping[str, Any]) -> AgentInterface:
         env_kwargs.get("pad_nodes"),
         env_kwargs.get("mixing") or MIXINGS[0],
         env_kwargs.get("residual_bases"),
+        env_kwargs.get("residual_codec") or RESIDUAL_CODECS[0],
     )
 
 

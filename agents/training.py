@@ -49,7 +49,7 @@ import torch
 import yaml
 
 from agents import persist
-from agents.residual import MIXINGS, RESIDUAL_KEYS
+from agents.residual import MIXINGS, RESIDUAL_CODECS, RESIDUAL_KEYS
 from envs.spaces import OBSERVATIONS, TIERING_MODES
 
 __all__ = [
@@ -377,6 +377,16 @@ SPECIAL: dict[str, Rule] = {
     # "policy": one of the algorithm's Mlp policies; "env": ENV_SETTINGS
 }
 
+
+def _layout(v: Any) -> Any:
+    from agents.networks import check_layout
+
+    try:
+        return check_layout(v)
+    except ValueError:
+        raise _Reject from None
+
+
 ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu", "gelu", "silu")
 
 #: ``policy_kwargs`` keys; which ones a policy takes is read from its class's signature.
@@ -398,6 +408,8 @@ POLICY_KWARGS: dict[str, Rule] = {
     "enable_critic_lstm": BOOL,
     "optimizer_kwargs": KWARGS,
     "features_extractor_kwargs": KWARGS,
+    # TenantPolicy (agents.networks): the layout train.py fills in
+    "layout": Rule("a mapping of the agent's layout sizes (agents.networks.LAYOUT_KEYS)", _layout),
     "lstm_kwargs": KWARGS,
 }
 
@@ -482,6 +494,7 @@ ENV_SETTINGS: dict[str, Rule] = {
     "residual_scale": FLOAT(0, 2, lo_open=True),
     "mixing": CHOICE(list(MIXINGS)),
     "residual_bases": Rule("null or a list of base_policy's names", _names),
+    "residual_codec": CHOICE(list(RESIDUAL_CODECS)),
     "pad_nodes": Rule("null or a number of nodes 1..64", _pad_nodes),
     "train_families": Rule("null or a list of scenario or family names", _names),
 }
@@ -523,13 +536,28 @@ def hyperparam_rules(algo: str) -> dict[str, Rule]:
     return rules
 
 
+#: Policies of the project for the agent's padded view (agents.networks), by algorithm.
+PROJECT_POLICIES = {"TenantPolicy": ("ppo", "a2c")}
+
+
 def policy_names(algo: str) -> list[str]:
-    """The algorithm's policies for flat observations (its ``Mlp*`` aliases)."""
-    return sorted(n for n in algo_class(algo).policy_aliases if n.startswith("Mlp"))
+    """The algorithm's policies for flat observations (its ``Mlp*`` aliases, and
+    ``TenantPolicy`` for ppo and a2c)."""
+    own = [n for n, algos in PROJECT_POLICIES.items() if algo in algos]
+    return sorted([n for n in algo_class(algo).policy_aliases if n.startswith("Mlp")] + own)
+
+
+def policy_class(algo: str, policy: str) -> Any:
+    """The class of ``policy`` (a name of :func:`policy_names`)."""
+    if policy == "TenantPolicy":
+        from agents.networks import TenantPolicy
+
+        return TenantPolicy
+    return algo_class(algo).policy_aliases[policy]
 
 
 def _policy_kwargs_rules(algo: str, policy: str) -> dict[str, Rule]:
-    pcls = algo_class(algo).policy_aliases[policy]
+    pcls = policy_class(algo, policy)
     taken = set(inspect.signature(pcls.__init__).parameters) - {"use_sde"}
     return {k: r for k, r in POLICY_KWARGS.items() if k in taken}
 
@@ -640,6 +668,11 @@ def check_combination(
         raise TrainingError(
             f"{source}: optimize_memory_usage=true: expected false (stable-baselines3 does not "
             "combine it with the time-limit handling this environment needs)"
+        )
+    if env.get("residual_codec") == "share" and not env.get("base_policy"):
+        raise TrainingError(
+            f"{source}: env.residual_codec='share' needs env.base_policy (it moves a "
+            "heuristic's DRAM share per tenant)"
         )
     if env.get("residual_bases") is not None:
         from agents.residual import residual_base_mask
@@ -941,7 +974,30 @@ def build_model(
     cls = algo_class(algo)
     hp = dict(hyperparams)
     policy = hp.pop("policy", "MlpLstmPolicy" if algo == "recurrent-ppo" else "MlpPolicy")
-    return cls(policy, env, seed=seed, device="cpu", verbose=0, **sb3_kwargs(hp))
+    pcls = policy_class(algo, policy) if policy in PROJECT_POLICIES else policy
+    return cls(pcls, env, seed=seed, device="cpu", verbose=0, **sb3_kwargs(hp))
+
+
+def with_policy_layout(hp: Mapping[str, Any], env: Mapping[str, Any]) -> dict[str, Any]:
+    """``hp`` with ``policy_kwargs.layout`` filled from the environment for ``TenantPolicy``
+    (:func:`agents.residual.agent_layout`); other policies' unchanged.
+
+    Raises:
+        TrainingError: the env settings do not give the padded view it reads.
+    """
+    out = dict(hp)
+    if out.get("policy") != "TenantPolicy":
+        return out
+    from agents.residual import agent_layout, core_kwargs, make_interface
+    from envs.core import make_params
+
+    try:
+        params = make_params(**core_kwargs({**env, "pool_size": 8}))
+        layout = agent_layout(params, make_interface(env))
+    except ValueError as exc:
+        raise TrainingError(f"env settings: {exc}") from None
+    out["policy_kwargs"] = {**(out.get("policy_kwargs") or {}), "layout": layout}
+    return out
 
 
 def dry_build(cfg: RunConfig) -> None:

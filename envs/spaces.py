@@ -212,8 +212,7 @@ class ActionCodec:
             if not np.isfinite(a).all():
                 raise ValueError("action: contains NaN or inf, expected numbers in [-1, 1]")
             a = np.clip(a, -1.0, 1.0)
-            wa = a[:, :-1].reshape(-1, self.n_weight_rows, self.n_nodes)
-            w = np.where(wa < OFF, 0, np.rint(_log_scale(wa, MAX_WEIGHT))).astype(np.int64)
+            w = self.box_weights(a[:, :-1].reshape(-1, self.n_weight_rows, self.n_nodes))
             rate = np.where(a[:, -1] < OFF, 0.0, _log_scale(a[:, -1], self.max_promote_mbps))
         else:
             if not np.issubdtype(a.dtype, np.integer):
@@ -229,6 +228,12 @@ class ActionCodec:
         if self.weights == "global":
             w = np.broadcast_to(w, (w.shape[0], self.n_tenants, self.n_nodes))
         return Action(weights=w.astype(float), promote_mbps=rate.astype(float)), np.asarray(w)
+
+    @staticmethod
+    def box_weights(entries: NDArray) -> NDArray[np.int64]:
+        """Integer weights (not reduced) of box weight entries (any shape, clipped to [-1, 1])."""
+        wa = np.clip(np.asarray(entries, dtype=float), -1.0, 1.0)
+        return np.where(wa < OFF, 0, np.rint(_log_scale(wa, MAX_WEIGHT))).astype(np.int64)
 
     def encode_box(
         self, weights: NDArray, promote_mbps: NDArray, mode: NDArray | int = 0

@@ -53,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--off-margin", type=float, default=im.OFF_MARGIN, help="agents.imitation.OFF_MARGIN"
     )
+    ap.add_argument(
+        "--residual-codec",
+        default="box",
+        choices=["box", "share"],
+        help="env.residual_codec of the plan branch (agents.residual)",
+    )
     args = ap.parse_args(argv)
     im.OFF_MARGIN = args.off_margin  # read when the targets are computed
 
@@ -62,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         "scenario": "mixed",
         "residual_bases": ["dram-first"],
         "residual_scale": 2.0,
+        "residual_codec": args.residual_codec,
     }
     names = list(env["base_policy"])
     K, j = len(names), names.index("dram-first")
@@ -82,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 
     g = got[0]
     params = make_params(None, "mixed", "train", {**kw, "split": "train"})
-    spaces = agent_spaces(params, names, env["pad_nodes"])
+    spaces = agent_spaces(params, names, env["pad_nodes"], args.residual_codec)
     plans = g.episodes.plans
     assert plans is not None
 
@@ -118,21 +125,25 @@ def main(argv: list[str] | None = None) -> int:
         f"  forced policy / plans (planned)         {_gmean(forced[planned] / plan_score[planned]):.4f}"
     )
     print(f"  forced policy / dram-first              {_gmean(forced / df_score):.4f}")
-    R = plans.box.shape[1]  # weights, rate, mode
-    for what, part in (("weights", slice(0, R - 2)), ("rate", slice(R - 2, R - 1))):
+    T, M = params.n_tenants, env["pad_nodes"]
+    n_w = T * M if args.residual_codec == "box" else T  # the action's weight entries
+    for what, part in (("weights", slice(0, n_w)), ("rate", slice(n_w, n_w + 1))):
         swap = Swap(*spaces, np.full(N, K), K, plans)
         swap.part = part
         s = _scores(LearnedPolicy(swap, kw, "s", "t"), "mixed", N, seed, "train", kw)
         print(f"  plans with the policy's {what:8s} / plans {_gmean(s / plan_score):.4f}")
     act, _ = model.predict(g.obs, deterministic=True)
-    T, M = params.n_tenants, env["pad_nodes"]
     rows = planned[np.arange(len(g.obs)) % N]
-    target_on = g.targets[rows, : T * M].reshape(-1, T, M) >= 0.05
-    got_on = np.asarray(act)[rows, : T * M].reshape(-1, T, M) >= 0.05
-    local = ~target_on.any(axis=2)
-    print(
-        f"  local-first slots with a node on        {(got_on.any(axis=2) & local).sum() / local.sum():.2%}"
-    )
+    if args.residual_codec == "box":
+        target_on = g.targets[rows, : T * M].reshape(-1, T, M) >= 0.05
+        got_on = np.asarray(act)[rows, : T * M].reshape(-1, T, M) >= 0.05
+        local = ~target_on.any(axis=2)
+        print(
+            f"  local-first slots with a node on        {(got_on.any(axis=2) & local).sum() / local.sum():.2%}"
+        )
+    else:
+        err = np.abs(np.clip(np.asarray(act)[rows, :T], -1, 1) - g.targets[rows, :T])
+        print(f"  mean |share entry error| (planned rows) {err.mean():.4f}")
     df = _scores("dram-first", "mixed", 64, 20000, "test", None)
     asis = _scores(LearnedPolicy(model, kw, "m", "t"), "mixed", 64, 20000, "test", kw)
     test_forced = _scores(LearnedPolicy(Forced(), kw, "f", "t"), "mixed", 64, 20000, "test", kw)

@@ -129,3 +129,22 @@ def test_warm_start_with_plans_beats_every_base_on_its_episodes() -> None:
     fitted = np.array([r["metrics"]["geomean_perf"] for r in sorted(recs, key=lambda r: r["seed"])])
     best_base = got.scores[:, :3].max(axis=1)
     assert np.log(fitted).mean() > np.log(best_base).mean()
+
+
+def test_a_share_plan_runs_through_the_agent_interface_as_the_planner_scored_it() -> None:
+    """With ``residual_codec: share`` the plan is one DRAM share per tenant over dram-first
+    (local-first: 1.25); through the agent's interface it scores exactly what the planner's
+    replay scored, and its targets are the shares' steps (0 for slots the episode does
+    not use)."""
+    n, seed = 12, 800
+    env = {**PLANNED, "residual_codec": "share"}
+    plan, planned_score, _ = plan_actions(env, "mixed", n, seed)
+    assert plan.shares is not None and plan.shares.span == 1.25
+    got = label_episodes(env, "mixed", n, seed, stride=10, plans=True)
+    assert np.allclose(got.scores[:, 3], planned_score, rtol=1e-9, atol=0)
+    planned = got.labels == 3
+    assert planned.any()
+    T = plan.shares.share.shape[1]
+    first = got.targets[:n]
+    want = np.where(plan.shares.used, (plan.shares.share - 1.25) / 1.25, 0.0)
+    assert np.allclose(first[planned, :T], want[planned], atol=1e-6)

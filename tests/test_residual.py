@@ -433,3 +433,64 @@ def test_default_padding_covers_every_shipped_scenario() -> None:
     first = env["base_policy"] if isinstance(env["base_policy"], str) else env["base_policy"][0]
     base = rollout(first, "cxl-spill", 2, seed=1, env_kwargs={"max_tenants": 4})
     assert zero == _geomeans(base)
+
+
+def test_share_codec_moves_each_tenants_dram_share() -> None:
+    """``residual_codec: share``: one entry per tenant moves the listed base's DRAM share
+    (``x = x_base + residual_scale * 1.25 / 2 * r``, above 1 local-first), split over each
+    tier by firmware bandwidth; a zero entry keeps the base's weights exactly, and a base
+    outside ``residual_bases`` runs as its heuristic whatever the entries hold."""
+    from agents.residual import SHARE_TOP, dram_share
+
+    names = ["colloid", "weighted-interleave", "dram-first"]
+    params = core.make_params("mixed", split="test", tiering_modes=MODES, pool_size=8)
+    iface = AgentInterface(
+        names, 2.0, None, "hard", residual_bases=["dram-first"], residual_codec="share"
+    )
+    B, T = 4, params.n_tenants
+    iface.bind(params, B)
+    state, _ = core.reset(params, np.arange(B, dtype=np.uint64))
+    obs = core.observe(params, state, None)
+    hw = core.hardware(state)
+    iface.observe(None, hw)
+    base = iface.decide(obs, np.ones(B, dtype=bool))
+    _, act_space = iface.spaces(params)
+    assert act_space.shape == (T + 2 + 2,)  # shares, rate, mode, two mixing entries
+    c = params.codec
+
+    def env_action(shares: list[float], corner: int) -> np.ndarray:
+        a = np.zeros((B, act_space.shape[0]), np.float32)
+        a[:, :T] = shares
+        a[:, -2:] = [1.0 if corner == j else -1.0 for j in (1, 2)]
+        return iface.action_to_env(base, a)
+
+    def same(a: np.ndarray, b: np.ndarray) -> bool:  # the same decision decoded
+        (x, wx), (y, wy) = c.decode(a), c.decode(b)
+        return bool(
+            np.array_equal(wx, wy)
+            and np.array_equal(x.promote_mbps, y.promote_mbps)
+            and np.array_equal(c.decode_mode(a), c.decode_mode(b))
+        )
+
+    for corner in range(3):  # zero entries: each base exactly
+        assert same(env_action([0.0] * T, corner), base[:, corner])
+    # a non-listed base ignores the entries
+    assert same(env_action([-0.6] * T, 1), base[:, 1])
+    # dram-first (local-first: x_base = 1.25) with entries -0.6 (x = 0.5), -0.9 (x = 0.125),
+    # -0.1 (x = 1.125: still local-first) and 0 (its own weights)
+    got = env_action([-0.6, -0.9, -0.1, 0.0] + [0.0] * (T - 4), 2)
+    w = c.box_weights(got[:, : T * c.n_nodes].reshape(B, T, c.n_nodes))
+    share = dram_share(w, hw.is_cxl)
+    assert np.allclose(share[:, 0], 0.5, atol=0.01) and np.allclose(share[:, 1], 0.125, atol=0.01)
+    assert (share[:, 2:] == SHARE_TOP).all()  # local-first: no weights
+    rest = np.s_[:, T * c.n_nodes :]
+    assert np.allclose(got[rest], base[:, 2][rest], atol=1e-6)  # rate and mode: dram-first's
+    # each tier split by firmware bandwidth
+    cxl = hw.is_cxl
+    bw = np.where(cxl, hw.firmware_gbps, 0.0)
+    want = 0.5 * bw / bw.sum(axis=1, keepdims=True)
+    assert np.allclose(w[:, 0] / w[:, 0].sum(axis=1, keepdims=True) * cxl, want, atol=0.01)
+    with pytest.raises(ValueError, match="residual_codec: got 'shares'"):
+        AgentInterface(names, residual_codec="shares")
+    with pytest.raises(ValueError, match="residual_codec: 'share' needs base_policy"):
+        AgentInterface(None, residual_codec="share")

@@ -1,0 +1,113 @@
+"""TenantPolicy (agents.networks): shared weights per tenant slot, saved and loaded as data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from agents import persist
+from agents.residual import make_training_vec_env
+from agents.training import TrainingError, _safe_model, build_model, with_policy_layout
+from envs.spaces import TIERING_MODES
+
+ENV = {
+    "scenario": "mixed",
+    "split": "train",
+    "tiering_modes": list(TIERING_MODES),
+    "base_policy": ["colloid", "tpp", "dram-first"],
+    "residual_bases": ["dram-first"],
+    "residual_scale": 2.0,
+    "residual_codec": "share",
+    "mixing": "hard",
+    "max_tenants": 4,
+    "observation": "cgroup",
+    "pad_nodes": 6,
+}
+HP = {
+    "policy": "TenantPolicy",
+    "n_steps": 8,
+    "batch_size": 16,
+    "policy_kwargs": {"net_arch": [32, 32]},
+}
+
+
+def _model(env: dict[str, Any] = ENV) -> Any:
+    hp = with_policy_layout(HP, env)
+    return build_model("ppo", hp, make_training_vec_env(4, env), seed=0), hp
+
+
+def _mean(model: Any, obs: np.ndarray) -> np.ndarray:
+    with torch.no_grad():
+        dist = model.policy.get_distribution(torch.as_tensor(obs))
+        return dist.distribution.mean.numpy()
+
+
+def test_tenant_slots_share_weights() -> None:
+    """Swapping two tenant slots (their entries and their rows of every base action) swaps
+    their share entries and leaves every other action entry as it was."""
+    model, hp = _model()
+    lay = hp["policy_kwargs"]["layout"]
+    with torch.no_grad():  # away from the near-zero initial head, so the check has teeth
+        for p in model.policy.action_net.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    obs = model.env.reset()
+    obs[:, :] = np.random.default_rng(0).random(obs.shape, dtype=np.float32)
+    M, F, T, P = lay["nodes"], lay["node_features"], lay["tenants"], lay["tenant_features"]
+    K, A = lay["bases"], lay["base_action"]
+    swapped = obs.copy()
+    at = M * F
+    slots = swapped[:, at : at + T * P].reshape(-1, T, P)
+    slots[:, [0, 2]] = slots[:, [2, 0]]
+    bases = swapped[:, swapped.shape[1] - K * A :].reshape(-1, K, A)
+    rows = bases[:, :, : T * M].reshape(-1, K, T, M)
+    rows[:, :, [0, 2]] = rows[:, :, [2, 0]]
+    bases[:, :, : T * M] = rows.reshape(-1, K, T * M)
+    swapped[:, swapped.shape[1] - K * A :] = bases.reshape(len(obs), -1)
+    a, b = _mean(model, obs), _mean(model, swapped)
+    assert not np.allclose(a[:, 0], a[:, 2], atol=1e-3)
+    assert np.allclose(b[:, [2, 1, 0, 3]], a[:, :4], atol=1e-5)
+    assert np.allclose(b[:, 4:], a[:, 4:], atol=1e-5)
+
+
+def test_saved_and_loaded_as_data(tmp_path: Path) -> None:
+    """The safe model file rebuilds a TenantPolicy from its JSON (layout included) and
+    its weights: the loaded model acts as the saved one."""
+    model, hp = _model()
+    meta = {
+        "algo": "ppo",
+        "policy": "TenantPolicy",
+        "hyperparams": {k: v for k, v in hp.items() if k != "policy"},
+        "normalize_reward": False,
+        "env": ENV,
+        "seed": 0,
+    }
+    path = tmp_path / "model.zip"
+    persist.write_model(path, model, meta, 0)
+    loaded = _safe_model(path, None, None, predict_only=True)
+    obs = model.env.reset()
+    assert np.allclose(_mean(loaded, obs), _mean(model, obs), atol=1e-6)
+
+
+def test_errors_name_the_setting() -> None:
+    with pytest.raises(TrainingError, match="pad_nodes"):
+        with_policy_layout(HP, {**ENV, "pad_nodes": None})
+    with pytest.raises(ValueError, match="net_arch"):
+        _model_arch([64, 32])
+    _, hp = _model()
+    lay = {**hp["policy_kwargs"]["layout"], "tenants": 5}
+    with pytest.raises(ValueError, match="layout"):
+        build_model(
+            "ppo",
+            {**HP, "policy_kwargs": {"layout": lay}},
+            make_training_vec_env(4, ENV),
+            seed=0,
+        )
+
+
+def _model_arch(arch: list[int]) -> Any:
+    hp = with_policy_layout({**HP, "policy_kwargs": {"net_arch": arch}}, ENV)
+    return build_model("ppo", hp, make_training_vec_env(4, ENV), seed=0)
