@@ -37,12 +37,18 @@ base's own tiering mode; :func:`plan_actions`). The plan is run through the
 agent's interface as the residual over ``residual_bases``' first base (that base
 at its corner; the residual reaches the plan's box action exactly where
 ``residual_scale`` spans it) and scored like every base; where it beats the best
-base, it is the episode's label: the residual entries are fitted to it too, by
+base, it is the episode's label. The residual entries are fitted to the plan on
+every planned episode, whatever its label (with hard mixing they act only where
+the listed base is picked, and the placement then rests on all of them), by
 mean squared error, with the entries that switch something off (a weight of 0,
 promotion off) :data:`OFF_MARGIN` past the clip. The plan's weights are written
 unreduced at the planner's resolution, so that a DRAM share maps to the box
 continuously. Residual targets are computed per recorded state from the base
-action the agent observes there. The planner sees the episode's future; the
+action the agent observes there. With ``residual_codec: share``
+(:mod:`agents.residual`) the plan's weights are one target per tenant slot, the
+step from the base's DRAM share to the plan's (:class:`ShareTargets`; 0 for slots
+the episode does not use): the quantity the planner searched, where the box
+codec asks for a log weight and an on/off threshold per node. The planner sees the episode's future; the
 fitted policy sees only its observation (every tenant's descriptors from the
 step before it starts), so what it learns is the placement that is best on
 average for what it sees.
@@ -67,7 +73,6 @@ from agents.residual import (
     base_names,
     dram_share,
     make_interface,
-    residual_base_mask,
 )
 from envs.spaces import ActionCodec
 
@@ -253,31 +258,30 @@ class _EpisodeTargets:
     """One job's per-episode targets, turned into per-row targets of recorded observations.
 
     ``mixing`` (E, size) the corner targets (:func:`_targets`; a planned episode's: its
-    base's corner); ``fit_residual`` (E,) the episodes whose residual is fitted (planned,
-    or labelled with a base the residual adjusts: residual 0); ``plans`` the plans.
-    Rows of a recording are whole batches of the episodes in seed order.
+    base's corner); ``from_plan`` (E,) the episodes whose residual is fitted, to the
+    plan (every episode of a planned job, none of the others); ``plans`` the plans. Rows of
+    a recording are whole batches of the episodes in seed order.
     """
 
     def __init__(
         self,
         mixing: NDArray[np.float32],
-        fit_residual: NDArray[np.bool_],
-        planned: NDArray[np.bool_],
+        from_plan: NDArray[np.bool_],
         plans: Plans | None,
         k: int,
     ) -> None:
-        self.mixing, self.fit_residual, self.planned = mixing, fit_residual, planned
+        self.mixing, self.from_plan = mixing, from_plan
         self.plans, self.k = plans, k
 
     def rows(self, obs: NDArray[np.float32]) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
         """``(targets (S, size), residual weights (S,))`` of recorded observations (S, ...)."""
         e = np.arange(len(obs)) % len(self.mixing)
         targets = self.mixing[e].copy()
-        planned = np.flatnonzero(self.planned[e])
-        if self.plans is not None and len(planned):
-            res = self.plans.residual(obs[planned], e[planned], self.k)
-            targets[planned, : res.shape[1]] = res
-        return targets, self.fit_residual[e].astype(np.float32)
+        rows = np.flatnonzero(self.from_plan[e])
+        if self.plans is not None and len(rows):
+            res = self.plans.residual(obs[rows], e[rows], self.k)
+            targets[rows, : res.shape[1]] = res
+        return targets, self.from_plan[e].astype(np.float32)
 
 
 def _env_for(env: Mapping[str, Any]) -> dict[str, Any]:
@@ -394,7 +398,6 @@ def label_episodes(
     kw = _env_for(env)
     params = make_params(None, family, "train", kw)
     spaces = make_interface(kw).spaces(params)
-    adjusted = residual_base_mask(names, env.get("residual_bases"))
 
     def scores_of(model: LabelFollower) -> list[float]:
         recs = rollout(
@@ -423,8 +426,11 @@ def label_episodes(
     near[planned] = np.arange(k) == (plan.base if plan is not None else 0)
     model = LabelFollower(*spaces, labels, k, plan)
     mixing = _targets(near, model.actions.shape[1])
-    fit_residual = planned | (near & adjusted).any(axis=1) if plans else np.zeros(episodes, bool)
-    per_episode = _EpisodeTargets(mixing, fit_residual, planned, plan, k)
+    # the residual follows the plan on every planned episode, whatever its label: with hard
+    # mixing it acts only where the listed base is picked, and the placement it learns
+    # then rests on every planned episode, not only on those the plan won
+    from_plan = np.full(episodes, plans)
+    per_episode = _EpisodeTargets(mixing, from_plan, plan, k)
     model.stride = stride
     rollout(LearnedPolicy(model, kw, "follower", "imitation"), family, episodes, seed, "train", kw)
     obs = np.concatenate(model.seen)

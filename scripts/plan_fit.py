@@ -8,10 +8,12 @@ plans (``imitation_plans`` with ``residual_bases: [dram-first]`` and
 - the fitted policy forced onto the plan's branch (dram-first's corner, its own
   residual), against the plans' scores and against dram-first;
 - the plans with the fitted policy's weights, or its rate, in place of theirs;
-- how often a tenant slot the plan leaves local-first gets a node turned on;
+- with the box codec, how often a tenant slot the plan leaves local-first gets a node
+  turned on; with the share codec, the share entries' mean error;
 - the fitted policy, as it is and forced, on the mixed test split (64 episodes).
 
     python scripts/plan_fit.py --episodes 256 --epochs 100
+    python scripts/plan_fit.py --residual-codec share --policy TenantPolicy --width 64
 
 A run takes about 4 minutes on 2 cores with ``--episodes 256``. Figures vary a
 little from run to run (torch's threads).
@@ -32,7 +34,7 @@ from agents import imitation as im
 from agents.evaluation import LearnedPolicy
 from agents.residual import agent_spaces, make_training_vec_env
 from agents.rollout import make_params, rollout
-from agents.training import SPECIAL_KEYS, build_model, load_hyperparams
+from agents.training import SPECIAL_KEYS, build_model, load_hyperparams, with_policy_layout
 
 
 def _scores(policy: Any, scenario: str, n: int, seed: int, split: str, kw: Any) -> np.ndarray:
@@ -59,6 +61,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=["box", "share"],
         help="env.residual_codec of the plan branch (agents.residual)",
     )
+    ap.add_argument(
+        "--policy",
+        default=None,
+        choices=["MlpPolicy", "TenantPolicy"],
+        help="the policy network (default: the mixed section's)",
+    )
+    ap.add_argument("--width", type=int, default=None, help="net_arch [w, w] (default: the file's)")
     args = ap.parse_args(argv)
     im.OFF_MARGIN = args.off_margin  # read when the targets are computed
 
@@ -78,9 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     got = [
         im.label_episodes(env, f, N, seed + 100_000 * n, plans=True) for n, f in enumerate(families)
     ]
+    if args.policy is not None:
+        hp["policy"] = args.policy
+    if args.width is not None:
+        hp["policy_kwargs"] = {**hp.get("policy_kwargs", {}), "net_arch": [args.width] * 2}
     model = build_model(
         "ppo",
-        {k: v for k, v in hp.items() if k not in SPECIAL_KEYS},
+        with_policy_layout({k: v for k, v in hp.items() if k not in SPECIAL_KEYS}, env),
         make_training_vec_env(6, env),
         0,
     )
