@@ -73,6 +73,7 @@ from agents.residual import (
     base_names,
     dram_share,
     make_interface,
+    residual_base_mask,
 )
 from envs.spaces import ActionCodec
 
@@ -258,19 +259,21 @@ class _EpisodeTargets:
     """One job's per-episode targets, turned into per-row targets of recorded observations.
 
     ``mixing`` (E, size) the corner targets (:func:`_targets`; a planned episode's: its
-    base's corner); ``from_plan`` (E,) the episodes whose residual is fitted, to the
-    plan (every episode of a planned job, none of the others); ``plans`` the plans. Rows of
-    a recording are whole batches of the episodes in seed order.
+    base's corner); ``fit_residual`` (E,) the episodes whose residual is fitted;
+    ``from_plan`` (E,) those fitted to the plan (every episode of a planned job; the others'
+    target is 0); ``plans`` the plans. Rows of a recording are whole batches of the episodes
+    in seed order.
     """
 
     def __init__(
         self,
         mixing: NDArray[np.float32],
+        fit_residual: NDArray[np.bool_],
         from_plan: NDArray[np.bool_],
         plans: Plans | None,
         k: int,
     ) -> None:
-        self.mixing, self.from_plan = mixing, from_plan
+        self.mixing, self.fit_residual, self.from_plan = mixing, fit_residual, from_plan
         self.plans, self.k = plans, k
 
     def rows(self, obs: NDArray[np.float32]) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
@@ -281,7 +284,7 @@ class _EpisodeTargets:
         if self.plans is not None and len(rows):
             res = self.plans.residual(obs[rows], e[rows], self.k)
             targets[rows, : res.shape[1]] = res
-        return targets, self.from_plan[e].astype(np.float32)
+        return targets, self.fit_residual[e].astype(np.float32)
 
 
 def _env_for(env: Mapping[str, Any]) -> dict[str, Any]:
@@ -381,11 +384,14 @@ def label_episodes(
     seed: int,
     stride: int = 2,
     plans: bool = False,
+    hold_listed: bool = False,
 ) -> Labelled:
     """Label ``episodes`` training episodes of ``family`` (seeds ``seed`` on) with their best base.
 
     Every base runs every episode at its corner; with ``plans`` the planner's plan of each
     episode runs too, as the residual over ``residual_bases``' first base (see the module).
+    ``hold_listed`` (a run with plans, on a job without them): where a base the residual
+    adjusts is near-best, the residual is fitted to 0, so that the base runs as it is there.
     Then every episode runs again following its label, every ``stride``-th step recorded.
     """
     from agents.evaluation import LearnedPolicy
@@ -398,6 +404,7 @@ def label_episodes(
     kw = _env_for(env)
     params = make_params(None, family, "train", kw)
     spaces = make_interface(kw).spaces(params)
+    adjusted = residual_base_mask(names, env.get("residual_bases"))
 
     def scores_of(model: LabelFollower) -> list[float]:
         recs = rollout(
@@ -430,7 +437,8 @@ def label_episodes(
     # mixing it acts only where the listed base is picked, and the placement it learns
     # then rests on every planned episode, not only on those the plan won
     from_plan = np.full(episodes, plans)
-    per_episode = _EpisodeTargets(mixing, from_plan, plan, k)
+    fit = from_plan | (near & adjusted).any(axis=1) if hold_listed else from_plan
+    per_episode = _EpisodeTargets(mixing, fit, from_plan, plan, k)
     model.stride = stride
     rollout(LearnedPolicy(model, kw, "follower", "imitation"), family, episodes, seed, "train", kw)
     obs = np.concatenate(model.seen)
@@ -554,7 +562,14 @@ def warm_start(
     per: dict[str, list[float]] = {}
     seconds = {"label": 0.0, "plan": 0.0, "fit": 0.0, "dagger": 0.0}
     for n, (fam, count) in enumerate(jobs):
-        got = label_episodes(env, fam, count, seed + 100_000 * n, plans=plans and n < len(families))
+        got = label_episodes(
+            env,
+            fam,
+            count,
+            seed + 100_000 * n,
+            plans=plans and n < len(families),
+            hold_listed=plans,
+        )
         parts.append([(got.obs, got.targets, got.fit_residual)])
         per_episode.append(got.episodes)
         seconds["plan"] += got.plan_seconds
