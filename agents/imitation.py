@@ -41,7 +41,10 @@ base, it is the episode's label. The residual entries are fitted to the plan on
 every planned episode, whatever its label (with hard mixing they act only where
 the listed base is picked, and the placement then rests on all of them), by
 mean squared error, with the entries that switch something off (a weight of 0,
-promotion off) :data:`OFF_MARGIN` past the clip. The plan's weights are written
+promotion off) :data:`OFF_MARGIN` past the clip. On the scenario jobs, which are
+not planned, the residual is fitted to 0 where a listed base is near-best, so that
+the base runs as it is there (``cxl-spill``, where ``dram-first`` is best, lost 20%
+to the placement learned on the families without it). The plan's weights are written
 unreduced at the planner's resolution, so that a DRAM share maps to the box
 continuously. Residual targets are computed per recorded state from the base
 action the agent observes there. With ``residual_codec: share``
