@@ -148,3 +148,16 @@ def test_a_share_plan_runs_through_the_agent_interface_as_the_planner_scored_it(
     want = np.where(plan.shares.used, (plan.shares.share - 1.25) / 1.25, 0.0)
     assert np.allclose(first[:, :T], want, atol=1e-6)
     assert (want < 0).any() and (want == 0).any()
+
+
+def test_unplanned_jobs_hold_the_residual_where_a_listed_base_is_best() -> None:
+    """In a run with plans, a job without plans (a shipped scenario) fits the residual to 0
+    on the episodes where a base it adjusts is near-best, so that base runs as it is there
+    (``cxl-spill``: ``dram-first`` is the best base); without ``hold_listed`` the residual
+    is not fitted at all."""
+    env = {**PLANNED, "residual_codec": "share", "scenario": "cxl-spill"}
+    held = label_episodes(env, "cxl-spill", 2, 900, stride=10, hold_listed=True)
+    assert (held.labels == 2).all()  # dram-first
+    assert held.fit_residual.all() and not held.targets[:, :-2].any()
+    free = label_episodes(env, "cxl-spill", 2, 900, stride=10)
+    assert not free.fit_residual.any()
