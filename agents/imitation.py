@@ -122,7 +122,8 @@ PLAN_SEARCH: dict[str, Any] = {"segments": 1, "population": 16, "iterations": 4}
 #: Measured by ``python scripts/plan_fit.py`` (256 planned training episodes of each mixed
 #: family, a flat [128, 128] policy fitted 100 epochs, no DAgger): of the local-first tenant
 #: slots of the recorded steps, 0.5 turns a node on in 6.8%, 2.0 in 1.2%; the policy forced onto
-#: the plan's branch keeps 0.87 and 0.91 of the plans' score on the episodes it was fitted on.
+#: the plan's branch keeps 0.87 and 0.91 of the plans' score on the episodes it was fitted on
+#: (measured when the residual was fitted only where the plan is the label).
 OFF_MARGIN = 2.0
 #: Plan entries that are on lie at least this far above the box's threshold of "off" (-0.9,
 #: a weight or rate of 1), so that float rounding cannot turn them off.
