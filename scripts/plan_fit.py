@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents import imitation as im
 from agents.evaluation import LearnedPolicy
-from agents.residual import agent_spaces, make_training_vec_env
+from agents.residual import RESIDUAL_CODECS, agent_spaces, make_training_vec_env
 from agents.rollout import make_params, rollout
 from agents.training import SPECIAL_KEYS, build_model, load_hyperparams, with_policy_layout
 
@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--residual-codec",
-        default="box",
-        choices=["box", "share"],
+        default=RESIDUAL_CODECS[0],
+        choices=list(RESIDUAL_CODECS),
         help="env.residual_codec of the plan branch (agents.residual)",
     )
     ap.add_argument(
