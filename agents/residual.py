@@ -225,11 +225,14 @@ def agent_layout(params: EnvParams, interface: AgentInterface) -> dict[str, int]
     :class:`agents.networks.TenantPolicy` (``policy_kwargs.layout``).
 
     Raises:
-        ValueError: the interface has no node padding (the layout needs the padded view).
+        ValueError: the interface has no node padding (the layout needs the padded view),
+            or the weights are global.
     """
     if interface.pad_nodes is None:
         raise ValueError("TenantPolicy: needs env.pad_nodes (the padded view it reads)")
     enc, codec = params.encoder, params.codec
+    if codec.n_weight_rows != enc.T:
+        raise ValueError("TenantPolicy: needs --weights per-tenant (a weight row per tenant slot)")
     M, N, T = interface.pad_nodes, params.n_nodes, enc.T
     per = enc.per_tenant - N + M
     n_box = padded_sizes(params, M)[1]

@@ -95,6 +95,8 @@ def test_saved_and_loaded_as_data(tmp_path: Path) -> None:
 def test_errors_name_the_setting() -> None:
     with pytest.raises(TrainingError, match="pad_nodes"):
         with_policy_layout(HP, {**ENV, "pad_nodes": None})
+    with pytest.raises(TrainingError, match="per-tenant"):
+        with_policy_layout(HP, {**ENV, "weights": "global"})
     with pytest.raises(ValueError, match="net_arch"):
         _model_arch([64, 32])
     _, hp = _model()
