@@ -260,10 +260,16 @@ class TenantPolicy(ActorCriticPolicy):
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
         data.update(layout=self.layout, net_arch=[self.hidden, self.hidden])
-        for k in ("activation_fn", "use_sde", "full_std", "use_expln", "squash_output"):
+        for k in (  # ActorCriticPolicy's arguments that this constructor does not take
+            "activation_fn",
+            "use_sde",
+            "full_std",
+            "use_expln",
+            "squash_output",
+            "features_extractor_class",
+            "features_extractor_kwargs",
+            "share_features_extractor",
+            "normalize_images",
+        ):
             data.pop(k, None)
-        data.pop("features_extractor_class", None)
-        data.pop("features_extractor_kwargs", None)
-        data.pop("share_features_extractor", None)
-        data.pop("normalize_images", None)
         return data

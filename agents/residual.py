@@ -78,6 +78,7 @@ from gymnasium import spaces
 from numpy.typing import NDArray
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvStepReturn, VecEnvWrapper
 
+from baselines.planner import X_HI
 from envs.core import EnvParams, Hardware
 from envs.spaces import tiering_mode_of
 
@@ -119,8 +120,8 @@ MIXINGS = ("soft", "hard")
 #: entry by entry on the codec's log scale, ``share`` one DRAM share per weight row.
 RESIDUAL_CODECS = ("box", "share")
 #: The top of a weight row's DRAM share in the ``share`` codec: above 1 is local-first (the
-#: planner's range, :data:`baselines.planner.X_HI`).
-SHARE_TOP = 1.25
+#: planner's range).
+SHARE_TOP = X_HI
 
 
 def dram_share(weights: NDArray, is_cxl: NDArray[np.bool_]) -> NDArray[np.float64]:
@@ -244,7 +245,7 @@ def agent_layout(params: EnvParams, interface: AgentInterface) -> dict[str, int]
         "tenant_features": per,
         "tenant_present": 0,
         "tenant_upcoming": 6 + M + enc.desc_names.index("upcoming"),
-        "globals": enc.size - 3 * N - T * enc.per_tenant,
+        "globals": enc.n_glob,
         "bases": len(interface.names),
         "base_action": n_box,
         "shares": codec.n_weight_rows if interface.codec == "share" else 0,

@@ -669,18 +669,12 @@ def check_combination(
             f"{source}: optimize_memory_usage=true: expected false (stable-baselines3 does not "
             "combine it with the time-limit handling this environment needs)"
         )
-    if env.get("residual_codec") == "share" and not env.get("base_policy"):
-        raise TrainingError(
-            f"{source}: env.residual_codec='share' needs env.base_policy (it moves a "
-            "heuristic's DRAM share per tenant)"
-        )
-    if env.get("residual_bases") is not None:
-        from agents.residual import residual_base_mask
+    from agents.residual import make_interface
 
-        try:
-            residual_base_mask(env.get("base_policy"), env["residual_bases"])
-        except ValueError as exc:
-            raise TrainingError(f"{source}: env.{exc}") from None
+    try:  # the agent interface's own checks (residual_bases, residual_codec, ...)
+        make_interface(env)
+    except ValueError as exc:
+        raise TrainingError(f"{source}: env.{exc}") from None
     if int(hp.get("imitation_episodes", 0)) > 0:
         from agents.residual import base_names
 
