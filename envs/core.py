@@ -42,6 +42,7 @@ from envs.model import (
     State,
     init_state,
     kernel_arrays,
+    memcg_limits,
     reset_rows,
     with_kernel_rows,
 )
@@ -369,14 +370,16 @@ def descriptors(params: EnvParams, state: EnvState) -> tuple[F64, F64]:
         ],
         axis=-1,
     )  # (T, B, 8)
-    if params.encoder.version == "cgroup":  # memory.low / memory.high over the working set
+    if params.encoder.version == "cgroup":  # memory.low / memory.high in force over the ws
+        # as the kernel applies them (memcg_limits): the tier-aware mode scales both to the
+        # DRAM share of the machine, so a memory.high at the working set still caps its DRAM
         wsafe = np.maximum(ws, 1e-9)
-        high = _take(p.memory_high_gib, phase)
+        dram_high, low, tot_high = memcg_limits(
+            p, _take(p.memory_high_gib, phase), _take(p.memory_low_gib, phase)
+        )
+        high = np.minimum(dram_high, tot_high)
         cg = np.stack(
-            [
-                _take(p.memory_low_gib, phase) / wsafe,
-                np.where(np.isfinite(high), high / wsafe, 1.0),
-            ],
+            [low / wsafe, np.where(np.isfinite(high), high / wsafe, 1.0)],
             axis=-1,
         )
         d = np.concatenate([d, cg], axis=-1)

@@ -98,7 +98,7 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
     | ``+6..+6+N`` | interleave weights in force | fractions |
     | ``+6+N`` | ``"full"``: upcoming (runs in the next interval) | 0/1 |
     | ``+7+N..+13+N`` | its spec: threads, working set, working set over DRAM, read fraction, access share of its hottest 2%, socket, demand alone | ``log2(1+n)/8``, ``log2(1+GiB)/log2(2049)``, capped 1, 0..1, 0..1, 0/1, over the peak |
-    | ``+14+N..+15+N`` | ``"cgroup"`` only: memory.low and memory.high over the working set | capped 1 (no memory.high: 1) |
+    | ``+14+N..+15+N`` | ``"cgroup"`` only: memory.low and memory.high in force (tier-aware: scaled to the DRAM share) over the working set | capped 1 (no memory.high: 1) |
     | ``-7..-4`` | ``"full"``: DRAM and CXL capacity, promotion limit in force, interval | ``log2(1+GiB)/log2(2049)``, ``log1p(MB/s)/log1p(65536)``, ``s/10`` |
     | ``-3`` | promotion traffic | ``log1p(MB/s)/log1p(65536)`` |
     | ``-2`` | demotion traffic | ``log1p(MB/s)/log1p(65536)`` |

@@ -271,8 +271,10 @@ TENANT_DESCRIPTORS = (
     "solo_demand",
 )
 #: Descriptors the ``"cgroup"`` layout adds after TENANT_DESCRIPTORS: memory.low and
-#: memory.high over the working set (capped at 1; no memory.high reads 1), part of a
-#: container's spec at admission like the others.
+#: memory.high in force over the working set (capped at 1; no memory.high reads 1), part of
+#: a container's spec at admission like the others. "In force" as the scenario's kernel
+#: applies them (:func:`envs.model.memcg_limits`): the tier-aware mode scales both to the
+#: DRAM share of the machine; memory.high is the lower of the DRAM cap and the total one.
 CGROUP_DESCRIPTORS = ("memory_low_over_ws", "memory_high_over_ws")
 #: Global entries added by the ``"full"`` layout (before the three basic ones).
 GLOBAL_EXTRA = ("dram_capacity_gib", "cxl_capacity_gib", "promote_limit", "interval")
@@ -306,7 +308,7 @@ class ObservationEncoder:
     ``version="basic"`` is the layout without the descriptors and the extra
     globals, that of models trained before them. ``version="cgroup"`` is
     ``"full"`` with two more descriptors per tenant (:data:`CGROUP_DESCRIPTORS`):
-    its memory.low and memory.high over its working set.
+    its memory.low and memory.high in force over its working set.
     """
 
     def __init__(self, n_tenants: int, n_nodes: int, version: str = "full") -> None:

@@ -193,3 +193,25 @@ def test_cgroup_layout_shows_the_limits_and_only_they_differ() -> None:
     got = dict(zip(names, b, strict=True))
     assert got["tenant[0].memory_high_over_ws"] == pytest.approx(24 / 40, rel=0.06)  # ws jitter
     assert dict(zip(names, a, strict=True))["tenant[0].memory_high_over_ws"] == 1.0  # no limit
+
+
+def test_cgroup_layout_shows_the_limits_in_force_under_tier_aware_memcg() -> None:
+    """The cgroup descriptors are the limits as the kernel applies them: with the tier-aware
+    memcg limits (tiering-fairness-low-high) memory.low and memory.high are scaled to the
+    DRAM share of the machine (256 of 320 GiB), so a memory.high equal to the working set
+    still caps the streamer's DRAM and the policy can tell the scenario from
+    tiering-fairness-low, whose first observation is otherwise the same."""
+    from envs import core
+
+    def first_obs(sc: str) -> dict[str, float]:
+        params = core.make_params(sc, observation="cgroup", pool_size=4)
+        _, obs = core.reset(params, np.arange(1, dtype=np.uint64))
+        return dict(zip(params.encoder.names(params.node_names), np.asarray(obs)[0], strict=True))
+
+    low, both = first_obs("tiering-fairness-low"), first_obs("tiering-fairness-low-high")
+    differ = {k for k in low if low[k] != both[k]}
+    assert differ == {"tenant[0].memory_low_over_ws", "tenant[0].memory_high_over_ws"}
+    assert low["tenant[0].memory_low_over_ws"] == pytest.approx(128 / 256)
+    assert low["tenant[0].memory_high_over_ws"] == 1.0  # no memory.high
+    assert both["tenant[0].memory_low_over_ws"] == pytest.approx(128 / 256 * 256 / 320)
+    assert both["tenant[0].memory_high_over_ws"] == pytest.approx(256 / 256 * 256 / 320)
