@@ -131,21 +131,19 @@ def test_the_budget_lives_in_the_hyperparameter_file(tmp_path: Path) -> None:
     # the default run's warm start chooses between bases: one base is an error naming it
     from agents.training import TrainingError
 
-    with pytest.raises(TrainingError, match=r"imitation_episodes=1024 needs env\.base_policy"):
-        train.build_config(train.parse_args([*root, "--set", "env.base_policy=tpp"]))
+    tpp = ["--set", "env.base_policy=tpp", "--set", "env.residual_bases=null"]
+    with pytest.raises(TrainingError, match=r"imitation_episodes=256 needs env\.base_policy"):
+        train.build_config(train.parse_args([*root, *tpp]))
     # the residual adjusts named bases (env.residual_bases): a name that is not a base is an
     # error naming it; the plan labels need them
     bad = ["--set", "env.residual_bases=[numa-tiering]"]
     with pytest.raises(TrainingError, match=r"env\.residual_bases: got \['numa-tiering'\]"):
         train.build_config(train.parse_args([*root, *bad]))
-    plans = ["--set", "imitation_plans=true"]
+    # the default's plan labels: the residual adjusts dram-first alone, which they need
+    assert default.hyperparams["imitation_plans"] is True
+    assert default.env["residual_bases"] == ["dram-first"]
     with pytest.raises(TrainingError, match=r"imitation_plans=true needs env\.residual_bases"):
-        train.build_config(train.parse_args([*root, *plans]))
-    plans += ["--set", "env.residual_bases=[dram-first]", "--set", "env.residual_scale=2.0"]
-    assert train.build_config(train.parse_args([*root, *plans])).env["residual_bases"] == [
-        "dram-first"
-    ]
-    tpp = ["--set", "env.base_policy=tpp"]
+        train.build_config(train.parse_args([*root, "--set", "env.residual_bases=null"]))
     one = [*tpp, "--set", "imitation_episodes=0"]
     # ... and without a warm start the default's 0 PPO steps would train nothing
     with pytest.raises(
