@@ -1,9 +1,10 @@
 """Train a stable-baselines3 agent on TierGym and compare it with the kernel heuristics.
 
 With no arguments: a PPO policy for the ``mixed`` family (train split), residual over
-six heuristics, fitted by a warm start that imitates the best of them per episode
-with DAgger rounds and followed by no PPO steps (``agents/hyperparams/ppo.yml``: PPO
-after it has only lowered the score; about ten minutes on a 2-core machine), then the
+six heuristics, fitted by a warm start that imitates per episode the best of them or,
+where it beats them, a planner's per-tenant placement, with DAgger rounds, and followed
+by no PPO steps (``agents/hyperparams/ppo.yml``: PPO after it has only lowered the
+score; about eleven minutes on a 2-core machine), then the
 learned policy against the heuristic baselines on the test split (the code path of
 ``evaluate.py``). Watch it with ``tensorboard --logdir runs``.
 
