@@ -340,7 +340,7 @@ def plan_actions(
     """
     from agents.rollout import make_params
     from baselines.planner import Planner
-    from baselines.policies import share_to_weights
+    from baselines.policies import share_or_local_to_weights
     from envs import core
     from envs.spaces import OFF
 
@@ -360,10 +360,7 @@ def plan_actions(
     state = core.reset(params, seeds)[0]
     hw = core.hardware(state)
     share = planner.plan_share[:, 0]  # (E, R): one segment
-    w = share_to_weights(
-        np.clip(share, 0.0, 1.0), hw.firmware_gbps, hw.is_cxl, planner.weight_scale
-    )
-    w = np.where((share > 1.0)[..., None], 0, w)
+    w = share_or_local_to_weights(share, hw.firmware_gbps, hw.is_cxl, planner.weight_scale)
     box = params.codec.encode_box(w, planner.plan_rate_mbps[:, 0], iface.modes[base])
     off = box <= -1.0  # weight 0 or promotion off (a mode entry lies mid-bin, above -1)
     box = np.where(off, box, np.maximum(box, OFF + ON_MARGIN)).astype(np.float32)

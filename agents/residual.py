@@ -53,7 +53,7 @@ placement and rate, fitted to a planner's plans.
 ``x_base`` is the share of the base's weights (:data:`SHARE_TOP` where it has none:
 local-first). ``x`` above 1 is local-first (all weights 0, Linux's default), ``0 <= x <= 1``
 interleaves ``x`` of new pages over the DRAM nodes and the rest over the CXL nodes, each
-tier split by firmware bandwidth (:func:`baselines.policies.share_to_weights`, the
+tier split by firmware bandwidth (:func:`baselines.policies.share_or_local_to_weights`, the
 planner's mapping); a row whose residual is 0 keeps the base's weights exactly, so the
 zero residual is still the heuristic. One number per tenant is the quantity the
 planner's headroom is made of (issue #12), where the box codec asks a regression for a
@@ -460,7 +460,7 @@ class AgentInterface:
     ) -> NDArray[np.float32]:
         """``residual_codec="share"``: the env action from the (mixed) base action (B, size)
         and the residual (B, R + rest): each row's DRAM share moved, the rest as the box."""
-        from baselines.policies import share_to_weights  # agents may import baselines
+        from baselines.policies import share_or_local_to_weights  # agents may import baselines
 
         assert self.params is not None
         if self.hw is None:
@@ -471,8 +471,7 @@ class AgentInterface:
         base_w = c.box_weights(base[:, :rows].reshape(-1, R, N))
         step = self.share_span * gate * a[:, :R]  # (B, R)
         x = np.clip(dram_share(base_w, hw.is_cxl) + step, 0.0, SHARE_TOP)
-        w = share_to_weights(np.minimum(x, 1.0), hw.firmware_gbps, hw.is_cxl)
-        w = np.where((x > 1.0)[..., None], 0, w)
+        w = share_or_local_to_weights(x, hw.firmware_gbps, hw.is_cxl)
         moved = c.encode_box(w, np.zeros(len(a)))[:, :rows]
         keep = np.repeat(step == 0.0, N, axis=1)  # a zero residual keeps the base's weights
         weights = np.where(keep, base[:, :rows], moved)

@@ -96,7 +96,7 @@ from baselines.policies import (
     STATIC_RATIOS,
     HeuristicPolicy,
     register_policy,
-    share_to_weights,
+    share_or_local_to_weights,
 )
 from envs import core
 from envs.kernel import auto_interleave_weights, gcd_reduce
@@ -226,11 +226,10 @@ class Planner(HeuristicPolicy):
         the rate levels' nominal MB/s and the MB/s the environment runs (B, S)."""
         B, S, R = x.shape
         N = hw.is_cxl.shape[1]
-        share = np.clip(x, 0.0, 1.0).reshape(B * S, R)
         bw = np.repeat(hw.firmware_gbps, S, axis=0)
         cxl = np.repeat(hw.is_cxl, S, axis=0)
-        w = share_to_weights(share, bw, cxl, self.weight_scale).reshape(B, S, R, N)
-        w = np.where((x > 1.0)[..., None], 0, gcd_reduce(w))
+        w = share_or_local_to_weights(x.reshape(B * S, R), bw, cxl, self.weight_scale)
+        w = gcd_reduce(w.reshape(B, S, R, N))  # a local-first row stays all zero
         top = self.rate_levels.size - 1
         j = np.where(v < 0.0, 0, 1 + np.clip(np.rint(v), 0, top - 1).astype(np.int64))
         return w, self.rate_levels[j], self.rate_exec[j]

@@ -524,6 +524,18 @@ def share_to_weights(
     return np.where(np.isnan(share_dram)[:, :, None], 0, w)
 
 
+def share_or_local_to_weights(
+    x: F64, bandwidth: F64, is_cxl: NDArray[np.bool_], scale: int = 100
+) -> I64:
+    """:func:`share_to_weights` of a DRAM share on the planner's range (``0..1.25``): ``x``
+    above 1 gives all-zero weights (local-first, Linux's default), ``0 <= x <= 1`` sends ``x``
+    of new pages to DRAM. The mapping of the planner, its plan labels and the agent's
+    ``residual_codec: share``."""
+    x = np.asarray(x, dtype=float)
+    w = share_to_weights(np.clip(x, 0.0, 1.0), bandwidth, is_cxl, scale)
+    return np.where((x > 1.0)[..., None], 0, w)
+
+
 class ColloidPolicy(HeuristicPolicy):
     """``colloid``: balance the loaded latency of the tiers (Vuppalapati & Agarwal, SOSP'24).
 
