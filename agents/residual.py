@@ -80,7 +80,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvStepRetu
 
 from baselines.planner import X_HI
 from envs.core import EnvParams, Hardware
-from envs.spaces import tiering_mode_of
+from envs.spaces import NODE_ENTRIES, TENANT_ENTRIES, tiering_mode_of
 
 __all__ = [
     "RESIDUAL_CODECS",
@@ -109,7 +109,6 @@ RESIDUAL_KEYS = (
     "pad_nodes",
     "train_families",
 )
-NODE_ENTRIES = ("utilization", "latency_over_idle", "capacity_used")
 NODE_DESCRIPTORS = ("mask", "is_cxl", "socket", "read_peak", "idle_latency")
 DEFAULT_RESIDUAL_SCALE = 1.0
 #: How the mixing entries combine several bases (the first is the default): ``soft`` moves
@@ -244,7 +243,7 @@ def agent_layout(params: EnvParams, interface: AgentInterface) -> dict[str, int]
         "tenants": T,
         "tenant_features": per,
         "tenant_present": 0,
-        "tenant_upcoming": 6 + M + enc.desc_names.index("upcoming"),
+        "tenant_upcoming": len(TENANT_ENTRIES) + M + enc.desc_names.index("upcoming"),
         "globals": enc.n_glob,
         "bases": len(interface.names),
         "base_action": n_box,
@@ -387,20 +386,25 @@ class AgentInterface:
         enc, hw = self.params.encoder, self.hw
         B, N, M, T = obs.shape[0], enc.N, self.pad_nodes, enc.T
         sel = slice(None) if rows is None else rows
-        node = np.zeros((B, M, len(NODE_ENTRIES) + len(NODE_DESCRIPTORS)), dtype=np.float32)
-        node[:, :N, :3] = obs[:, : 3 * N].reshape(B, N, 3)
-        node[:, :N, 3] = 1.0
-        node[:, :N, 4] = hw.is_cxl[sel]
-        node[:, :N, 5] = np.minimum(hw.socket[sel], 1)
-        node[:, :N, 6] = np.log2(1.0 + hw.read_gbps[sel]) / np.log2(1.0 + 512.0)
-        node[:, :N, 7] = np.minimum(hw.idle_latency_ns[sel] / 1000.0, 1.0)
-        per = enc.per_tenant
-        ten = obs[:, 3 * N : 3 * N + T * per].reshape(B, T, per)
+        F = len(NODE_ENTRIES)
+        node = np.zeros((B, M, F + len(NODE_DESCRIPTORS)), dtype=np.float32)
+        node[:, :N, :F] = obs[:, : F * N].reshape(B, N, F)
+        desc = {
+            "mask": 1.0,
+            "is_cxl": hw.is_cxl[sel],
+            "socket": np.minimum(hw.socket[sel], 1),
+            "read_peak": np.log2(1.0 + hw.read_gbps[sel]) / np.log2(1.0 + 512.0),
+            "idle_latency": np.minimum(hw.idle_latency_ns[sel] / 1000.0, 1.0),
+        }
+        for j, k in enumerate(NODE_DESCRIPTORS):
+            node[:, :N, F + j] = desc[k]
+        per, E = enc.per_tenant, len(TENANT_ENTRIES)
+        ten = obs[:, F * N : F * N + T * per].reshape(B, T, per)
         pt = np.zeros((B, T, per - N + M), dtype=np.float32)
-        pt[:, :, :6] = ten[:, :, :6]
-        pt[:, :, 6 : 6 + N] = ten[:, :, 6 : 6 + N]
-        pt[:, :, 6 + M :] = ten[:, :, 6 + N :]
-        rest = obs[:, 3 * N + T * per :]
+        pt[:, :, :E] = ten[:, :, :E]
+        pt[:, :, E : E + N] = ten[:, :, E : E + N]
+        pt[:, :, E + M :] = ten[:, :, E + N :]
+        rest = obs[:, F * N + T * per :]
         return np.concatenate([node.reshape(B, -1), pt.reshape(B, -1), rest], axis=1)
 
     # ------------------------------------------------------------------ the two directions

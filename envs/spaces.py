@@ -260,6 +260,16 @@ class ActionCodec:
 
 GIB_SCALE = math.log2(1.0 + 2048.0)  # log2(1 + GiB) over this: 0..2 TiB on [0, 1]
 #: Descriptors of a tenant slot in the ``"full"`` layout (known at admission).
+#: A node's entries, then a tenant slot's entries before its weights (the observed interval).
+NODE_ENTRIES = ("utilization", "latency_over_idle", "capacity_used")
+TENANT_ENTRIES = (
+    "present",
+    "norm_perf",
+    "dram_access_share",
+    "dram_resident_share",
+    "bandwidth_demand",
+    "read_fraction",
+)
 TENANT_DESCRIPTORS = (
     "upcoming",
     "threads",
@@ -323,7 +333,7 @@ class ObservationEncoder:
         )
         self.n_desc = len(self.desc_names)
         self.n_glob = 3 + (len(GLOBAL_EXTRA) if full else 0)
-        self.per_tenant = 6 + n_nodes + self.n_desc
+        self.per_tenant = len(TENANT_ENTRIES) + n_nodes + self.n_desc
         self.size = 3 * n_nodes + n_tenants * self.per_tenant + self.n_glob
 
     def space(self) -> spaces.Box:
@@ -333,23 +343,9 @@ class ObservationEncoder:
         """A name for every entry, in order (used by the docs and TensorBoard)."""
         out = []
         for n in node_names:
-            out += [
-                f"node[{n}].utilization",
-                f"node[{n}].latency_over_idle",
-                f"node[{n}].capacity_used",
-            ]
+            out += [f"node[{n}].{k}" for k in NODE_ENTRIES]
         for t in range(self.T):
-            out += [
-                f"tenant[{t}].{k}"
-                for k in (
-                    "present",
-                    "norm_perf",
-                    "dram_access_share",
-                    "dram_resident_share",
-                    "bandwidth_demand",
-                    "read_fraction",
-                )
-            ]
+            out += [f"tenant[{t}].{k}" for k in TENANT_ENTRIES]
             out += [f"tenant[{t}].weight[{n}]" for n in node_names]
             if self.n_desc:
                 out += [f"tenant[{t}].{k}" for k in self.desc_names]
@@ -383,7 +379,8 @@ class ObservationEncoder:
         N, T = self.N, self.T
         t0 = 3 * N  # first tenant entry
         g0 = self.size - 3  # promotion traffic, demotion traffic, time
-        nb = 6 + N  # the basic tenant entries
+        E = len(TENANT_ENTRIES)
+        nb = E + N  # the basic tenant entries
         tenant = np.zeros((bsz, T, nb))
         if out is not None:
             node = np.stack(
@@ -402,7 +399,7 @@ class ObservationEncoder:
             tenant[:, :, 3] = out.tenant_dram_resident_gib / ws
             tenant[:, :, 4] = np.minimum(out.tenant_demand_gbps / peak_gbps[:, None], 1.0)
             tenant[:, :, 5] = out.tenant_read_fraction
-            tenant[:, :, 6:] = weights
+            tenant[:, :, E:] = weights
             tenant *= active[:, :, None]
             scale = math.log1p(65536.0)
             glob = np.stack(
@@ -415,7 +412,7 @@ class ObservationEncoder:
             start = np.zeros((bsz, T, nb))
             start[:, :, 0] = present
             start[:, :, 5] = read_fraction * present
-            start[:, :, 6:] = weights * present[:, :, None]
+            start[:, :, E:] = weights * present[:, :, None]
             tenant = np.where(fresh[:, None, None], start, tenant)
             obs[fresh, : 3 * N] = 0.0
             obs[fresh, g0 : g0 + 2] = 0.0
