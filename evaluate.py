@@ -30,8 +30,7 @@ Everything is checked before the first episode: every flag's value, the
 output folder, every scenario, and every policy against every scenario
 (spaces, tenant slots, number of weights); a problem is a one-line error and
 exit code 2, and no results are written. Trained models load from their safe
-files; a stable-baselines3 pickle ``model.zip`` needs ``--trust-pickle``
-(README "Trust model").
+files; a stable-baselines3 pickle ``model.zip`` is refused.
 """
 
 from __future__ import annotations
@@ -122,24 +121,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="run the cells on the Ray cluster at ADDRESS (its head's HOST:PORT; default: "
         "$RAY_ADDRESS if set)",
     )
-    ap.add_argument(
-        "--trust-pickle",
-        action="store_true",
-        help="DANGEROUS: allow trained models in stable-baselines3's own model.zip format (old "
-        "runs, models from elsewhere). Loading one unpickles it, which runs any code its author "
-        "put in it: use it only for files you made yourself or fully trust. Without it such a "
-        "file is refused; models saved by train.py load without it",
-    )
     return ap.parse_args(argv)
 
 
 def validate_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """Every flag's value checked (nothing run, nothing written); the policy and scenario lists."""
     from agents.evaluation import RECORD_METRICS, check_output_dir
-    from agents.training import INT, RUN_OPTIONS, check_value
+    from agents.config import EvaluateOptions, check_flags
 
-    check_value(INT(1, 1 << 16), args.episodes, f"--episodes {args.episodes}")
-    check_value(RUN_OPTIONS["seed"], args.seed, f"--seed {args.seed}")
+    check_flags(EvaluateOptions, {"episodes": args.episodes, "seed": args.seed})
     if args.metric not in RECORD_METRICS:
         raise ValueError(f"--metric {args.metric}: expected one of {list(RECORD_METRICS)}")
     check_output_dir(args.output, "--output")
@@ -184,7 +174,6 @@ def main(argv: list[str] | None = None) -> int:
             plots=not args.no_plots,
             show_progress=not args.no_progress,
             command=["evaluate.py", *argv],
-            trust_pickle=args.trust_pickle,
         )
     except ValueError as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)

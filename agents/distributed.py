@@ -516,7 +516,6 @@ def run_comparison_ray(
     command: Sequence[str] | None = None,
     n_boot: int = 2000,
     confidence: float = 0.95,
-    trust_pickle: bool = False,
     workers: int | None = None,
     address: str | None = None,
     block_episodes: int | None = None,
@@ -547,7 +546,7 @@ def run_comparison_ray(
         raise ValueError(f"episodes: got {episodes}, expected at least 1")
     out = check_output_dir(output)
     loaded = [
-        load_policy(p, trust_pickle=trust_pickle) if isinstance(p, str) else p for p in policies
+        load_policy(p) if isinstance(p, str) else p for p in policies
     ]
     names = [getattr(p, "name", str(i)) for i, (p, _) in enumerate(loaded)]
     if reference not in names:

@@ -7,8 +7,8 @@ the records with :mod:`agents.report` and writes the results folder.
 ``evaluate.py`` and the end of ``train.py`` both call :func:`run_comparison`.
 
 Nothing runs before everything is known to work: every policy is loaded
-(trained models from their safe files; stable-baselines3 pickle archives only
-with ``trust_pickle``) and bound to every scenario's
+(trained models from their safe files; stable-baselines3 pickle archives are
+refused) and bound to every scenario's
 :class:`~envs.core.EnvParams` (spaces, tenant slots, number of weights), and
 the output folder is checked, before the first episode.
 """
@@ -26,7 +26,8 @@ import numpy as np
 
 from agents.report import METRICS
 from agents.rollout import make_params, rollout
-from agents.training import ENV_KEYS, TrainingError, load_trained
+from agents.config import ENV_KEYS, TrainingError
+from agents.runs import load_trained
 from envs.core import EnvParams
 
 __all__ = [
@@ -147,14 +148,12 @@ class LearnedPolicy:
         return (act[0] if single else act), state
 
 
-def load_policy(
-    spec: str, label: str | None = None, trust_pickle: bool = False
-) -> tuple[Any, dict[str, Any]]:
+def load_policy(spec: str, label: str | None = None) -> tuple[Any, dict[str, Any]]:
     """A policy from a baseline name (``dram-first``, ``static:3:1@256``...) or a trained run/model path.
 
     ``LABEL=SPEC`` gives the policy the name ``LABEL`` in records and tables.
     A trained model loads from its safe files; a stable-baselines3 pickle
-    archive is refused unless ``trust_pickle`` (loading it can run code).
+    archive is refused (loading it could run code).
 
     Returns ``(policy, env_kwargs)``; ``env_kwargs`` is empty for heuristics
     (they set their kernel configuration themselves).
@@ -175,7 +174,7 @@ def load_policy(
             f"unknown policy {spec!r}: expected a baseline name {names}, 'static:W1:W2[@RATE]', or a trained run folder or model file"
         )
     try:
-        model, env, algo = load_trained(path, trust_pickle=trust_pickle)
+        model, env, algo = load_trained(path)
     except TrainingError as exc:
         raise PolicyError(str(exc)) from None
     name = label or (path.name if path.is_dir() else path.parent.name or algo)
@@ -225,7 +224,6 @@ def compare(
     split: str = "test",
     record_series: bool = False,
     progress: Callable[[str, str], None] | None = None,
-    trust_pickle: bool = False,
 ) -> list[dict[str, Any]]:
     """Every policy on every scenario with the same seeds; one record per episode.
 
@@ -243,7 +241,7 @@ def compare(
     if episodes < 1:
         raise ValueError(f"episodes: got {episodes}, expected at least 1")
     loaded = [
-        load_policy(p, trust_pickle=trust_pickle) if isinstance(p, str) else p for p in policies
+        load_policy(p) if isinstance(p, str) else p for p in policies
     ]
     names = [getattr(p, "name", str(i)) for i, (p, _) in enumerate(loaded)]
     dup = sorted({n for n in names if names.count(n) > 1})
@@ -320,7 +318,6 @@ def run_comparison(
     command: Sequence[str] | None = None,
     n_boot: int = 2000,
     confidence: float = 0.95,
-    trust_pickle: bool = False,
 ) -> dict[str, Any]:
     """Compare policies and write the results folder; returns the summary.
 
@@ -346,7 +343,7 @@ def run_comparison(
         raise ValueError(f"metric {metric!r}: expected one of {list(RECORD_METRICS)}")
     out = check_output_dir(output)
     loaded = [
-        load_policy(p, trust_pickle=trust_pickle) if isinstance(p, str) else p for p in policies
+        load_policy(p) if isinstance(p, str) else p for p in policies
     ]
     names = [getattr(p, "name", str(i)) for i, (p, _) in enumerate(loaded)]
     if reference not in names:

@@ -1,0 +1,382 @@
+"""A recipe: every setting that shapes how a policy is trained (``agents/recipes/NAME.yml``)."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BeforeValidator,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from agents.config.fields import (
+    ACTIVATIONS,
+    ALGOS,
+    PROJECT_POLICIES,
+    Int,
+    Layer,
+    Name,
+    NameList,
+    Num,
+    PlainMap,
+    _Strict,
+)
+from agents.residual import MIXINGS, RESIDUAL_CODECS, base_names, make_interface
+from envs.spaces import OBSERVATIONS, TIERING_MODES
+
+# ============================================================================ recipe parts
+
+
+class PlanSearch(_Strict):  # TEMPORARY stand-in until agents.imitation.settings lands
+    segments: Int(1, 64)  # type: ignore[valid-type]
+    population: Int(1, 4096)  # type: ignore[valid-type]
+    iterations: Int(1, 4096)  # type: ignore[valid-type]
+
+
+class ImitationSettings(_Strict):  # TEMPORARY stand-in until agents.imitation.settings lands
+    episodes: Int(1, 1 << 16)  # type: ignore[valid-type]
+    plans: bool
+    scenarios: list[Name]
+    scenario_episodes: Int(0, 1 << 16)  # type: ignore[valid-type]
+    rounds: Int(0, 16)  # type: ignore[valid-type]
+    epochs: Int(1, 10_000)  # type: ignore[valid-type]
+    batch_size: Int(1, 1 << 20)  # type: ignore[valid-type]
+    learning_rate: Num(gt=0)  # type: ignore[valid-type]
+    stride: Int(1, 1000)  # type: ignore[valid-type]
+    seed: Int(0, 2**31 - 1)  # type: ignore[valid-type]
+    tie_tolerance: Num(ge=0, lt=1)  # type: ignore[valid-type]
+    corner_margin: Num(gt=0)  # type: ignore[valid-type]
+    off_margin: Num(ge=0)  # type: ignore[valid-type]
+    on_margin: Num(ge=0)  # type: ignore[valid-type]
+    plan_search: PlanSearch
+
+
+class PolicyKwargs(_Strict):
+    """``policy_kwargs`` of the policy class; which keys a policy takes is read from its
+    constructor's signature (:meth:`Recipe._rules`). Unset keys keep the class's defaults."""
+
+    net_arch: list[Layer] | dict[Literal["pi", "vf", "qf"], list[Layer]] | None = Field(
+        None, description="layer sizes, or a mapping of pi/vf/qf to layer sizes"
+    )
+    activation_fn: Literal[ACTIVATIONS] | None = None  # type: ignore[valid-type]
+    ortho_init: bool | None = None
+    log_std_init: Num(ge=-20, le=20) | None = None  # type: ignore[valid-type]
+    full_std: bool | None = None
+    use_expln: bool | None = None
+    squash_output: bool | None = None
+    share_features_extractor: bool | None = None
+    normalize_images: bool | None = None
+    clip_mean: Num(gt=0) | None = None  # type: ignore[valid-type]
+    n_critics: Int(1, 64) | None = None  # type: ignore[valid-type]
+    lstm_hidden_size: Int(1, 1 << 16) | None = None  # type: ignore[valid-type]
+    n_lstm_layers: Int(1, 64) | None = None  # type: ignore[valid-type]
+    shared_lstm: bool | None = None
+    enable_critic_lstm: bool | None = None
+    optimizer_kwargs: PlainMap | None = None
+    features_extractor_kwargs: PlainMap | None = None
+    lstm_kwargs: PlainMap | None = None
+    layout: dict[str, Int(0)] | None = Field(  # type: ignore[valid-type]
+        None, description="TenantPolicy's layout of the agent's view (filled in by the trainer)"
+    )
+
+
+def _train_freq(v: Any) -> Any:
+    if isinstance(v, list | tuple) and len(v) == 2:
+        return [v[0], v[1]]
+    return v
+
+
+class Hyperparams(_Strict):
+    """Constructor arguments of the algorithm (which ones it takes: its signature).
+
+    Unset arguments keep stable-baselines3's defaults."""
+
+    learning_rate: Num(gt=0) | None = None  # type: ignore[valid-type]
+    n_steps: Int(1, 1 << 20) | None = None  # type: ignore[valid-type]
+    batch_size: Int(1, 1 << 24) | None = None  # type: ignore[valid-type]
+    n_epochs: Int(1, 10_000) | None = None  # type: ignore[valid-type]
+    gamma: Num(gt=0, le=1) | None = None  # type: ignore[valid-type]
+    gae_lambda: Num(ge=0, le=1) | None = None  # type: ignore[valid-type]
+    clip_range: Num(gt=0) | None = None  # type: ignore[valid-type]
+    clip_range_vf: Num(gt=0) | None = None  # type: ignore[valid-type]
+    normalize_advantage: bool | None = None
+    ent_coef: (
+        Num(ge=0) | Annotated[str, Field(pattern=r"^auto(_\d*\.?\d+([eE][+-]?\d+)?)?$")] | None
+    ) = (  # type: ignore[valid-type]
+        None
+    )
+    vf_coef: Num(ge=0) | None = None  # type: ignore[valid-type]
+    max_grad_norm: Num(gt=0) | None = None  # type: ignore[valid-type]
+    use_sde: bool | None = None
+    sde_sample_freq: Int(-1) | None = None  # type: ignore[valid-type]
+    target_kl: Num(gt=0) | None = None  # type: ignore[valid-type]
+    stats_window_size: Int(1, 1 << 20) | None = None  # type: ignore[valid-type]
+    rms_prop_eps: Num(gt=0) | None = None  # type: ignore[valid-type]
+    use_rms_prop: bool | None = None
+    buffer_size: Int(1, 1 << 30) | None = None  # type: ignore[valid-type]
+    learning_starts: Int(0) | None = None  # type: ignore[valid-type]
+    tau: Num(gt=0, le=1) | None = None  # type: ignore[valid-type]
+    train_freq: (
+        Int(1)  # type: ignore[valid-type]
+        | Annotated[tuple[Int(1), Literal["step", "episode"]], BeforeValidator(_train_freq)]  # type: ignore[valid-type]
+        | None
+    ) = None
+    gradient_steps: Int(-1, 1 << 20) | None = None  # type: ignore[valid-type]
+    optimize_memory_usage: Literal[False] | None = Field(
+        None,
+        description="must be false: stable-baselines3 does not combine it with the time-limit "
+        "handling this environment needs",
+    )
+    target_update_interval: Int(1) | None = None  # type: ignore[valid-type]
+    target_entropy: Literal["auto"] | Num() | None = None  # type: ignore[valid-type]
+    use_sde_at_warmup: bool | None = None
+    policy_delay: Int(1) | None = None  # type: ignore[valid-type]
+    target_policy_noise: Num(ge=0) | None = None  # type: ignore[valid-type]
+    target_noise_clip: Num(ge=0) | None = None  # type: ignore[valid-type]
+
+    @field_validator("ent_coef")
+    @classmethod
+    def _auto_positive(cls, v: Any) -> Any:
+        if isinstance(v, str) and v != "auto" and not float(v[5:]) > 0:
+            raise ValueError("'auto_<initial value>' needs an initial value > 0")
+        return v
+
+
+class EnvSettings(_Strict):
+    """The environment and the agent's view of it (:mod:`agents.residual`); unset keys keep
+    the environment's defaults."""
+
+    max_tenants: Int(1, 1024) | None = Field(  # type: ignore[valid-type]
+        None, description="tenant slots (default: the scenario's maximum; --max-tenants)"
+    )
+    max_promote_mbps: Num(gt=0, le=1e7) | None = None  # type: ignore[valid-type]
+    kernel: PlainMap | None = Field(None, description="kernel options (envs.kernel)")
+    jitter: Num(ge=0, lt=1) | None = None  # type: ignore[valid-type]
+    pool_size: Int(1, 1 << 16) | None = None  # type: ignore[valid-type]
+    tiering_modes: list[Literal[tuple(TIERING_MODES)]] | None = Field(  # type: ignore[valid-type]
+        None, description="the tiering modes the agent may pick each interval"
+    )
+    observation: Literal[OBSERVATIONS] = Field(  # type: ignore[valid-type]
+        "full", description="the observation layout (envs.spaces.OBSERVATIONS)"
+    )
+    base_policy: Name | NameList | None = Field(
+        None, description="a heuristic (residual actions over it) or several (the agent mixes them)"
+    )
+    residual_scale: Num(gt=0, le=2) | None = None  # type: ignore[valid-type]
+    mixing: Literal[MIXINGS] | None = None  # type: ignore[valid-type]
+    residual_bases: NameList | None = None
+    residual_codec: Literal[RESIDUAL_CODECS] | None = None  # type: ignore[valid-type]
+    pad_nodes: Int(1, 64) | None = None  # type: ignore[valid-type]
+    train_families: NameList | None = Field(
+        None, description="more scenario families trained at once (one batch each)"
+    )
+
+    @field_validator("tiering_modes")
+    @classmethod
+    def _distinct(cls, v: Any) -> Any:
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError("the modes must be distinct")
+        return v
+
+    @field_validator("base_policy")
+    @classmethod
+    def _known_bases(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        from baselines import policy_names as heuristics
+
+        known = heuristics()[:-1]
+        names = base_names(v)  # a ValueError for a repeated name
+        bad = [n for n in names if n not in known and not n.startswith("static:")]
+        if bad:
+            raise ValueError(f"unknown heuristic {bad[0]!r}; expected names of {known}")
+        return v
+
+
+# ============================================================================ the recipe
+
+
+def algo_class(name: str) -> Any:
+    from sb3_contrib import RecurrentPPO
+    from stable_baselines3 import A2C, PPO, SAC, TD3
+
+    return {"ppo": PPO, "a2c": A2C, "sac": SAC, "td3": TD3, "recurrent-ppo": RecurrentPPO}[name]
+
+
+def policy_names(algo: str) -> list[str]:
+    """The algorithm's policies for flat observations (its ``Mlp*`` aliases, and
+    ``TenantPolicy`` for ppo and a2c)."""
+    own = [n for n, algos in PROJECT_POLICIES.items() if algo in algos]
+    return sorted([n for n in algo_class(algo).policy_aliases if n.startswith("Mlp")] + own)
+
+
+def policy_class(algo: str, policy: str) -> Any:
+    if policy == "TenantPolicy":
+        from agents.networks import TenantPolicy
+
+        return TenantPolicy
+    return algo_class(algo).policy_aliases[policy]
+
+
+def _signature(cls: Any) -> set[str]:
+    return set(inspect.signature(cls.__init__).parameters)
+
+
+def constructor_rules(
+    algo: str, policy: str, hp: Hyperparams, pk: PolicyKwargs, prefix: str = ""
+) -> None:
+    """The keys ``algo``'s constructor and ``policy``'s take (read from their signatures)."""
+    taken = _signature(algo_class(algo))
+    for key in hp.given():
+        if key not in taken:
+            raise ValueError(
+                f"{prefix}hyperparams.{key}: {algo} takes no {key!r}; expected one of "
+                f"{sorted(k for k in Hyperparams.model_fields if k in taken)}"
+            )
+    if policy not in policy_names(algo):
+        raise ValueError(f"policy: expected one of {policy_names(algo)} for {algo}")
+    ptaken = _signature(policy_class(algo, policy)) - {"use_sde"}
+    for key in pk.given():
+        if key not in ptaken:
+            raise ValueError(
+                f"policy_kwargs.{key}: {algo}'s {policy} takes no {key!r}; "
+                f"expected one of {sorted(k for k in PolicyKwargs.model_fields if k in ptaken)}"
+            )
+
+
+_ACTIVATIONS = {
+    "tanh": "Tanh", "relu": "ReLU", "elu": "ELU", "leaky_relu": "LeakyReLU", "gelu": "GELU", "silu": "SiLU",
+}  # fmt: skip
+
+
+def sb3_kwargs(hp: Hyperparams, pk: PolicyKwargs) -> dict[str, Any]:
+    """Constructor arguments for stable-baselines3 from checked values (unset ones left out)."""
+    import torch.nn as nn
+
+    out = hp.given()
+    if isinstance(out.get("train_freq"), list):
+        out["train_freq"] = tuple(out["train_freq"])
+    kwargs = pk.given()
+    if "activation_fn" in kwargs:
+        kwargs["activation_fn"] = getattr(nn, _ACTIVATIONS[kwargs["activation_fn"]])
+    if kwargs:
+        out["policy_kwargs"] = kwargs
+    return out
+
+
+class RLSettings(_Strict):
+    """The reinforcement-learning phase of a recipe."""
+
+    total_timesteps: Int(1) = Field(  # type: ignore[valid-type]
+        description="environment steps of RL, rounded up to whole rollouts; --timesteps"
+    )
+    n_envs: Int(1, 1 << 16) = Field(  # type: ignore[valid-type]
+        description="parallel instances of the native vector env; --num-envs"
+    )
+    normalize_reward: bool = Field(
+        description="VecNormalize on rewards (observations are in [0, 1])"
+    )
+    hyperparams: Hyperparams = Field(description="the algorithm's constructor arguments")
+
+
+class Recipe(_Strict):
+    """A way of training, whole: ``agents/recipes/NAME.yml`` (see docs/training.md)."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)]
+    summary: Name = Field(description="one sentence: what the recipe trains")
+    algo: Literal[ALGOS] = Field(  # type: ignore[valid-type]
+        description="the stable-baselines3 algorithm whose policy is trained and saved"
+    )
+    policy: Name = Field(
+        description="the policy class: one of the algorithm's Mlp* or TenantPolicy"
+    )
+    policy_kwargs: PolicyKwargs = PolicyKwargs()
+    env: EnvSettings
+    imitation: ImitationSettings | None = Field(
+        None, description="the imitation phase (agents.imitation), before RL if both; null: none"
+    )
+    rl: RLSettings | None = Field(
+        None, description="reinforcement learning with the algorithm (after imitation); null: none"
+    )
+
+    @model_validator(mode="after")
+    def _rules(self) -> Recipe:
+        """The rules between options (each raises a ValueError naming the field)."""
+        constructor_rules(self.algo, self.policy, self.hyperparams, self.policy_kwargs, "rl.")
+        self._algorithm_rules()
+        try:  # the agent's view validates its own combination of settings
+            make_interface(self.env.given())
+        except ValueError as exc:
+            raise ValueError(f"env.{exc}") from None
+        if self.imitation is not None:
+            self._imitation_rules()
+        elif self.rl is None:
+            raise ValueError("rl: a recipe without an imitation phase needs an rl: section")
+        return self
+
+    @property
+    def hyperparams(self) -> Hyperparams:
+        """The algorithm's constructor arguments (none without an RL phase: its defaults)."""
+        return self.rl.hyperparams if self.rl is not None else Hyperparams()
+
+    @property
+    def total_timesteps(self) -> int:
+        return self.rl.total_timesteps if self.rl is not None else 0
+
+    @property
+    def n_envs(self) -> int:
+        return self.rl.n_envs if self.rl is not None else 1
+
+    def _algorithm_rules(self) -> None:
+        hp = self.hyperparams
+        if isinstance(hp.ent_coef, str) and self.algo != "sac":
+            raise ValueError(
+                f"rl.hyperparams.ent_coef: 'auto' is SAC's; {self.algo} takes a number"
+            )
+        if self.algo in ("ppo", "recurrent-ppo"):
+            n_steps = hp.n_steps or (2048 if self.algo == "ppo" else 128)
+            if n_steps * self.n_envs < 2:
+                raise ValueError(
+                    f"rl.hyperparams.n_steps: {n_steps} with n_envs={self.n_envs} gives rollouts "
+                    f"of {n_steps * self.n_envs} step; expected n_steps x n_envs >= 2"
+                )
+            if hp.normalize_advantage is not False and (hp.batch_size or 64) < 2:
+                raise ValueError(
+                    f"rl.hyperparams.batch_size: {hp.batch_size}: expected an integer >= 2 "
+                    "(advantages are normalised per batch; or set normalize_advantage: false)"
+                )
+        pk = self.policy_kwargs
+        if self.algo == "recurrent-ppo" and pk.shared_lstm and pk.enable_critic_lstm is not False:
+            raise ValueError("policy_kwargs.shared_lstm: true needs enable_critic_lstm: false")
+        if self.policy == "TenantPolicy" and self.env.pad_nodes is None:
+            raise ValueError("policy: TenantPolicy needs env.pad_nodes (the padded view it reads)")
+
+    def _imitation_rules(self) -> None:
+        if len(base_names(self.env.base_policy)) < 2:
+            raise ValueError(
+                "imitation: needs env.base_policy with at least two heuristics to choose "
+                f"between (got {self.env.base_policy!r})"
+            )
+        if self.algo not in ("ppo", "a2c"):
+            raise ValueError(
+                f"imitation: the fit trains a Gaussian policy's mean (ppo, a2c), not {self.algo}'s"
+            )
+        if self.imitation is not None and self.imitation.plans and self.env.residual_bases is None:
+            raise ValueError(
+                "imitation.plans: true needs env.residual_bases (the plans are fitted as the "
+                "residual over its first base)"
+            )
+
+    @property
+    def trainers(self) -> list[str]:
+        """What the recipe runs, in order: ``imitation`` (DAgger), then the algorithm."""
+        return (["imitation"] if self.imitation is not None else []) + (
+            [self.algo] if self.total_timesteps > 0 else []
+        )
+
+    def sb3_kwargs(self) -> dict[str, Any]:
+        """The algorithm's constructor arguments for stable-baselines3."""
+        return sb3_kwargs(self.hyperparams, self.policy_kwargs)

@@ -1,0 +1,191 @@
+"""A run: a recipe resolved against the command line (the run folder's ``config.yml``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    ConfigDict,
+    Field,
+    model_validator,
+)
+
+from agents.config.fields import FORMAT_VERSION, REWARDS, Int, Name, _Strict
+from agents.config.recipe import EnvSettings, Recipe
+
+
+class Task(_Strict):
+    """What the run trains for (the flags ``--scenario``, ``--split``, ``--reward``, ...)."""
+
+    scenario: Name
+    split: Literal["train", "test"]
+    reward: Literal[REWARDS]  # type: ignore[valid-type]
+    weights: Literal["per-tenant", "global"]
+    action_type: Literal["box", "discrete"]
+
+
+# ============================================================================ flags and runs
+
+
+class RunOptions(_Strict):
+    """The command line of ``train.py`` (each field is a flag: ``--num-envs`` is ``num_envs``).
+
+    ``None``: the recipe's value (or the rule in the field's description)."""
+
+    recipe: Name = Field("imitation", description="recipe name (agents/recipes/) or YAML file")
+    scenario: Name = Field("mixed", description="scenario name, YAML file or family")
+    split: Literal["train", "test"] = Field("train", description="family split to train on")
+    reward: Literal[REWARDS] = Field(  # type: ignore[valid-type]
+        "log-geomean", description="the objective: the RL reward and the imitation labels' score"
+    )
+    weights: Literal["per-tenant", "global"] = Field(
+        "per-tenant", description="per-tenant weights or one global vector"
+    )
+    action_type: Literal["box", "discrete"] = Field(
+        "box", description="Box(-1, 1) actions or MultiDiscrete"
+    )
+    max_tenants: Int(1, 1024) | None = Field(  # type: ignore[valid-type]
+        None, description="tenant slots (default: the scenario's maximum)"
+    )
+    timesteps: Int(1) | None = Field(  # type: ignore[valid-type]
+        None,
+        description="the run's budget of environment steps (default: the recipe's): RL steps, "
+        "rounded up to whole rollouts; a smaller budget than the imitation phase takes shrinks "
+        "its episodes to fit; with --resume: a new total",
+    )
+    num_envs: Int(1, 1 << 16) | None = Field(  # type: ignore[valid-type]
+        None, description="parallel instances for RL (default: the recipe's n_envs)"
+    )
+    seed: Int(0, 2**31 - 1) = Field(0, description="random seed")  # type: ignore[valid-type]
+    set: list[str] = Field(
+        [], description="override one recipe entry, KEY=VALUE with a dotted KEY (repeatable)"
+    )
+    run_dir: Path | None = Field(
+        None, description="run folder (default: RUNS_ROOT/{scenario}__{recipe}__{seed}__{time})"
+    )
+    runs_root: Path = Field(Path("runs"), description="parent of default run folders")
+    eval_interval: Int(0) | None = Field(  # type: ignore[valid-type]
+        None,
+        description="RL steps between evaluations on held-out seeds, also at step 0 "
+        "(default: 20 points over the budget; 0: off)",
+    )
+    eval_episodes: Int(1, 1 << 16) = Field(32, description="episodes per evaluation")  # type: ignore[valid-type]
+    checkpoint_interval: Int(0) | None = Field(  # type: ignore[valid-type]
+        None, description="RL steps between checkpoints (default: a quarter of the budget)"
+    )
+    compare_episodes: Int(0, 1 << 16) = Field(  # type: ignore[valid-type]
+        64, description="test-split episodes of the final comparison (0 skips it)"
+    )
+    resume: Path | None = Field(
+        None, description="continue the run in this folder from where it stopped"
+    )
+    quiet: bool = Field(False, description="print only errors and the final table")
+    no_progress: bool = Field(False, description="no progress bars")
+    list_recipes: bool = Field(False, description="list the recipes and exit")
+
+    def task(self) -> Task:
+        return Task(
+            scenario=self.scenario,
+            split=self.split,
+            reward=self.reward,
+            weights=self.weights,
+            action_type=self.action_type,
+        )
+
+
+class EvaluateOptions(_Strict):
+    """The numeric flags of ``evaluate.py`` (its names are checked against the registry)."""
+
+    episodes: Int(1, 1 << 16) = Field(description="episodes per scenario and policy")  # type: ignore[valid-type]
+    seed: Int(0, 2**31 - 1) = Field(description="seed of the first episode")  # type: ignore[valid-type]
+
+
+#: Keyword arguments of the environments that a run records (and evaluation must reuse).
+ENV_KEYS = (*Task.model_fields, *EnvSettings.model_fields)
+
+#: Options a resumed run can change; the rest define the training and stay as recorded.
+RESUME_OVERRIDES = (
+    "timesteps",
+    "eval_interval",
+    "eval_episodes",
+    "checkpoint_interval",
+    "compare_episodes",
+    "no_progress",
+    "quiet",
+)
+
+
+class RunConfig(_Strict):
+    """Everything a run needs to be repeated or resumed: the run folder's ``config.yml``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=False, validate_default=True)
+
+    format: Literal[FORMAT_VERSION] = FORMAT_VERSION  # type: ignore[valid-type]
+    recipe: Recipe = Field(description="the recipe as resolved: --set and the budget applied")
+    recipe_source: str
+    task: Task
+    seed: Int(0, 2**31 - 1)  # type: ignore[valid-type]
+    eval_interval: Int(0)  # type: ignore[valid-type]
+    eval_episodes: Int(1, 1 << 16)  # type: ignore[valid-type]
+    checkpoint_interval: Int(0)  # type: ignore[valid-type]
+    references: list[Name] = Field(default_factory=list)
+    created: str = ""
+    options: dict[str, Any] = Field({}, description="the command line's options, for --resume")
+
+    @model_validator(mode="after")
+    def _task_rules(self) -> RunConfig:
+        algo = self.recipe.algo
+        if self.task.action_type != "box":
+            if algo in ("sac", "td3"):
+                raise ValueError(
+                    f"action_type: {algo} needs a continuous (box) action space: got "
+                    f"{self.task.action_type!r}, expected 'box'"
+                )
+            if self.recipe.hyperparams.use_sde:
+                raise ValueError("action_type: rl.hyperparams.use_sde: true needs 'box'")
+        return self
+
+    # the names the rest of the project reads a run by
+    @property
+    def algo(self) -> str:
+        return self.recipe.algo
+
+    @property
+    def total_timesteps(self) -> int:
+        return self.recipe.total_timesteps
+
+    @property
+    def n_envs(self) -> int:
+        return self.recipe.n_envs
+
+    @property
+    def hyperparams_source(self) -> str:
+        return self.recipe_source
+
+    @property
+    def env(self) -> dict[str, Any]:
+        """The environment's settings: the task, then the recipe's ``env`` (what evaluation
+        and a saved model record, :data:`ENV_KEYS`)."""
+        return {**self.task.given(), **self.recipe.env.given()}
+
+    @property
+    def hyperparams(self) -> dict[str, Any]:
+        """The training settings as one flat mapping (TensorBoard's hyperparameter table)."""
+        r = self.recipe
+        out: dict[str, Any] = {
+            "recipe": r.name,
+            "trainers": "+".join(r.trainers),
+            "policy": r.policy,
+            **r.hyperparams.given(),
+        }
+        if r.rl is not None:
+            out.update(n_envs=r.rl.n_envs, normalize_reward=r.rl.normalize_reward)
+        pk = {k: v for k, v in r.policy_kwargs.given().items() if k != "layout"}
+        if pk:
+            out["policy_kwargs"] = pk
+        if r.imitation is not None:
+            out.update(
+                {f"imitation.{k}": v for k, v in r.imitation.model_dump(mode="json").items()}
+            )
+        return out
