@@ -227,9 +227,6 @@ def model_file_of(path: Path) -> tuple[Path, Path]:
 
 def _env_of(run_dir: Path, meta: dict[str, Any], model_file: Path) -> tuple[dict[str, Any], str]:
     """The env settings the model was trained for and its label (the recipe's name)."""
-    if (run_dir / "config.yml").is_file():
-        cfg = read_config(run_dir)
-        return cfg.env, cfg.recipe.name
     if (run_dir / "tiergym.json").is_file():
         text = read_text(run_dir / "tiergym.json", "run description")
         try:
@@ -239,6 +236,9 @@ def _env_of(run_dir: Path, meta: dict[str, Any], model_file: Path) -> tuple[dict
                 f"run description {str(run_dir / 'tiergym.json')!r}: {exc}"
             ) from None
         where = f"run description {str(run_dir / 'tiergym.json')!r}"
+    elif (run_dir / "config.yml").is_file():
+        cfg = read_config(run_dir)
+        return cfg.env, cfg.recipe.name
     else:
         info, where = meta, f"model file {str(model_file)!r}"
     env = info.get("env") if isinstance(info, dict) else None

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def tiny(scenario: Path, run_dir: Path, *extra: str) -> list[str]:
     return [
-        "--scenario", str(scenario), "--num-envs", "8", "--timesteps", "512", "--set", "n_steps=16",
+        "--recipe", "ppo", "--scenario", str(scenario), "--num-envs", "8", "--timesteps", "512", "--set", "n_steps=16",
         "--set", "batch_size=64", "--set", "n_epochs=1", "--eval-interval", "0",
         "--compare-episodes", "0", "--run-dir", str(run_dir), "--no-progress", "--quiet", *extra,
     ]  # fmt: skip
@@ -37,24 +37,24 @@ def one_error(capsys: pytest.CaptureFixture[str]) -> str:
 @pytest.mark.parametrize(
     ("extra", "needles"),
     [
-        (["--timesteps", "0"], ["--timesteps 0", "integer"]),
-        (["--timesteps", "-5"], ["--timesteps -5", "integer"]),
-        (["--timesteps", "abc"], ["--timesteps", "'abc'"]),
-        (["--num-envs", "0"], ["--num-envs 0", "integer"]),
-        (["--max-tenants", "0"], ["--max-tenants 0", "integer"]),
-        (["--seed", "-1"], ["--seed -1", "[0, "]),
+        (["--timesteps", "0"], ["--timesteps 0", ">= 1"]),
+        (["--timesteps", "-5"], ["--timesteps -5", ">= 1"]),
+        (["--timesteps", "abc"], ["--timesteps abc", "an integer"]),
+        (["--num-envs", "0"], ["--num-envs 0", ">= 1"]),
+        (["--max-tenants", "0"], ["--max-tenants 0", ">= 1"]),
+        (["--seed", "-1"], ["--seed -1", ">= 0"]),
         (["--eval-episodes", "0"], ["--eval-episodes 0"]),
         (["--compare-episodes", "-1"], ["--compare-episodes -1"]),
         (["--checkpoint-interval", "-2"], ["--checkpoint-interval -2"]),
         (["--reward", "fast"], ["--reward fast", "log-geomean"]),
-        (["--set", "learning_rate=abc"], ["--set learning_rate=abc", "a number > 0"]),
-        (["--set", "n_steps=0"], ["--set n_steps=0", "an integer"]),
-        (["--set", "gamma=1.5"], ["--set gamma=1.5", "(0, 1]"]),
+        (["--set", "learning_rate=abc"], ["--set learning_rate=abc", "a number"]),
+        (["--set", "n_steps=0"], ["--set n_steps=0", "rl.hyperparams.n_steps", ">= 1"]),
+        (["--set", "gamma=1.5"], ["--set gamma=1.5", "<= 1"]),
         (["--set", "nonsense=1"], ["nonsense", "learning_rate", "n_epochs"]),
-        (["--set", "policy_kwargs={net_arch: [0]}"], ["net_arch", "layer sizes"]),
-        (["--set", "batch_size=1"], ["batch_size=1", ">= 2"]),
-        (["--algo", "dqn"], ["--algo dqn", "recurrent-ppo"]),
-        (["--algo", "sac", "--action-type", "discrete"], ["--action-type", "box"]),
+        (["--set", "policy_kwargs={net_arch: [0]}"], ["policy_kwargs.net_arch", ">= 1"]),
+        (["--set", "batch_size=1"], ["batch_size", ">= 2"]),
+        (["--recipe", "dqn"], ["--recipe dqn", "recurrent-ppo"]),
+        (["--recipe", "sac", "--action-type", "discrete"], ["n_steps", "sac takes no"]),
         (["--scenario", "no-such-scenario"], ["--scenario no-such-scenario", "kv-store"]),
     ],
 )
@@ -75,6 +75,17 @@ def test_train_refuses_a_bad_value_before_any_work(
     assert not (tmp_path / "runs").exists()  # no run folder, nothing written
 
 
+def test_sac_needs_box_actions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import train
+
+    runs = tmp_path / "runs"
+    args = ["--recipe", "sac", "--action-type", "discrete", "--runs-root", str(runs), "--quiet"]
+    assert train.main(args) == 2
+    msg = one_error(capsys)
+    assert "action_type: sac needs a continuous (box) action space" in msg and "'discrete'" in msg
+    assert not runs.exists()
+
+
 def test_train_refuses_files_in_the_way(
     tmp_path: Path, short_scenario: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -91,13 +102,15 @@ def test_train_refuses_files_in_the_way(
     assert train.main([*args, "--runs-root", str(afile)]) == 2
     assert "--runs-root" in one_error(capsys)
     bad_hp = tmp_path / "hp.yml"
-    bad_hp.write_text("default:\n  n_steps: [1\n")
-    assert train.main(tiny(short_scenario, tmp_path / "y", "--hyperparams", str(bad_hp))) == 2
+    bad_hp.write_text("name: mine\nrl:\n  n_steps: [1\n")
+    assert train.main(tiny(short_scenario, tmp_path / "y", "--recipe", str(bad_hp))) == 2
     assert str(bad_hp) in one_error(capsys)
-    bad_hp.write_text("default:\n  total_timesteps: 1000\n  n_steps: 0\n")
-    assert train.main(tiny(short_scenario, tmp_path / "y", "--hyperparams", str(bad_hp))) == 2
+    recipe = yaml.safe_load((ROOT / "agents" / "recipes" / "ppo.yml").read_text())
+    recipe["rl"]["hyperparams"]["n_steps"] = 0
+    bad_hp.write_text(yaml.safe_dump(recipe))
+    assert train.main(tiny(short_scenario, tmp_path / "y", "--recipe", str(bad_hp))) == 2
     msg = one_error(capsys)
-    assert str(bad_hp) in msg and "'default'" in msg and "n_steps=0" in msg
+    assert str(bad_hp) in msg and "rl.hyperparams.n_steps: expected a value >= 1 (got 0)" in msg
     assert afile.read_text() == "keep"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "hp.yml"]
 
@@ -116,45 +129,32 @@ def test_the_scripts_exit_2_with_one_line(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_budget_lives_in_the_hyperparameter_file(tmp_path: Path) -> None:
-    import train
-    from agents.training import load_hyperparams
+def test_the_budget_lives_in_the_recipe(tmp_path: Path) -> None:
+    """The recipe holds the budget; --timesteps sets the RL steps (whole rollouts) and shrinks
+    an imitation phase that would take more environment steps; --set never changes it."""
+    from agents.config import RunOptions
+    from agents.config.load import imitation_steps, load_recipe, resolve
 
-    root = ["--runs-root", str(tmp_path)]
-    default = train.build_config(train.parse_args(root))
-    epochs = train.build_config(train.parse_args([*root, "--set", "n_epochs=4"]))
-    other = train.build_config(train.parse_args([*root, "--set", "n_epochs=2"]))
-    file_total = load_hyperparams("ppo", "mixed", None, [])[0]["total_timesteps"]
-    assert default.total_timesteps == epochs.total_timesteps == other.total_timesteps == file_total
-    assert file_total == 0  # agents/hyperparams/ppo.yml: the warm start alone
-    assert other.hyperparams["n_epochs"] == 2
-    # the default run's warm start chooses between bases: one base is an error naming it
-    from agents.training import TrainingError
-
-    tpp = ["--set", "env.base_policy=tpp", "--set", "env.residual_bases=null"]
-    with pytest.raises(TrainingError, match=r"imitation_episodes=256 needs env\.base_policy"):
-        train.build_config(train.parse_args([*root, *tpp]))
-    # the residual adjusts named bases (env.residual_bases): a name that is not a base is an
-    # error naming it; the plan labels need them
-    bad = ["--set", "env.residual_bases=[numa-tiering]"]
-    with pytest.raises(TrainingError, match=r"env\.residual_bases: got \['numa-tiering'\]"):
-        train.build_config(train.parse_args([*root, *bad]))
-    # the default's plan labels: the residual adjusts dram-first alone, which they need
-    assert default.hyperparams["imitation_plans"] is True
-    assert default.env["residual_bases"] == ["dram-first"]
-    with pytest.raises(TrainingError, match=r"imitation_plans=true needs env\.residual_bases"):
-        train.build_config(train.parse_args([*root, "--set", "env.residual_bases=null"]))
-    one = [*tpp, "--set", "imitation_episodes=0"]
-    # ... and without a warm start the default's 0 PPO steps would train nothing
-    with pytest.raises(
-        TrainingError, match=r"total_timesteps=0 trains nothing without a warm start"
-    ):
-        train.build_config(train.parse_args([*root, *one]))
-    one += ["--timesteps", "8192"]
-    assert train.build_config(train.parse_args([*root, *one])).env["base_policy"] == "tpp"
-    explicit = train.build_config(train.parse_args([*root, "--timesteps", "16384"]))
-    assert explicit.total_timesteps == 16384
-    assert list(tmp_path.iterdir()) == []  # build_config writes nothing
+    root = {"runs_root": tmp_path}
+    default = resolve(RunOptions(**root))
+    assert default.recipe.name == "imitation" and default.recipe.trainers == ["imitation"]
+    assert default.total_timesteps == 0 and default.recipe.rl is None
+    written = load_recipe("imitation")[0].imitation
+    assert default.recipe.imitation == written  # the recipe's phase, whole
+    ppo = resolve(RunOptions(recipe="ppo", **root))
+    epochs = resolve(RunOptions(recipe="ppo", set=["n_epochs=2"], **root))
+    assert ppo.total_timesteps == epochs.total_timesteps == 2_490_368
+    assert epochs.recipe.hyperparams.n_epochs == 2 and ppo.recipe.hyperparams.n_epochs == 8
+    assert resolve(RunOptions(recipe="ppo", timesteps=10_000, **root)).total_timesteps == 16_384
+    # a small budget gives a short run: the imitation phase shrunk to fit it
+    small = resolve(RunOptions(timesteps=512, **root)).recipe
+    assert small.imitation is not None and written is not None
+    assert small.imitation.episodes == 1 and small.imitation.scenario_episodes == 0
+    assert small.imitation.rounds == written.rounds and small.total_timesteps == 0
+    families = 3  # mixed, mixed-2s, mixed-4cxl
+    half = resolve(RunOptions(timesteps=imitation_steps(default.recipe, families) // 2, **root))
+    assert half.recipe.imitation is not None and half.recipe.imitation.episodes == 128
+    assert list(tmp_path.iterdir()) == []  # resolving writes nothing
 
 
 def test_evaluate_refuses_bad_values_before_any_episode(
@@ -171,7 +171,7 @@ def test_evaluate_refuses_bad_values_before_any_episode(
     common = ["--no-progress", "--no-plots", "--episodes", "2"]
     assert evaluate.main(["--seed", "-1", "--output", str(out), *common]) == 2
     msg = one_error(capsys)
-    assert "--seed -1" in msg and "[0, " in msg
+    assert "--seed -1" in msg and ">= 0" in msg
     existing = tmp_path / "results.txt"
     existing.write_text("old results")
     assert evaluate.main(["--scenarios", "kv-store", "--output", str(existing), *common]) == 2

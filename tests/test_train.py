@@ -1,4 +1,4 @@
-"""train.py: TensorBoard tags, checkpoints, SIGTERM and resume, determinism, wrong input."""
+"""train.py: TensorBoard tags, checkpoints, SIGTERM and resume, determinism, wrong input, --set."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def tiny_args(scenario: Path, run_dir: Path, *extra: str) -> list[str]:
     return [
-        "--scenario", str(scenario), "--num-envs", "8", "--set", "n_steps=16", "--set", "batch_size=64",
+        "--recipe", "ppo", "--scenario", str(scenario), "--num-envs", "8", "--set", "n_steps=16", "--set", "batch_size=64",
         "--set", "n_epochs=1", "--eval-episodes", "2", "--compare-episodes", "0", "--run-dir", str(run_dir),
         "--no-progress", "--quiet", *extra,
     ]  # fmt: skip
@@ -76,11 +76,8 @@ def test_tiny_run_logs_env_and_eval_tags_and_saves_the_run(
     assert {"eval/ppo", "eval/dram-first", "eval/numa-tiering"} <= tags
     assert any(t.startswith("hyperparameters") for t in tags)  # the hyperparameter table
     cfg = yaml.safe_load((run_dir / "config.yml").read_text())
-    assert (
-        cfg["algo"] == "ppo"
-        and cfg["total_timesteps"] == 256
-        and cfg["env"]["reward"] == "log-geomean"
-    )
+    assert cfg["format"] == 2 and cfg["recipe"]["name"] == "ppo" and cfg["recipe"]["algo"] == "ppo"
+    assert cfg["recipe"]["rl"]["total_timesteps"] == 256 and cfg["task"]["reward"] == "log-geomean"
     assert "train.py" in (run_dir / "command.txt").read_text()
     assert (run_dir / "model.zip").is_file() and json.loads((run_dir / "tiergym.json").read_text())[
         "env"
@@ -118,13 +115,13 @@ def test_sigterm_saves_a_checkpoint_and_resume_reaches_the_total(
     )
     assert res.returncode == 0, res.stderr
     assert json.loads((run_dir / "training.json").read_text())["timesteps"] == total
-    from agents.training import load_trained
+    from agents.runs import load_trained
 
     assert load_trained(run_dir)[0].num_timesteps == total
 
 
 def first_actions(run_dir: Path) -> np.ndarray:
-    from agents.training import load_trained
+    from agents.runs import load_trained
 
     model = load_trained(run_dir)[0]
     obs = (
@@ -169,21 +166,23 @@ def test_wrong_input_gets_one_clear_error(
         assert train.main(args) == 2
         return capsys.readouterr().err
 
-    msg = error(tiny_args(short_scenario, tmp_path / "r1", "--algo", "dqn"))
-    assert "unknown algorithm 'dqn'" in msg and "recurrent-ppo" in msg
+    msg = error([*tiny_args(short_scenario, tmp_path / "r1"), "--recipe", "dqn"])
+    assert "unknown recipe 'dqn'" in msg and "recurrent-ppo" in msg
     msg = error(["--scenario", "no-such-scenario", "--run-dir", str(tmp_path / "r2"), "--quiet"])
     assert "no-such-scenario" in msg and "kv-store" in msg and "mixed" in msg
+    recipe = yaml.safe_load((ROOT / "agents" / "recipes" / "ppo.yml").read_text())
+    recipe["rl"]["hyperparams"]["learning_rat"] = 0.1
     hp = tmp_path / "hp.yml"
-    hp.write_text("default:\n  n_steps: 16\n  learning_rat: 0.1\n")
-    msg = error(tiny_args(short_scenario, tmp_path / "r3", "--hyperparams", str(hp)))
-    assert "learning_rat" in msg and str(hp) in msg and "learning_rate" in msg
+    hp.write_text(yaml.safe_dump(recipe))
+    msg = error([*tiny_args(short_scenario, tmp_path / "r3"), "--recipe", str(hp)])
+    assert "rl.hyperparams.learning_rat: unknown key" in msg and str(hp) in msg
     msg = error(tiny_args(short_scenario, tmp_path / "r4", "--set", "clip_rang=0.1"))
-    assert "clip_rang" in msg
+    assert "clip_rang" in msg and "clip_range" in msg
     empty = tmp_path / "empty-run"
     empty.mkdir()
     (empty / "config.yml").write_text(yaml.safe_dump({"algo": "ppo"}))
     msg = error(["--resume", str(empty), "--quiet"])
-    assert "no checkpoint" in msg
+    assert "no checkpoint" in msg and "run format 1" in msg  # a run of before the recipes
     # an existing run folder is never overwritten
     busy = tmp_path / "busy"
     busy.mkdir()
@@ -248,25 +247,36 @@ def test_resume_restores_the_reward_normalisation(
     assert stats(256)["ret_count"] == saved["ret_count"] + 128
 
 
-def test_set_one_entry_of_env_or_policy_kwargs() -> None:
-    """--set env.KEY=V / policy_kwargs.KEY=V changes that entry only (the rest of the file's
-    mapping stays); a bad entry is an error naming it. A sweep searches them this way."""
-    from agents.training import TrainingError, load_hyperparams
+def test_set_one_entry_of_a_recipe() -> None:
+    """--set env.KEY=V / policy_kwargs.KEY=V / imitation.KEY=V changes that entry only (the
+    rest of the recipe stays); a bad entry is an error naming it. A sweep searches them so."""
+    from agents.config import TrainingError
+    from agents.config.load import load_recipe
 
-    base, _ = load_hyperparams("ppo", "mixed", None, [])
-    sets = ["env.base_policy=tpp", "policy_kwargs.log_std_init=-0.5", "env.tiering_modes=[default]"]
-    hp, _ = load_hyperparams("ppo", "mixed", None, sets)
-    assert hp["env"] == {**base["env"], "base_policy": "tpp", "tiering_modes": ["default"]}
-    assert hp["policy_kwargs"] == {**base["policy_kwargs"], "log_std_init": -0.5}
-    assert base["env"]["pad_nodes"] == hp["env"]["pad_nodes"]  # the mixed section's, kept
-    with pytest.raises(TrainingError, match=r"env\.bogus=1.*unknown env setting 'bogus'"):
-        load_hyperparams("ppo", "mixed", None, ["env.bogus=1"])
+    base, _ = load_recipe("imitation")
+    sets = ["env.base_policy=[tpp, colloid]", "policy_kwargs.log_std_init=-0.5", "imitation.rounds=1"]
+    got, _ = load_recipe("imitation", sets)
+    assert got.env.given() == {**base.env.given(), "base_policy": ["tpp", "colloid"]}
+    assert got.policy_kwargs.given() == {**base.policy_kwargs.given(), "log_std_init": -0.5}
+    assert got.imitation is not None and got.imitation.rounds == 1
+    assert got.imitation.model_dump() == {**base.imitation.model_dump(), "rounds": 1}  # type: ignore[union-attr]
+    with pytest.raises(TrainingError, match=r"--set env\.bogus=1: env\.bogus: unknown key 'bogus'"):
+        load_recipe("imitation", ["env.bogus=1"])
     with pytest.raises(TrainingError, match="no-such-heuristic"):
-        load_hyperparams("ppo", "mixed", None, ["env.base_policy=no-such-heuristic"])
-    hp, _ = load_hyperparams("ppo", "mixed", None, ["env.base_policy=[colloid, tpp]"])
-    assert hp["env"]["base_policy"] == ["colloid", "tpp"]  # the agent switches between them
+        load_recipe("ppo", ["env.base_policy=no-such-heuristic"])
     for bad in ("[tpp, tpp]", "[]", "[tpp, no-such-heuristic]"):
         with pytest.raises(TrainingError, match="base_policy"):
-            load_hyperparams("ppo", "mixed", None, [f"env.base_policy={bad}"])
-    with pytest.raises(TrainingError, match="imitation_scenarios"):
-        load_hyperparams("ppo", "mixed", None, ["imitation_scenarios=[no-such-scenario]"])
+            load_recipe("ppo", [f"env.base_policy={bad}"])
+    with pytest.raises(TrainingError, match="imitation.scenarios"):
+        load_recipe("imitation", ["imitation.scenarios=[no-such-scenario]"])
+    # the imitation phase chooses between bases: one base is an error naming the rule
+    with pytest.raises(TrainingError, match=r"imitation: needs env\.base_policy with at least two"):
+        load_recipe("imitation", ["env.base_policy=tpp", "env.residual_bases=null"])
+    with pytest.raises(TrainingError, match=r"env\.residual_bases: got \['numa-tiering'\]"):
+        load_recipe("imitation", ["env.residual_bases=[numa-tiering]"])
+    with pytest.raises(TrainingError, match=r"imitation\.plans: true needs env\.residual_bases"):
+        load_recipe("imitation", ["env.residual_bases=null"])
+    # a bare algorithm argument is rl.hyperparams'; a recipe without RL then lacks its budget
+    assert load_recipe("ppo", ["n_epochs=2"])[0].hyperparams.n_epochs == 2
+    with pytest.raises(TrainingError, match=r"rl\.total_timesteps"):
+        load_recipe("imitation", ["n_epochs=2"])
