@@ -60,42 +60,53 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
     machine with local DRAM and CXL memory expanders, shared by tenants
     (cgroups) that start, stop and change phase. The policy sets each tenant's
     weighted-interleave weights (where its new and churned pages go,
-    ``MPOL_WEIGHTED_INTERLEAVE``) and the hot-page promotion rate limit
-    (``numa_balancing_promote_rate_limit_MBps``). The model solves, per
-    interval, the closed-loop fixed point of every tenant's request rate and
-    every node's loaded latency (calibrated on Intel MLC curves of DDR5 and an
-    A1000 CXL expander; see ``docs/model.md``).
+    ``MPOL_WEIGHTED_INTERLEAVE``), the hot-page promotion rate limit
+    (``numa_balancing_promote_rate_limit_MBps``) and, with ``tiering_modes``, the
+    kernel's tiering mode. The model solves, per interval, the closed-loop fixed
+    point of every tenant's request rate and every node's loaded latency
+    (calibrated on Intel MLC curves of DDR5 and an A1000 CXL expander;
+    ``docs/model.md``). The full reference is ``docs/env.md``.
 
     ## Action Space
 
-    ``Box(-1, 1, (T*N + 1,))`` per tenant (``T`` slots, ``N`` nodes) or
-    ``Box(-1, 1, (N + 1,))`` with ``weights="global"``; the last entry is the
-    promotion rate. An entry below -0.9 is "off" (node outside the interleave
-    mask, promotion disabled); otherwise weights are integers 1..255 on a log
-    scale, reduced by their gcd, and the rate is 1 MB/s .. ``max_promote_mbps``
-    on a log scale (``envs.spaces``). With ``action_type="discrete"`` a
-    ``MultiDiscrete`` over ``WEIGHT_LEVELS`` and ``RATE_LEVELS_MBPS``. NaN or a
-    wrong shape raises ``ValueError``; box values outside [-1, 1] are clipped.
-    With ``tiering_modes`` one more last entry picks the tiering mode
-    (``envs.spaces``).
+    ``Box(-1, 1, (T*N + 1,), float32)`` (``T`` tenant slots, ``N`` nodes): for each
+    slot in order one entry per node (``node_names`` order), then the promotion
+    rate; ``Box(-1, 1, (N + 1,))`` with ``weights="global"``; one entry more, last,
+    with ``tiering_modes``.
+
+    | entry | value ``a`` | maps to |
+    |---|---|---|
+    | weight of node ``n`` | ``a < -0.9`` | 0: node outside the interleave mask |
+    | | ``-0.9 <= a <= 1`` | ``round(255 ** ((a + 0.9) / 1.9))``: 1..255 on a log scale |
+    | promotion rate | ``a < -0.9`` | 0 MB/s: promotion off |
+    | | ``-0.9 <= a <= 1`` | ``max_promote_mbps ** ((a + 0.9) / 1.9)``: 1 MB/s .. 65536 MB/s |
+    | tiering mode | ``a`` | mode ``floor((a + 1) / 2 * M)`` of the ``M`` listed |
+
+    Each tenant's weights are reduced by their gcd; all 0 is local-first. Box values
+    outside [-1, 1] are clipped; NaN or a wrong shape raises ``ValueError``. With
+    ``action_type="discrete"``: a ``MultiDiscrete`` whose weight entries pick one of
+    ``envs.spaces.WEIGHT_LEVELS``, the rate one of ``RATE_LEVELS_MBPS``, the mode
+    its index. The modes are ``envs.spaces.TIERING_MODES`` (``default``, ``tpp``,
+    ``memcg-fair``, ``damon``, ``no-demotion``).
 
     ## Observation Space
 
-    ``Box(0, 1, (3N + T(14+N) + 7,), float32)`` (``"basic"``: ``3N + T(6+N) + 3``),
-    everything a kernel can observe:
+    ``Box(0, 1, (3N + T(14+N) + 7,), float32)`` with ``observation="full"`` (the
+    default); ``"cgroup"``: ``3N + T(16+N) + 7``; ``"basic"``: ``3N + T(6+N) + 3``.
+    Everything a kernel can observe:
 
     | index | entry | normalisation |
     |---|---|---|
     | ``3n+0`` | node ``n`` utilisation (bottleneck resource) | 0..1 |
     | ``3n+1`` | node ``n`` loaded latency over idle | ``min((L/L0-1)/4, 1)`` |
     | ``3n+2`` | node ``n`` capacity used | fraction of the node |
-    | ``3N+(6+N)t+0`` | tenant slot ``t`` present (mask of empty slots) | 0/1 |
+    | ``3N+Pt+0`` | tenant slot ``t`` present (the mask of empty slots) | 0/1 |
     | ``+1`` | normalised performance (vs alone in local DRAM) | ``min(perf/2, 1)`` |
     | ``+2`` | share of its accesses served by DRAM | 0..1 |
     | ``+3`` | share of its pages resident in DRAM | 0..1 |
     | ``+4`` | bandwidth demand (throughput at idle latency) | over the machine's read peak |
     | ``+5`` | read fraction | 0..1 |
-    | ``+6..+6+N`` | interleave weights in force | fractions |
+    | ``+6..+5+N`` | interleave weights in force | fractions |
     | ``+6+N`` | ``"full"``: upcoming (runs in the next interval) | 0/1 |
     | ``+7+N..+13+N`` | its spec: threads, working set, working set over DRAM, read fraction, access share of its hottest 2%, socket, demand alone | ``log2(1+n)/8``, ``log2(1+GiB)/log2(2049)``, capped 1, 0..1, 0..1, 0/1, over the peak |
     | ``+14+N..+15+N`` | ``"cgroup"`` only: memory.low and memory.high in force (tier-aware: scaled to the DRAM share) over the working set | capped 1 (no memory.high: 1) |
@@ -104,46 +115,54 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
     | ``-2`` | demotion traffic | ``log1p(MB/s)/log1p(65536)`` |
     | ``-1`` | time in the episode | ``t / episode_steps`` |
 
-    An empty slot's entries are all 0. At a reset only presence, read
-    fraction, weights and time are filled (and the descriptors). A tenant's
-    descriptors appear in the observation that decides the interval it starts
-    in, so its initial placement is an informed choice.
+    ``P`` is a slot's size (``6+N``, ``14+N`` or ``16+N``); ``"full"`` rows hold for
+    ``"cgroup"`` too. ``params.encoder.names(node_names)`` names every entry. An
+    empty slot's entries are all 0. A tenant's descriptors appear in the
+    observation that decides the interval it starts in, so its initial placement
+    is an informed choice.
 
     ## Rewards
 
     ``log-geomean`` (default): ``(1/n) sum_t log(perf_t)`` over the ``n`` active
     tenants, the log of the geometric mean of normalised performance;
-    ``throughput``: ``sum_t X_t / peak``; ``weighted-speedup``: ``sum_t perf_t``;
-    ``harmonic``: ``n / sum_t 1/perf_t``. Every term is in ``info`` as
-    ``reward_<name>``.
+    ``throughput``: total throughput over the machine's peak bandwidth;
+    ``weighted-speedup``: ``sum_t perf_t``; ``harmonic``: ``n / sum_t 1/perf_t``.
+    Every term is in ``info`` as ``reward_<name>`` (0 with no active tenant).
 
     ## Starting State
 
     Nothing allocated; tenants that start at 0 s allocate in the first step by
-    the first action's weights. With ``jitter`` each episode scales tenants'
-    parameters by seeded factors; a family draws the scenario from its split's
-    pool by the episode seed.
+    the first action's weights. The first observation holds only presence, read
+    fraction, the weights in force (the scenario's initial ``weights``), the time
+    and the descriptors and globals. ``reset(seed=s)`` determines the episode by
+    ``s``: with ``jitter`` it scales tenants' parameters by seeded factors, and a
+    family draws the scenario from its split's pool by the episode seed.
 
     ## Episode End
 
-    Truncated after the scenario's ``episode_steps``; never terminated.
+    Truncated after the scenario's ``episode_steps`` (100 for the ``mixed``
+    families); never terminated. ``step()`` after the end raises ``RuntimeError``.
 
     ## Info
 
-    Every field of :class:`envs.core.Metrics` by name (the vector env: arrays
-    over instances). Per node (``N``,): ``node_bandwidth_gbps``,
-    ``node_read_gbps``, ``node_write_gbps``, ``node_peak_gbps``,
-    ``node_utilization``, ``node_latency_ns``, ``node_capacity_used_gib``,
-    ``node_capacity_gib``; per tenant slot (``T``,): ``tenant_active``,
-    ``tenant_throughput_gbps``, ``tenant_demand_gbps``, ``tenant_norm_perf``,
-    ``tenant_latency_ns``, ``tenant_dram_access_share``,
-    ``tenant_dram_resident_gib``, ``tenant_resident_gib``,
-    ``tenant_working_set_gib``, ``tenant_read_fraction``;
+    ``reset()``: ``scenario`` and ``tenant_names``. ``step()``: every field of
+    :class:`envs.core.Metrics` by name (the vector env: arrays over instances).
+    Per node (``N``,): ``node_bandwidth_gbps``, ``node_read_gbps``,
+    ``node_write_gbps``, ``node_peak_gbps``, ``node_utilization``,
+    ``node_latency_ns``, ``node_capacity_used_gib``, ``node_capacity_gib``; per
+    tenant slot (``T``,): ``tenant_active``, ``tenant_throughput_gbps``,
+    ``tenant_demand_gbps``, ``tenant_norm_perf``, ``tenant_latency_ns``,
+    ``tenant_dram_access_share``, ``tenant_dram_resident_gib``,
+    ``tenant_resident_gib``, ``tenant_working_set_gib``, ``tenant_read_fraction``;
     ``interleave_weights`` (``T, N`` integers in force), ``promote_rate_mbps``,
-    ``promotion_mbps``, ``demotion_mbps``, ``promotion_candidates_mbps``,
-    ``total_throughput_gbps``, ``reward_*`` terms, ``solver_residual``,
-    ``solver_iterations``, ``solver_converged``, ``episode_step``. The
-    machine of the running episode: ``env.hardware()``.
+    ``tiering_mode``, ``promotion_mbps``, ``demotion_mbps``,
+    ``promotion_candidates_mbps``, ``total_throughput_gbps``, ``reward_*`` terms,
+    ``solver_residual``, ``solver_iterations``, ``solver_converged``,
+    ``episode_step``. The machine of the running episode: ``env.hardware()``.
+
+    ## Arguments
+
+    ``render_mode`` must be ``None`` (the environment does not render).
     {args}
     ## Version History
 
