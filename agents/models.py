@@ -87,13 +87,7 @@ def read_model_file(path: Path, env: Any | None, algo: str | None = None) -> Any
     """
     try:
         meta, tensors = persist.read_model(path)
-    except persist.UntrustedFileError:
-        raise TrainingError(
-            f"model file {str(path)!r} is a stable-baselines3 pickle archive (written before "
-            "TierGym's safe model format); loading it could run code, so it is not read: "
-            "train the policy again"
-        ) from None
-    except persist.ModelFileError as exc:
+    except persist.ModelFileError as exc:  # a pickle archive too: never opened
         raise TrainingError(str(exc)) from None
     saved, policy, kwargs = _model_args(meta, path)
     if algo is not None and saved != algo:

@@ -325,9 +325,9 @@ def read_model(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     kind = archive_kind(p)
     if kind == "sb3":
         raise UntrustedFileError(
-            f"model file {_q(p)} is a stable-baselines3 pickle archive, and loading it can run "
-            "arbitrary code; refused (pass --trust-pickle only for a file you made yourself or "
-            "fully trust, or re-save it in the safe format)"
+            f"model file {_q(p)} is a stable-baselines3 pickle archive (written by "
+            "stable-baselines3 itself, or by TierGym before its safe model format); loading it "
+            "could run arbitrary code, so it is never read: train the policy again"
         )
     try:
         with zipfile.ZipFile(p) as zf:

@@ -105,6 +105,11 @@ def plan_resume(opts: RunOptions, given: set[str]) -> tuple[RunConfig, Path | No
                 "(start a new run to change them)"
             )
     ck = cks[-1] if cks else None
+    if ck is not None:  # its model file is readable (never a pickle archive) before any work
+        try:
+            persist.read_model(ck / "model.zip")
+        except persist.ModelFileError as exc:
+            raise TrainingError(str(exc)) from None
     update: dict[str, Any] = {k: getattr(opts, k) for k in given & set(RESUME_OVERRIDES)}
     if "timesteps" in update and cfg.recipe.rl is not None:
         from agents.config.load import whole_rollouts

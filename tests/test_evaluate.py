@@ -196,6 +196,8 @@ def test_missing_corrupt_and_mismatched_models(tmp_path: Path) -> None:
         yaml.safe_dump(load_scenario("mlc-bandwidth", episode_steps=4).model_dump(mode="json"))
     )
     args = [
+        "--recipe",
+        "ppo",
         "--scenario",
         str(sc),
         "--num-envs",
@@ -251,18 +253,17 @@ def test_train_runs_the_final_comparison_in_process(
     )
     run = tmp_path / "run"
     args = [
-        "--scenario", str(sc), "--num-envs", "4", "--set", "n_steps=8", "--set", "batch_size=32",
+        "--recipe", "ppo", "--scenario", str(sc), "--num-envs", "4", "--set", "n_steps=8", "--set", "batch_size=32",
         "--timesteps", "32", "--eval-interval", "0", "--compare-episodes", "2",
         "--run-dir", str(run), "--quiet", "--no-progress", "--seed", "1",
     ]  # fmt: skip
     assert train.main(args) == 0
     data = json.loads((run / "results" / "results.json").read_text())
     assert data["command"][0] == "train.py"
-    assert {r["policy"] for r in data["records"]} == {
-        "ppo",
-        *train.REFERENCES,
-        *train.UPPER_REFERENCES,
-    }
+    from agents.config.load import REFERENCES
+    from agents.trainer import UPPER_REFERENCES
+
+    assert {r["policy"] for r in data["records"]} == {"ppo", *REFERENCES, *UPPER_REFERENCES}
     head = data["summary"]["headroom"]["per_scenario"][str(sc)]  # the share column is there
     assert "ppo" in head["policies"] and head["headroom"] >= 0.0  # planner >= dram-first
     assert sorted({r["seed"] for r in data["records"]}) == [20_001, 20_002]

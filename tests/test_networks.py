@@ -11,7 +11,9 @@ import torch
 
 from agents import persist
 from agents.residual import make_training_vec_env
-from agents.training import TrainingError, _safe_model, build_model, with_policy_layout
+from agents.config import Recipe, TrainingError
+from agents.config.build import with_policy_layout
+from agents.models import build_model, read_model_file
 from envs.spaces import TIERING_MODES
 
 ENV = {
@@ -27,17 +29,22 @@ ENV = {
     "observation": "cgroup",
     "pad_nodes": 6,
 }
-HP = {
-    "policy": "TenantPolicy",
-    "n_steps": 8,
-    "batch_size": 16,
-    "policy_kwargs": {"net_arch": [32, 32]},
-}
+TASK = ("scenario", "split", "max_tenants")
+
+
+def _recipe(env: dict[str, Any] = ENV, net_arch: list[int] | None = None, **pk: Any) -> Recipe:
+    view = {k: v for k, v in env.items() if k not in TASK}
+    return Recipe(
+        name="t", summary="a test", algo="ppo", policy="TenantPolicy", env=view,
+        policy_kwargs={"net_arch": net_arch or [32, 32], **pk},
+        rl={"total_timesteps": 64, "n_envs": 4, "normalize_reward": False,
+            "hyperparams": {"n_steps": 8, "batch_size": 16}},
+    )  # fmt: skip
 
 
 def _model(env: dict[str, Any] = ENV) -> Any:
-    hp = with_policy_layout(HP, env)
-    return build_model("ppo", hp, make_training_vec_env(4, env), seed=0), hp
+    recipe = with_policy_layout(_recipe(env), env)
+    return build_model(recipe, make_training_vec_env(4, env), seed=0), recipe
 
 
 def _mean(model: Any, obs: np.ndarray) -> np.ndarray:
@@ -49,8 +56,8 @@ def _mean(model: Any, obs: np.ndarray) -> np.ndarray:
 def test_tenant_slots_share_weights() -> None:
     """Swapping two tenant slots (their entries and their rows of every base action) swaps
     their share entries and leaves every other action entry as it was."""
-    model, hp = _model()
-    lay = hp["policy_kwargs"]["layout"]
+    model, recipe = _model()
+    lay = recipe.policy_kwargs.given()["layout"]
     with torch.no_grad():  # away from the near-zero initial head, so the check has teeth
         for p in model.policy.action_net.parameters():
             p.add_(0.3 * torch.randn_like(p))
@@ -76,40 +83,35 @@ def test_tenant_slots_share_weights() -> None:
 def test_saved_and_loaded_as_data(tmp_path: Path) -> None:
     """The safe model file rebuilds a TenantPolicy from its JSON (layout included) and
     its weights: the loaded model acts as the saved one."""
-    model, hp = _model()
+    model, recipe = _model()
     meta = {
         "algo": "ppo",
         "policy": "TenantPolicy",
-        "hyperparams": {k: v for k, v in hp.items() if k != "policy"},
+        "hyperparams": {**recipe.hyperparams.given(), "policy_kwargs": recipe.policy_kwargs.given()},
         "normalize_reward": False,
         "env": ENV,
         "seed": 0,
     }
     path = tmp_path / "model.zip"
     persist.write_model(path, model, meta, 0)
-    loaded = _safe_model(path, None, None, predict_only=True)
+    loaded = read_model_file(path, None)
     obs = model.env.reset()
     assert np.allclose(_mean(loaded, obs), _mean(model, obs), atol=1e-6)
 
 
 def test_errors_name_the_setting() -> None:
-    with pytest.raises(TrainingError, match="pad_nodes"):
-        with_policy_layout(HP, {**ENV, "pad_nodes": None})
+    with pytest.raises(ValueError, match="TenantPolicy needs env.pad_nodes"):
+        _recipe({**ENV, "pad_nodes": None})
     with pytest.raises(TrainingError, match="per-tenant"):
-        with_policy_layout(HP, {**ENV, "weights": "global"})
+        with_policy_layout(_recipe(), {**ENV, "weights": "global"})
     with pytest.raises(ValueError, match="net_arch"):
         _model_arch([64, 32])
-    _, hp = _model()
-    lay = {**hp["policy_kwargs"]["layout"], "tenants": 5}
+    _, recipe = _model()
+    lay = {**recipe.policy_kwargs.given()["layout"], "tenants": 5}
     with pytest.raises(ValueError, match="layout"):
-        build_model(
-            "ppo",
-            {**HP, "policy_kwargs": {"layout": lay}},
-            make_training_vec_env(4, ENV),
-            seed=0,
-        )
+        build_model(_recipe(layout=lay), make_training_vec_env(4, ENV), seed=0)
 
 
 def _model_arch(arch: list[int]) -> Any:
-    hp = with_policy_layout({**HP, "policy_kwargs": {"net_arch": arch}}, ENV)
-    return build_model("ppo", hp, make_training_vec_env(4, ENV), seed=0)
+    recipe = with_policy_layout(_recipe(net_arch=arch), ENV)
+    return build_model(recipe, make_training_vec_env(4, ENV), seed=0)

@@ -1,4 +1,4 @@
-"""Safe files: nothing the user did not choose to trust is unpickled; saved runs round-trip and resume."""
+"""Safe files: nothing is ever unpickled; saved runs round-trip and resume."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class WritesMarker:
 
 def tiny_args(scenario: Path, run_dir: Path, *extra: str) -> list[str]:
     return [
-        "--scenario", str(scenario), "--num-envs", "8", "--set", "n_steps=16", "--set", "batch_size=64",
+        "--recipe", "ppo", "--scenario", str(scenario), "--num-envs", "8", "--set", "n_steps=16", "--set", "batch_size=64",
         "--set", "n_epochs=1", "--eval-interval", "0", "--compare-episodes", "0",
         "--run-dir", str(run_dir), "--no-progress", "--quiet", *extra,
     ]  # fmt: skip
@@ -66,7 +66,8 @@ def test_crafted_pickle_model_is_refused_and_never_unpickled(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import evaluate
-    from agents.training import TrainingError, load_trained
+    from agents.config import TrainingError
+    from agents.runs import load_trained
 
     marker = tmp_path / "marker"
     evil = tmp_path / "evil"
@@ -82,9 +83,9 @@ def test_crafted_pickle_model_is_refused_and_never_unpickled(
     )  # fmt: skip
     err = capsys.readouterr().err
     assert rc == 2
-    assert err.count("\n") == 1 and str(evil / "model.zip") in err and "--trust-pickle" in err
+    assert err.count("\n") == 1 and str(evil / "model.zip") in err and "pickle archive" in err
     assert not marker.exists() and not out.exists()
-    with pytest.raises(TrainingError, match="--trust-pickle"):
+    with pytest.raises(TrainingError, match="never read"):
         load_trained(evil / "model.zip")
     assert not marker.exists()
 
@@ -109,7 +110,7 @@ def test_pickle_inside_the_safe_containers_is_refused(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
-def test_trust_pickle_loads_a_real_sb3_model(
+def test_a_real_sb3_pickle_model_is_refused(
     tmp_path: Path, short_scenario: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from stable_baselines3 import PPO
@@ -127,21 +128,25 @@ def test_trust_pickle_loads_a_real_sb3_model(
     common = ["--scenarios", str(short_scenario), "--policies", f"dram-first,sb3={run}",
               "--episodes", "2", "--no-progress", "--no-plots"]  # fmt: skip
     assert evaluate.main([*common, "--output", str(tmp_path / "a")]) == 2
-    assert "--trust-pickle" in capsys.readouterr().err
-    assert evaluate.main([*common, "--output", str(tmp_path / "b"), "--trust-pickle"]) == 0
-    data = json.loads((tmp_path / "b" / "results.json").read_text())
-    assert {r["policy"] for r in data["records"]} == {"dram-first", "sb3"}
+    err = capsys.readouterr().err
+    assert "pickle archive" in err and str(run / "model.zip") in err
+    assert not (tmp_path / "a").exists()
 
 
 def _cfg(algo: str, scenario: Path, hp: dict[str, Any]) -> Any:
-    from agents.training import RunConfig
+    from agents.config import RunConfig, Task
 
-    return RunConfig(
-        algo=algo, seed=3, total_timesteps=64, n_envs=4,
-        env={"scenario": str(scenario), "split": "train", "max_tenants": 1},
-        hyperparams=hp, hyperparams_source="test", eval_interval=0, eval_episodes=1,
-        checkpoint_interval=0,
-    )  # fmt: skip
+    hp = dict(hp)
+    recipe = {
+        "name": algo, "summary": "a test", "algo": algo,
+        "policy": "MlpLstmPolicy" if algo == "recurrent-ppo" else "MlpPolicy",
+        "policy_kwargs": hp.pop("policy_kwargs"), "env": {"max_tenants": 1},
+        "rl": {"total_timesteps": 64, "n_envs": 4, "normalize_reward": False, "hyperparams": hp},
+    }  # fmt: skip
+    task = Task(scenario=str(scenario), split="train", reward="log-geomean",
+                weights="per-tenant", action_type="box")  # fmt: skip
+    return RunConfig(recipe=recipe, recipe_source="test", task=task, seed=3, eval_interval=0,
+                     eval_episodes=1, checkpoint_interval=0)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -159,11 +164,13 @@ def test_a_saved_model_round_trips(
 ) -> None:
     """Same actions from predict after load; the file is a two-member ZIP of JSON and tensors."""
     from agents import persist
-    from agents.training import build_model, load_trained, save_model
+    from agents.models import build_model, save_model
+    from agents.residual import core_kwargs
+    from agents.runs import load_trained
     from envs.sb3 import make_vec_env
 
     cfg = _cfg(algo, short_scenario, hp)
-    model = build_model(algo, hp, make_vec_env(4, **cfg.env), seed=3)
+    model = build_model(cfg.recipe, make_vec_env(4, **core_kwargs(cfg.env)), seed=3)
     model.learn(32)
     path = tmp_path / "model.zip"
     save_model(path, model, cfg)
@@ -200,7 +207,7 @@ def test_resume_from_the_safe_files_continues_training(
     from stable_baselines3 import PPO
 
     import train
-    from agents.training import load_trained
+    from agents.runs import load_trained
 
     run = tmp_path / "run"
     args = tiny_args(short_scenario, run, "--timesteps", "256", "--checkpoint-interval", "128")
@@ -271,7 +278,7 @@ def test_resume_restores_the_replay_buffer(
 
     run = tmp_path / "sac"
     args = [
-        "--algo", "sac", "--scenario", str(short_scenario), "--num-envs", "8", "--timesteps", "128",
+        "--recipe", "sac", "--scenario", str(short_scenario), "--num-envs", "8", "--timesteps", "128",
         "--set", "buffer_size=400", "--set", "learning_starts=32", "--set", "batch_size=16",
         "--set", "policy_kwargs={net_arch: [16]}", "--eval-interval", "0", "--compare-episodes", "0",
         "--checkpoint-interval", "64", "--run-dir", str(run), "--no-progress", "--quiet",
@@ -302,12 +309,15 @@ def test_resume_restores_the_replay_buffer(
     assert json.loads((run / "training.json").read_text())["timesteps"] == 128
 
 
-def test_an_old_pickle_checkpoint_resumes_only_with_trust_pickle(
-    tmp_path: Path, short_scenario: Path
-) -> None:
-    """A run saved by the pickle-based code: refused before any work, resumed with --trust-pickle."""
+def test_an_old_pickle_checkpoint_is_refused(tmp_path: Path, short_scenario: Path) -> None:
+    """A checkpoint in stable-baselines3's pickle format (the code before the safe formats):
+    refused before any work, with the file and why; nothing is run or written."""
+    from agents.models import build_model
+    from agents.residual import core_kwargs
+    from agents.runs import read_config
+    from envs.sb3 import make_vec_env
+
     import train
-    from agents.training import build_model, read_config
 
     run = tmp_path / "old"
     args = tiny_args(short_scenario, run, "--timesteps", "256", "--checkpoint-interval", "128")
@@ -318,30 +328,26 @@ def test_an_old_pickle_checkpoint_resumes_only_with_trust_pickle(
     shutil.rmtree(ck)
     ck.mkdir()
     cfg = read_config(run)
-    _, norm = train.make_training_env(cfg)
-    model = build_model(cfg.algo, cfg.hyperparams, norm, cfg.seed)
-    model.num_timesteps = 128
-    model.save(ck / "model.zip")  # the old layout: SB3's zip, VecNormalize's pickle, pickled RNG
-    norm.save(str(ck / "vecnormalize.pkl"))
+    model = build_model(cfg.recipe, make_vec_env(8, **core_kwargs(cfg.env)), cfg.seed)
+    model.save(ck / "model.zip")  # the old layout: SB3's zip
+    marker = tmp_path / "marker"
     with open(ck / "rng.pkl", "wb") as f:
-        pickle.dump({"python": __import__("random").getstate(), "numpy": np.random.get_state(),  # noqa: NPY002
-                     "torch": torch.get_rng_state(), "action_space": None}, f)  # fmt: skip
+        pickle.dump(WritesMarker(marker), f)
     command = (run / "command.txt").read_text()
     res = subprocess.run(
         [sys.executable, str(ROOT / "train.py"), "--resume", str(run)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert res.returncode == 2
-    assert res.stderr.count("\n") == 1 and str(ck) in res.stderr and "--trust-pickle" in res.stderr
+    assert res.stderr.count("\n") == 1 and str(ck / "model.zip") in res.stderr
+    assert "pickle archive" in res.stderr and not marker.exists()
     assert (run / "command.txt").read_text() == command  # nothing was done
-    assert train.main(["--resume", str(run), "--trust-pickle"]) == 0
-    assert json.loads((run / "training.json").read_text())["timesteps"] == 256
-    assert not (run / "checkpoints" / "step_000000000256" / "rng.pkl").exists()  # saved safely now
 
 
 def test_corrupt_safe_files_name_the_file(tmp_path: Path, short_scenario: Path) -> None:
     import train
-    from agents.training import TrainingError, load_trained
+    from agents.config import TrainingError
+    from agents.runs import load_trained
 
     run = tmp_path / "run"
     args = tiny_args(short_scenario, run, "--timesteps", "128", "--checkpoint-interval", "128")

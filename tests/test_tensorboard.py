@@ -33,6 +33,7 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 
 import train
 from agents import tensorboard as tb
+from agents.config.load import REFERENCES
 from agents.callbacks import (
     CheckpointAtRollout,
     EvalAgainstReferences,
@@ -50,7 +51,7 @@ EVAL_EPISODES = 4
 
 def tiny_args(scenario: Path, run_dir: Path, *extra: str) -> list[str]:
     return [
-        "--scenario", str(scenario), "--num-envs", "8", "--set", "n_steps=16", "--set", "batch_size=64",
+        "--recipe", "ppo", "--scenario", str(scenario), "--num-envs", "8", "--set", "n_steps=16", "--set", "batch_size=64",
         "--set", "n_epochs=1", "--eval-episodes", str(EVAL_EPISODES), "--compare-episodes", "0",
         "--run-dir", str(run_dir), "--no-progress", "--quiet", *extra,
     ]  # fmt: skip
@@ -108,7 +109,7 @@ def test_custom_scalars_overlay_every_eval_tag_and_group_nodes_and_slots(
     first = lay.category[0].chart
     assert first[0].title == tb.COMPARISON_CHART and first[1].title == tb.MARGIN_CHART
     evals = {t for t in scalars if t.startswith("eval/")}
-    assert evals == {f"eval/{p}" for p in ["ppo", *train.REFERENCES]}
+    assert evals == {f"eval/{p}" for p in ["ppo", *REFERENCES]}
     assert matched(first[0], scalars) == evals  # every policy on one axis, nothing else
     margin = [(s.value, s.lower, s.upper) for s in first[1].margin.series]
     assert margin == [tb.ratio_tags("ppo", "best_ref"), tb.ratio_tags("ppo", "dram-first")]
@@ -180,9 +181,9 @@ def test_evaluation_at_step_zero_and_on_its_grid_with_the_ratio_lines(
     acc: EventAccumulator, tiny_run: Path
 ) -> None:
     grid = [0, ROLLOUT, 2 * ROLLOUT, 3 * ROLLOUT, 4 * ROLLOUT]
-    for tag in ["eval/ppo", *(f"eval/{r}" for r in train.REFERENCES), "time/eval_s"]:
+    for tag in ["eval/ppo", *(f"eval/{r}" for r in REFERENCES), "time/eval_s"]:
         assert steps(acc, tag) == grid, tag
-    for ref in train.REFERENCES:  # scored once: flat lines
+    for ref in REFERENCES:  # scored once: flat lines
         assert len({e.value for e in acc.Scalars(f"eval/{ref}")}) == 1
     for versus in ("best_ref", "dram-first"):
         value, low, high = (acc.Scalars(t) for t in tb.ratio_tags("ppo", versus))
@@ -190,13 +191,13 @@ def test_evaluation_at_step_zero_and_on_its_grid_with_the_ratio_lines(
         for v, lo, hi in zip(value, low, high, strict=True):
             assert lo.value <= v.value <= hi.value
     # the last point is the final model against the references on the same seeds, paired
-    from agents.training import load_trained
+    from agents.runs import load_trained
 
     model, env, _ = load_trained(tiny_run)
     cfg = yaml.safe_load((tiny_run / "config.yml").read_text())
     held = HeldOutEvaluation(env["scenario"], env, "ppo", EVAL_EPISODES, 10_000 + cfg["seed"])
     values = held(model)
-    refs = held.references(train.REFERENCES)
+    refs = held.references(REFERENCES)
     assert acc.Scalars("eval/ppo")[-1].value == pytest.approx(values.mean(), rel=1e-6)
     for name, v in refs.items():
         assert acc.Scalars(f"eval/{name}")[-1].value == pytest.approx(v.mean(), rel=1e-6)
