@@ -78,7 +78,7 @@ from gymnasium import spaces
 from numpy.typing import NDArray
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvStepReturn, VecEnvWrapper
 
-from baselines.planner import X_HI
+from baselines.placement import SHARE_TOP, dram_share, share_or_local_to_weights
 from envs.core import EnvParams, Hardware
 from envs.spaces import NODE_ENTRIES, TENANT_ENTRIES, tiering_mode_of
 
@@ -118,20 +118,6 @@ MIXINGS = ("soft", "hard")
 #: How the residual adjusts the weights (``residual_codec``; the first is the default): ``box``
 #: entry by entry on the codec's log scale, ``share`` one DRAM share per weight row.
 RESIDUAL_CODECS = ("box", "share")
-#: The top of a weight row's DRAM share in the ``share`` codec: above 1 is local-first (the
-#: planner's range).
-SHARE_TOP = X_HI
-
-
-def dram_share(weights: NDArray, is_cxl: NDArray[np.bool_]) -> NDArray[np.float64]:
-    """(B, R) the DRAM share of integer weights (B, R, N) on nodes ``is_cxl`` (B, N);
-    :data:`SHARE_TOP` for a row without weights (local-first)."""
-    w = np.asarray(weights, dtype=float)
-    total = w.sum(axis=2)
-    dram = np.where(np.asarray(is_cxl)[:, None, :], 0.0, w).sum(axis=2)
-    return np.where(total > 0, dram / np.maximum(total, 1e-300), SHARE_TOP)
-
-
 def residual_base_mask(
     base_policy: str | Sequence[str] | None, residual_bases: Sequence[str] | None
 ) -> NDArray[np.bool_]:
@@ -464,8 +450,6 @@ class AgentInterface:
     ) -> NDArray[np.float32]:
         """``residual_codec="share"``: the env action from the (mixed) base action (B, size)
         and the residual (B, R + rest): each row's DRAM share moved, the rest as the box."""
-        from baselines.policies import share_or_local_to_weights  # agents may import baselines
-
         assert self.params is not None
         if self.hw is None:
             raise RuntimeError("AgentInterface: observe(None, hardware) after the reset first")
