@@ -27,6 +27,7 @@ import numpy as np
 from agents.report import METRICS
 from agents.rollout import make_params, rollout
 from agents.training import ENV_KEYS, TrainingError, load_trained
+from agents.view import make_interface
 from envs.core import EnvParams
 
 __all__ = [
@@ -81,12 +82,10 @@ class LearnedPolicy:
     ``base_policy``/``residual_scale``); evaluation builds its environment with
     them so the spaces match, and :meth:`bind` checks they do. With a
     ``base_policy`` the model's action is a residual over that heuristic
-    (:mod:`agents.residual`), run here exactly as in training.
+    (:mod:`agents.view`), run here exactly as in training.
     """
 
     def __init__(self, model: Any, env_kwargs: dict[str, Any], name: str, source: str) -> None:
-        from agents.residual import make_interface
-
         self.model = model
         self.env_kwargs = env_kwargs
         self.name = name

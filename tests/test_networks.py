@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from agents import persist
-from agents.residual import make_training_vec_env
 from agents.training import TrainingError, _safe_model, build_model, with_policy_layout
+from agents.view import make_training_vec_env
 from envs.spaces import TIERING_MODES
 
 ENV = {

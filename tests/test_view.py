@@ -1,4 +1,5 @@
-"""Residual actions, the tiering-mode action and visible arrivals (issue #12, items 1-3)."""
+"""The agent's view (agents.view): residual actions, the tiering-mode action and visible
+arrivals (issue #12, items 1-3)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import numpy as np
 import pytest
 
 from agents.evaluation import LearnedPolicy, PolicyError
-from agents.residual import AgentInterface, agent_spaces, make_training_vec_env
 from agents.rollout import rollout
+from agents.view import AgentInterface, ViewSpec, agent_spaces, make_training_vec_env
 from baselines import make_policy
+from baselines.placement import SHARE_TOP, dram_share
 from envs import core
 from envs.spaces import TIERING_MODES, ActionCodec
 
@@ -124,7 +126,7 @@ def test_mixing_bases_follows_each_heuristic_exactly_at_the_corners() -> None:
     assert np.allclose(mix, [0.0, 0.5, 0.5])
     assert blend not in (native["tpp"], native["dram-first"])
     with pytest.raises(ValueError, match="distinct"):
-        AgentInterface(["tpp", "tpp"])
+        AgentInterface(ViewSpec(["tpp", "tpp"]))
 
 
 def test_hard_mixing_follows_one_base_whole() -> None:
@@ -145,7 +147,7 @@ def test_hard_mixing_follows_one_base_whole() -> None:
         assert _geomeans(rollout(pol, sc, 3, seed=5, env_kwargs=kw)) == native[want], entries
         assert np.array_equal(pol.agent.mix, np.tile(share, (3, 1)))
     with pytest.raises(ValueError, match="mixing: got 'sharp'"):
-        AgentInterface(names, mixing="sharp")
+        AgentInterface(ViewSpec(names, mixing="sharp"))
 
 
 def test_residual_bases_gate_the_residual() -> None:
@@ -180,16 +182,16 @@ def test_residual_bases_gate_the_residual() -> None:
     assert pushed != native["dram-first"]
     assert pushed == score([-1.0, 1.0], None)
     with pytest.raises(ValueError, match="residual_bases: got \\['caption'\\]"):
-        AgentInterface(names, residual_bases=["caption"])
+        AgentInterface(ViewSpec(names, residual_bases=["caption"]))
 
 
 def test_base_kernel_must_be_a_mode() -> None:
     params = core.make_params("colocation", pool_size=8)  # no tiering modes
     with pytest.raises(ValueError, match="tiering_modes"):
-        AgentInterface("tpp").bind(params, 2)
+        AgentInterface(ViewSpec("tpp")).bind(params, 2)
     params = core.make_params("colocation", pool_size=8, tiering_modes=["default"])
     with pytest.raises(ValueError, match="none of the tiering modes"):
-        AgentInterface("tpp").bind(params, 2)
+        AgentInterface(ViewSpec("tpp")).bind(params, 2)
     pol = LearnedPolicy(ZeroModel(*agent_spaces(params, "tpp")), {"base_policy": "tpp"}, "z", "t")
     with pytest.raises(PolicyError, match="tpp"):
         pol.bind(params, 2)
@@ -301,7 +303,7 @@ def test_training_env_zero_residual_runs_the_base() -> None:
     venv = make_training_vec_env(3, kw)
     venv.seed(5)
     obs = venv.reset()
-    inner = venv.venv.venv  # VecMonitor -> ResidualVecEnv -> TierGymVecEnv
+    inner = venv.venv.venv  # VecMonitor -> AgentVecEnv -> TierGymVecEnv
     params = inner.params
     assert obs.shape == (3, params.encoder.size + params.codec.size)
     ref = make_policy("colloid")
@@ -330,7 +332,7 @@ def test_one_padded_policy_runs_every_machine_shape() -> None:
     shapes = set()
     for sc in ("colocation", "mlc-bandwidth", "mixed-2s"):
         params = core.make_params(sc, split="test", tiering_modes=MODES, pool_size=8, max_tenants=4)
-        agent = AgentInterface("colloid", pad_nodes=5)
+        agent = AgentInterface(ViewSpec("colloid", pad_nodes=5))
         obs_space, act_space = agent.spaces(params)
         shapes.add((obs_space.shape, act_space.shape))
         pol = LearnedPolicy(ZeroModel(obs_space, act_space), {**kw, "max_tenants": 4}, "z", "t")
@@ -339,7 +341,7 @@ def test_one_padded_policy_runs_every_machine_shape() -> None:
     assert len(shapes) == 1
     # the padded view: node mask and descriptors, and padded weights dropped
     params = core.make_params("colocation", tiering_modes=MODES, pool_size=8, max_tenants=4)
-    agent = AgentInterface(None, pad_nodes=5)
+    agent = AgentInterface(ViewSpec(None, pad_nodes=5))
     agent.bind(params, 2)
     state, obs = core.reset(params, [0, 1])
     agent.observe(None, core.hardware(state))
@@ -356,7 +358,7 @@ def test_one_padded_policy_runs_every_machine_shape() -> None:
     np.testing.assert_array_equal(agent.action_to_env(None, a), agent.action_to_env(None, b))
     assert agent.action_to_env(None, a).shape == (2, params.codec.size)
     with pytest.raises(ValueError, match="more than 1"):
-        AgentInterface(None, pad_nodes=1).spaces(params)
+        AgentInterface(ViewSpec(None, pad_nodes=1)).spaces(params)
 
 
 def test_training_env_over_machine_shapes() -> None:
@@ -440,12 +442,10 @@ def test_share_codec_moves_each_tenants_dram_share() -> None:
     (``x = x_base + residual_scale * 1.25 / 2 * r``, above 1 local-first), split over each
     tier by firmware bandwidth; a zero entry keeps the base's weights exactly, and a base
     outside ``residual_bases`` runs as its heuristic whatever the entries hold."""
-    from agents.residual import SHARE_TOP, dram_share
-
     names = ["colloid", "weighted-interleave", "dram-first"]
     params = core.make_params("mixed", split="test", tiering_modes=MODES, pool_size=8)
     iface = AgentInterface(
-        names, 2.0, None, "hard", residual_bases=["dram-first"], residual_codec="share"
+        ViewSpec(names, 2.0, None, "hard", residual_bases=["dram-first"], residual_codec="share")
     )
     B, T = 4, params.n_tenants
     iface.bind(params, B)
@@ -491,6 +491,6 @@ def test_share_codec_moves_each_tenants_dram_share() -> None:
     want = 0.5 * bw / bw.sum(axis=1, keepdims=True)
     assert np.allclose(w[:, 0] / w[:, 0].sum(axis=1, keepdims=True) * cxl, want, atol=0.01)
     with pytest.raises(ValueError, match="residual_codec: got 'shares'"):
-        AgentInterface(names, residual_codec="shares")
+        AgentInterface(ViewSpec(names, residual_codec="shares"))
     with pytest.raises(ValueError, match="residual_codec: 'share' needs base_policy"):
-        AgentInterface(None, residual_codec="share")
+        AgentInterface(ViewSpec(None, residual_codec="share"))
