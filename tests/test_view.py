@@ -494,3 +494,188 @@ def test_share_codec_moves_each_tenants_dram_share() -> None:
         AgentInterface(ViewSpec(names, residual_codec="shares"))
     with pytest.raises(ValueError, match="residual_codec: 'share' needs base_policy"):
         AgentInterface(ViewSpec(None, residual_codec="share"))
+
+
+# ---------------------------------------------------------------------- the view's pieces
+DEFAULT_VIEW = {
+    "base_policy": ["colloid", "tpp", "weighted-interleave", "dram-first", "memcg-fair", "caption"],
+    "mixing": "hard",
+    "residual_bases": ["dram-first"],
+    "residual_scale": 2.0,
+    "residual_codec": "share",
+    "pad_nodes": 6,
+    "observation": "cgroup",
+    "tiering_modes": MODES,
+}
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"residual_scale": 0.0}, "residual_scale: got 0.0, expected a number > 0"),
+        ({"residual_scale": float("nan")}, "residual_scale: got nan"),
+        ({"base_policy": "tpp", "mixing": "sharp"}, "mixing: got 'sharp'"),
+        ({"base_policy": "tpp", "residual_codec": "shares"}, "residual_codec: got 'shares'"),
+        ({"residual_codec": "share"}, "residual_codec: 'share' needs base_policy"),
+        ({"pad_nodes": 0}, "pad_nodes: got 0, expected at least 1"),
+        ({"base_policy": []}, "base_policy: got \\[\\], expected distinct"),
+        ({"base_policy": ["tpp", "tpp"]}, "base_policy: got \\['tpp', 'tpp'\\]"),
+        ({"base_policy": ["tpp", "colloid"], "residual_bases": []}, "residual_bases: got \\[\\]"),
+        ({"base_policy": ["tpp"], "residual_bases": ["tpp", "tpp"]}, "residual_bases: got"),
+        ({"residual_bases": ["tpp"]}, "residual_bases: got \\['tpp'\\], expected .* \\[\\]"),
+    ],
+)
+def test_view_spec_rejects_each_bad_setting_by_name(settings: dict[str, Any], message: str) -> None:
+    """The spec checks the view's settings when it is built, and the error names the setting
+    (the run's config check prefixes it with ``env.``); ``make_interface`` raises the same."""
+    from agents.view import make_interface
+
+    with pytest.raises(ValueError, match=message):
+        ViewSpec(**settings)
+    with pytest.raises(ValueError, match=message):
+        make_interface(settings)
+
+
+def test_view_spec_from_env_settings() -> None:
+    """Unset or null settings are the defaults; lists are kept as tuples; the spec is frozen."""
+    import dataclasses
+
+    from agents.view import DEFAULT_RESIDUAL_SCALE, MIXINGS, RESIDUAL_CODECS
+
+    blank = ViewSpec.from_env({"scenario": "mixed", "mixing": None, "residual_scale": None})
+    assert blank == ViewSpec()
+    assert (blank.residual_scale, blank.mixing) == (DEFAULT_RESIDUAL_SCALE, MIXINGS[0])
+    assert blank.residual_codec == RESIDUAL_CODECS[0] and not blank.active
+    spec = ViewSpec.from_env(DEFAULT_VIEW)
+    assert spec.base_policy == tuple(DEFAULT_VIEW["base_policy"])
+    assert spec.names == DEFAULT_VIEW["base_policy"]
+    assert spec.residual_mask.tolist() == [False, False, False, True, False, False]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.pad_nodes = 4  # type: ignore[misc]
+    iface = AgentInterface(spec)
+    assert (iface.names, iface.scale, iface.pad_nodes) == (spec.names, 2.0, 6)
+    assert (iface.codec, iface.mixing, iface.share_span) == ("share", "hard", 1.25)
+
+
+@pytest.mark.parametrize("scenario", ["colocation", "cxl-spill"])
+def test_padded_layout_parts_tile_the_view(scenario: str) -> None:
+    """The padded layout's named parts tile the agent's observation, a node slot, a tenant
+    slot and a box action exactly, in both layouts (the environment's and the padded), and
+    name the entries the encoder names: each of the environment's entries lands once, where
+    its part says, padded entries are 0."""
+    from agents.view import PaddedLayout
+    from agents.view.padding import NODE_DESCRIPTORS, pad_observation
+
+    names = DEFAULT_VIEW["base_policy"]
+    params = core.make_params(scenario, tiering_modes=MODES, observation="cgroup", max_tenants=4)
+    lay = PaddedLayout.of(params, 6, len(names))
+    for blocks, size in ((lay.env_obs, params.encoder.size), (lay.obs, None)):
+        assert blocks.nodes.start == 0 and blocks.nodes.stop == blocks.tenants.start
+        assert blocks.tenants.stop == blocks.globals.start
+        assert size is None or blocks.size == size
+    assert lay.obs.size == lay.base_actions.start and lay.base_actions.stop == lay.size
+    assert lay.size == agent_spaces(params, names, 6)[0].shape[0]
+    assert lay.node_entries.stop == lay.node_descriptors.start
+    assert lay.node_descriptors.stop == lay.obs.node_width == 3 + len(NODE_DESCRIPTORS)
+    for slot, n in ((lay.env_slot, params.n_nodes), (lay.slot, 6)):
+        assert slot.entries.start == 0 and slot.entries.stop == slot.weights.start
+        assert slot.weights.stop - slot.weights.start == n
+        assert slot.weights.stop == slot.descriptors.start and slot.descriptors.stop == slot.size
+    for act, n in ((lay.env_action, params.n_nodes), (lay.action, 6)):
+        assert act.weights.start == 0 and act.weights.stop == act.rest.start == act.rows * n
+        assert act.rest.stop == act.size
+    assert lay.env_action.size == params.codec.size
+    assert lay.base_actions.stop - lay.base_actions.start == len(names) * lay.action.size
+
+    enc = params.encoder
+    entry = {k: i for i, k in enumerate(enc.names(params.node_names))}
+    B = 2
+    state, _ = core.reset(params, np.arange(B))
+    obs = np.tile(np.arange(1, enc.size + 1, dtype=np.float32), (B, 1))  # each entry its own
+    view = pad_observation(lay, obs, core.hardware(state))
+    assert view.shape == (B, lay.obs.size)
+    nodes = view[:, lay.obs.nodes].reshape(B, 6, lay.obs.node_width)
+    slots = view[:, lay.obs.tenants].reshape(B, enc.T, lay.slot.size)
+    N = params.n_nodes
+    for n, node in enumerate(params.node_names):
+        for j, k in enumerate(("utilization", "latency_over_idle", "capacity_used")):
+            assert (nodes[:, n, lay.node_entries.start + j] == entry[f"node[{node}].{k}"] + 1).all()
+    assert (nodes[:, N:] == 0).all()
+    for t in range(enc.T):
+        w = slots[:, t, lay.slot.weights]
+        for n, node in enumerate(params.node_names):
+            assert (w[:, n] == entry[f"tenant[{t}].weight[{node}]"] + 1).all()
+        assert (w[:, N:] == 0).all()
+        for j, k in enumerate(enc.desc_names):
+            got = slots[:, t, lay.slot.descriptors.start + j]
+            assert (got == entry[f"tenant[{t}].{k}"] + 1).all()
+    assert (view[:, lay.obs.globals] == obs[:, lay.env_obs.globals]).all()
+    parts = [nodes[:, :, lay.node_entries], slots, view[:, lay.obs.globals]]
+    values = np.concatenate([p.ravel() for p in parts])
+    assert sorted(values[values > 0].tolist()) == sorted(obs.ravel().tolist())
+
+
+@pytest.mark.parametrize("weights", ["per-tenant", "global"])
+def test_pad_then_unpad_is_the_identity(weights: str) -> None:
+    """A box action padded to ``pad_nodes`` (padded weights ``fill``) and unpadded again is
+    the action it was, bit for bit; padding keeps each machine node's weight in its row."""
+    from agents.view import PaddedLayout
+    from agents.view.padding import pad_action, unpad_action
+
+    params = core.make_params("mixed-2s", tiering_modes=MODES, weights=weights, max_tenants=4)
+    lay = PaddedLayout.of(params, 5)
+    a = np.random.default_rng(2).uniform(-1, 1, (3, params.codec.size)).astype(np.float32)
+    for fill in (-1.0, 1.0):
+        padded = pad_action(lay, a, fill)
+        assert padded.shape == (3, lay.action.size)
+        rows = padded[:, lay.action.weights].reshape(3, lay.weight_rows, 5)
+        env_rows = a[:, lay.env_action.weights].reshape(3, lay.weight_rows, params.n_nodes)
+        assert np.array_equal(rows[:, :, : params.n_nodes], env_rows)
+        assert (rows[:, :, params.n_nodes :] == fill).all()
+        assert np.array_equal(padded[:, lay.action.rest], a[:, lay.env_action.rest])
+        assert np.array_equal(unpad_action(lay, padded), a)
+    with pytest.raises(ValueError, match="action: got shape"):
+        pad_action(lay, a[:, :-1], -1.0)
+
+
+def test_agent_layout_is_the_saved_models() -> None:
+    """``policy_kwargs.layout`` of the default recipe, as its saved model records it."""
+    from agents.view import agent_layout, core_kwargs, make_interface
+
+    env = {**DEFAULT_VIEW, "scenario": "mixed"}
+    params = core.make_params(**core_kwargs({**env, "pool_size": 8}))
+    assert agent_layout(params, make_interface(env)) == {
+        "nodes": 6,
+        "node_features": 8,
+        "node_mask": 3,
+        "tenants": 4,
+        "tenant_features": 22,
+        "tenant_present": 0,
+        "tenant_upcoming": 12,
+        "globals": 7,
+        "bases": 6,
+        "base_action": 26,
+        "shares": 4,
+    }
+    with pytest.raises(ValueError, match=r"TenantPolicy: needs env\.pad_nodes"):
+        agent_layout(params, make_interface({**env, "pad_nodes": None}))
+
+
+def test_mixing_shares_and_gate() -> None:
+    """Soft mixing: the clipped entries scaled to sum to at most 1 are the extra bases'
+    shares, the first base gets the rest; the gate is the listed bases' share. Hard: one
+    base whole (the largest entry above 0, the first on a tie; the first base when none)."""
+    from agents.view.mixing import mix_bases
+
+    base = np.stack([np.full((2, 3), -1.0), np.zeros((2, 3)), np.ones((2, 3))], axis=1)
+    base = base.astype(np.float32)
+    action = np.array([[0.2, 0.2, 0.2, 0.5, 0.75], [0.0, 0.0, 0.0, -1.0, 0.25]], np.float32)
+    listed = np.array([False, True, False])
+    got = mix_bases(base, action, "soft", listed)
+    assert got.share is not None and np.allclose(got.share, [[0.0, 0.4, 0.6], [0.75, 0.0, 0.25]])
+    assert got.base is not None and np.allclose(got.base[:, 0], [0.6, -0.5])
+    assert np.allclose(got.gate, [[0.4], [0.0]])
+    assert np.array_equal(got.residual, action[:, :3])
+    hard = mix_bases(base, np.array([[0, 0, 0, 0.5, 0.5], [0, 0, 0, -0.2, 0.0]]), "hard", listed)
+    assert hard.share is not None and hard.share.tolist() == [[0, 1, 0], [1, 0, 0]]
+    assert mix_bases(None, action, "soft", listed).share is None
