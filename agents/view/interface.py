@@ -96,8 +96,8 @@ class AgentInterface:
     ``obs_to_agent`` turns the environment's observation into the agent's (padded to
     ``pad_nodes`` nodes, then the base actions if any); ``action_to_env`` turns the
     agent's action into the environment's (the bases mixed, padded weights dropped, the
-    residual applied). Call :meth:`bind` once per environment, :meth:`observe` after
-    every reset and step, then :meth:`decide`.
+    residual applied). Call :meth:`bind` to attach it to an environment (again for fresh
+    controller state), :meth:`observe` after every reset and step, then :meth:`decide`.
     """
 
     def __init__(self, spec: ViewSpec) -> None:
