@@ -126,8 +126,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def validate_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """Every flag's value checked (nothing run, nothing written); the policy and scenario lists."""
-    from agents.evaluation import RECORD_METRICS, check_output_dir
     from agents.config import EvaluateOptions, check_flags
+    from agents.evaluation import RECORD_METRICS, check_output_dir
 
     check_flags(EvaluateOptions, {"episodes": args.episodes, "seed": args.seed})
     if args.metric not in RECORD_METRICS:

@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from agents.config import ENV_KEYS, TrainingError
 from agents.report import METRICS
 from agents.rollout import make_params, rollout
-from agents.config import ENV_KEYS, TrainingError
 from agents.runs import load_trained
+from agents.view import make_interface
 from envs.core import EnvParams
 
 __all__ = [
@@ -82,12 +83,10 @@ class LearnedPolicy:
     ``base_policy``/``residual_scale``); evaluation builds its environment with
     them so the spaces match, and :meth:`bind` checks they do. With a
     ``base_policy`` the model's action is a residual over that heuristic
-    (:mod:`agents.residual`), run here exactly as in training.
+    (:mod:`agents.view`), run here exactly as in training.
     """
 
     def __init__(self, model: Any, env_kwargs: dict[str, Any], name: str, source: str) -> None:
-        from agents.residual import make_interface
-
         self.model = model
         self.env_kwargs = env_kwargs
         self.name = name
@@ -240,9 +239,7 @@ def compare(
     """
     if episodes < 1:
         raise ValueError(f"episodes: got {episodes}, expected at least 1")
-    loaded = [
-        load_policy(p) if isinstance(p, str) else p for p in policies
-    ]
+    loaded = [load_policy(p) if isinstance(p, str) else p for p in policies]
     names = [getattr(p, "name", str(i)) for i, (p, _) in enumerate(loaded)]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -342,9 +339,7 @@ def run_comparison(
     if metric not in RECORD_METRICS:
         raise ValueError(f"metric {metric!r}: expected one of {list(RECORD_METRICS)}")
     out = check_output_dir(output)
-    loaded = [
-        load_policy(p) if isinstance(p, str) else p for p in policies
-    ]
+    loaded = [load_policy(p) if isinstance(p, str) else p for p in policies]
     names = [getattr(p, "name", str(i)) for i, (p, _) in enumerate(loaded)]
     if reference not in names:
         raise ValueError(f"reference {reference!r} is not among the policies {names}")

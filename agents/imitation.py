@@ -71,13 +71,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from agents.residual import (
-    SHARE_TOP,
-    base_names,
-    dram_share,
-    make_interface,
-    residual_base_mask,
-)
+from agents.view import base_names, make_interface, residual_base_mask
+from baselines.placement import SHARE_TOP, dram_share
 from envs.spaces import ActionCodec
 
 __all__ = [
@@ -339,8 +334,8 @@ def plan_actions(
         ValueError: ``env`` has no ``residual_bases``.
     """
     from agents.rollout import make_params
+    from baselines.placement import share_or_local_to_weights
     from baselines.planner import Planner
-    from baselines.policies import share_or_local_to_weights
     from envs import core
     from envs.spaces import OFF
 

@@ -3,7 +3,7 @@
 The flat ``MlpPolicy`` reads tenant slot 3 with other weights than slot 0, so
 each slot's decision is learned from a quarter of the data, and a tenant's
 share has to be found among every entry of every slot. ``TenantPolicy`` reads
-the agent's observation (:mod:`agents.residual`, ``pad_nodes`` set) the way it
+the agent's observation (:mod:`agents.view`, ``pad_nodes`` set) the way it
 is laid out:
 
 - each node's entries and descriptors go through one small network, averaged
@@ -22,7 +22,7 @@ is laid out:
 It is SB3's ``ActorCriticPolicy`` with another ``mlp_extractor`` (whose actor
 latent is every slot's ``phi_t`` and ``g``) and ``action_net`` (the heads), so
 PPO and A2C train it unchanged and :mod:`agents.persist` saves it as data. The
-layout of the observation and action (:func:`agents.residual.agent_layout`)
+layout of the observation and action (:func:`agents.view.agent_layout`)
 is a ``policy_kwargs`` entry that ``train.py`` fills from the environment.
 Measured against ``MlpPolicy`` in the README ("Hyperparameters").
 """
@@ -39,7 +39,7 @@ from torch import nn
 
 __all__ = ["LAYOUT_KEYS", "TenantExtractor", "TenantHead", "TenantPolicy", "check_layout"]
 
-#: The entries of ``policy_kwargs.layout`` (:func:`agents.residual.agent_layout`).
+#: The entries of ``policy_kwargs.layout`` (:func:`agents.view.agent_layout`).
 LAYOUT_KEYS = (
     "nodes",  # M: node slots (pad_nodes)
     "node_features",  # entries per node (the first three entries, then mask, ...)

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from agents.view import core_kwargs
 from envs import core
 from envs.core import EnvParams, Metrics, ScenarioSpec, kernel_config
 from envs.model import KernelConfig
@@ -168,10 +169,7 @@ def make_params(
     if modes is not None and "tiering_modes" not in kw:
         kw["tiering_modes"] = list(modes)
     kw.setdefault("split", split)
-    # a residual model's base policy and scale are the policy's business (agents.residual)
-    from agents.residual import core_kwargs
-
-    kw = core_kwargs(kw)
+    kw = core_kwargs(kw)  # a trained model's view (base policy, padding) is the policy's business
     return core.make_params(scenario=scenario, **kw)
 
 

@@ -168,7 +168,7 @@ def _training_env(cfg: RunConfig) -> tuple[Any, Any]:
     VecNormalize wrapper on rewards if the recipe asks for it."""
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from agents.residual import make_training_vec_env
+    from agents.view import make_training_vec_env
 
     venv = make_training_vec_env(cfg.n_envs, cfg.env)
     venv.seed(cfg.seed)
@@ -183,7 +183,7 @@ def _callbacks(
     cfg: RunConfig, run_dir: Path, norm: Any, warm: dict[str, Any] | None, argv: list[str]
 ) -> tuple[list[Any], cb.StopOnSignal]:
     """The run's callbacks: the TensorBoard card, env metrics, evaluations, checkpoints, stop."""
-    from agents.residual import core_kwargs
+    from agents.view import core_kwargs
     from envs.core import make_params
 
     label, eval_seed = cfg.recipe.name, EVAL_SEED + cfg.seed

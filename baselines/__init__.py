@@ -11,6 +11,8 @@
 - :mod:`baselines.policies`: the policies (what each does, its source, its mapping onto
   the environment; the table is in ``baselines/README.md``);
 - :mod:`baselines.algorithms`: each system's decision logic, independent of the environment;
+- :mod:`baselines.placement`: a weight row's DRAM share and the weights that give it (the
+  planner's range, ``SHARE_TOP``), shared by the policies, the planner and the agent's view;
 - ``python evaluate.py``: every baseline's score on every shipped scenario.
 
 Layers import one way: ``envs`` <- ``baselines`` <- ``agents``. Evaluate with

@@ -17,7 +17,7 @@ What it searches (per episode, ``S = segments`` equal parts of the episode):
   allocation (all weights 0: Linux's default, what ``dram-first`` does);
   ``0 <= x <= 1`` interleaves ``x`` of new pages over the DRAM nodes and the
   rest over the CXL nodes, each tier split by firmware bandwidth
-  (:func:`baselines.policies.share_to_weights`, weights in 1/100);
+  (:func:`baselines.placement.share_or_local_to_weights`, weights in 1/100);
 - per segment, the promotion rate limit: off, or a power of two 1..65536 MB/s;
 - per segment, the kernel's tiering mode (:data:`envs.spaces.TIERING_MODES`:
   ``default``, ``tpp``, ``memcg-fair``, ``damon``, ``no-demotion``), the action
@@ -91,13 +91,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from baselines.policies import (
-    STATIC_KERNEL,
-    STATIC_RATIOS,
-    HeuristicPolicy,
-    register_policy,
-    share_or_local_to_weights,
-)
+from baselines.placement import SHARE_TOP, share_or_local_to_weights
+from baselines.policies import STATIC_KERNEL, STATIC_RATIOS, HeuristicPolicy, register_policy
 from envs import core
 from envs.kernel import auto_interleave_weights, gcd_reduce
 from envs.model import Action, with_kernel_rows
@@ -114,7 +109,7 @@ I64 = NDArray[np.int64]
 #: same for every tenant and segment, promotion off.
 SEED_SHARES: tuple[float, ...] = tuple(a / (a + b) for a, b in STATIC_RATIOS)
 LOCAL_FIRST_X = 1.5  # any x > 1 means local-first; the seed's value
-X_LO, X_HI = 0.0, 1.25  # samples are clipped to this range (above 1: local-first)
+X_LO = 0.0  # samples are clipped to X_LO..SHARE_TOP (above 1: local-first)
 V_LO = -2.0  # rate variable: v < 0 is promotion off, else 2 ** round(v) MB/s
 
 
@@ -308,7 +303,7 @@ class Planner(HeuristicPolicy):
         best = np.argmax(sc0, axis=1)  # first best: dram-first on ties
         e = np.arange(E)
         bx, bv, bm, bs = x0[e, best], v0[e, best], m0[e, best], sc0[e, best]
-        mx = np.clip(bx, X_LO, X_HI)
+        mx = np.clip(bx, X_LO, SHARE_TOP)
         mv = bv.copy()
         sx = np.full_like(mx, self.init_std[0])
         sv = np.full_like(mv, self.init_std[1])
@@ -323,7 +318,7 @@ class Planner(HeuristicPolicy):
             zx = np.stack([g.standard_normal((P, S, R)) for g in rngs])  # (E, P, S, R)
             zv = np.stack([g.standard_normal((P, S)) for g in rngs])
             um = np.stack([g.random((P, S)) for g in rngs])
-            cx = np.clip(mx[:, None] + sx[:, None] * zx, X_LO, X_HI)
+            cx = np.clip(mx[:, None] + sx[:, None] * zx, X_LO, SHARE_TOP)
             cv = np.clip(mv[:, None] + sv[:, None] * zv, V_LO, math.log2(self.rate_levels[-1]))
             cdf = np.cumsum(pm, axis=-1)  # (E, S, M): inverse-CDF draws of the modes
             cm = np.minimum((um[..., None] >= cdf[:, None]).sum(-1), M - 1)

@@ -46,6 +46,7 @@ from baselines.algorithms import (
     colloid_migration_bytes,
     node_mem_bp,
 )
+from baselines.placement import share_to_weights
 from envs.core import EnvParams, Hardware
 from envs.model import KernelConfig
 from envs.spaces import TIERING_MODES
@@ -501,39 +502,6 @@ def _weighted_mean(values: F64, weights: F64, select: NDArray[np.bool_]) -> F64:
     w = np.where((tot > 0)[:, None], w, select.astype(float))
     tot = w.sum(axis=1)
     return np.where(tot > 0, (w * values).sum(axis=1) / np.maximum(tot, 1e-300), np.nan)
-
-
-def share_to_weights(
-    share_dram: F64, bandwidth: F64, is_cxl: NDArray[np.bool_], scale: int = 100
-) -> I64:
-    """Integer weights (B, R, N) that send ``share_dram`` (B, R) of new pages to DRAM.
-
-    The DRAM share is split over the DRAM nodes and the rest over the CXL nodes
-    in proportion to their bandwidth (B, N); fractions are scaled by ``scale``
-    and rounded (a node rounding to 0 leaves the interleave mask). A NaN share
-    gives all-zero weights (local-first).
-    """
-    dram = np.where(is_cxl, 0.0, bandwidth)
-    cxl = np.where(is_cxl, bandwidth, 0.0)
-    dram = dram / np.maximum(dram.sum(axis=1, keepdims=True), 1e-300)
-    cxl = cxl / np.maximum(cxl.sum(axis=1, keepdims=True), 1e-300)
-    no_cxl: NDArray[np.bool_] = ~np.any(is_cxl, axis=1, keepdims=True)
-    s = np.where(no_cxl, 1.0, np.clip(np.nan_to_num(share_dram, nan=1.0), 0.0, 1.0))
-    frac = s[:, :, None] * dram[:, None] + (1.0 - s)[:, :, None] * cxl[:, None]
-    w = np.rint(frac * scale).astype(np.int64)
-    return np.where(np.isnan(share_dram)[:, :, None], 0, w)
-
-
-def share_or_local_to_weights(
-    x: F64, bandwidth: F64, is_cxl: NDArray[np.bool_], scale: int = 100
-) -> I64:
-    """:func:`share_to_weights` of a DRAM share on the planner's range (``0..1.25``): ``x``
-    above 1 gives all-zero weights (local-first, Linux's default), ``0 <= x <= 1`` sends ``x``
-    of new pages to DRAM. The mapping of the planner, its plan labels and the agent's
-    ``residual_codec: share``."""
-    x = np.asarray(x, dtype=float)
-    w = share_to_weights(np.clip(x, 0.0, 1.0), bandwidth, is_cxl, scale)
-    return np.where((x > 1.0)[..., None], 0, w)
 
 
 class ColloidPolicy(HeuristicPolicy):

@@ -14,7 +14,7 @@ from agents.imitation import (
     policy_observations,
     warm_start,
 )
-from agents.residual import make_training_vec_env
+from agents.view import make_training_vec_env
 from envs.spaces import TIERING_MODES
 
 BASES = ["colloid", "tpp", "dram-first"]

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from agents import persist
-from agents.residual import make_training_vec_env
 from agents.config import Recipe, TrainingError
 from agents.config.build import with_policy_layout
 from agents.models import build_model, read_model_file
+from agents.view import make_training_vec_env
 from envs.spaces import TIERING_MODES
 
 ENV = {
@@ -87,7 +87,10 @@ def test_saved_and_loaded_as_data(tmp_path: Path) -> None:
     meta = {
         "algo": "ppo",
         "policy": "TenantPolicy",
-        "hyperparams": {**recipe.hyperparams.given(), "policy_kwargs": recipe.policy_kwargs.given()},
+        "hyperparams": {
+            **recipe.hyperparams.given(),
+            "policy_kwargs": recipe.policy_kwargs.given(),
+        },
         "normalize_reward": False,
         "env": ENV,
         "seed": 0,
@@ -100,7 +103,7 @@ def test_saved_and_loaded_as_data(tmp_path: Path) -> None:
 
 
 def test_errors_name_the_setting() -> None:
-    with pytest.raises(ValueError, match="TenantPolicy needs env.pad_nodes"):
+    with pytest.raises(ValueError, match=r"TenantPolicy needs env\.pad_nodes"):
         _recipe({**ENV, "pad_nodes": None})
     with pytest.raises(TrainingError, match="per-tenant"):
         with_policy_layout(_recipe(), {**ENV, "weights": "global"})

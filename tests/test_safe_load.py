@@ -165,8 +165,8 @@ def test_a_saved_model_round_trips(
     """Same actions from predict after load; the file is a two-member ZIP of JSON and tensors."""
     from agents import persist
     from agents.models import build_model, save_model
-    from agents.residual import core_kwargs
     from agents.runs import load_trained
+    from agents.view import core_kwargs
     from envs.sb3 import make_vec_env
 
     cfg = _cfg(algo, short_scenario, hp)
@@ -312,12 +312,11 @@ def test_resume_restores_the_replay_buffer(
 def test_an_old_pickle_checkpoint_is_refused(tmp_path: Path, short_scenario: Path) -> None:
     """A checkpoint in stable-baselines3's pickle format (the code before the safe formats):
     refused before any work, with the file and why; nothing is run or written."""
-    from agents.models import build_model
-    from agents.residual import core_kwargs
-    from agents.runs import read_config
-    from envs.sb3 import make_vec_env
-
     import train
+    from agents.models import build_model
+    from agents.runs import read_config
+    from agents.view import core_kwargs
+    from envs.sb3 import make_vec_env
 
     run = tmp_path / "old"
     args = tiny_args(short_scenario, run, "--timesteps", "256", "--checkpoint-interval", "128")

@@ -106,9 +106,10 @@ def event_tags(run_dir: Path) -> set[str]:
 def test_two_trial_sweep_writes_run_folders_summary_and_best_config(
     local_ray: None, short_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from agents.training import read_config
+
     import train
     from agents.evaluation import load_policy
-    from agents.training import read_config
 
     path = write_sweep(tmp_path, short_scenario)
     out = tmp_path / "out"

@@ -33,13 +33,13 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 
 import train
 from agents import tensorboard as tb
-from agents.config.load import REFERENCES
 from agents.callbacks import (
     CheckpointAtRollout,
     EvalAgainstReferences,
     HeldOutEvaluation,
     LogUpdateAtItsStep,
 )
+from agents.config.load import REFERENCES
 from agents.stats import ratio_to_reference
 from envs import load_scenario
 from envs.sb3 import make_vec_env

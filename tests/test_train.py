@@ -254,7 +254,11 @@ def test_set_one_entry_of_a_recipe() -> None:
     from agents.config.load import load_recipe
 
     base, _ = load_recipe("imitation")
-    sets = ["env.base_policy=[tpp, colloid]", "policy_kwargs.log_std_init=-0.5", "imitation.rounds=1"]
+    sets = [
+        "env.base_policy=[tpp, colloid]",
+        "policy_kwargs.log_std_init=-0.5",
+        "imitation.rounds=1",
+    ]
     got, _ = load_recipe("imitation", sets)
     assert got.env.given() == {**base.env.given(), "base_policy": ["tpp", "colloid"]}
     assert got.policy_kwargs.given() == {**base.policy_kwargs.given(), "log_std_init": -0.5}
@@ -267,7 +271,7 @@ def test_set_one_entry_of_a_recipe() -> None:
     for bad in ("[tpp, tpp]", "[]", "[tpp, no-such-heuristic]"):
         with pytest.raises(TrainingError, match="base_policy"):
             load_recipe("ppo", [f"env.base_policy={bad}"])
-    with pytest.raises(TrainingError, match="imitation.scenarios"):
+    with pytest.raises(TrainingError, match=r"imitation\.scenarios"):
         load_recipe("imitation", ["imitation.scenarios=[no-such-scenario]"])
     # the imitation phase chooses between bases: one base is an error naming the rule
     with pytest.raises(TrainingError, match=r"imitation: needs env\.base_policy with at least two"):

@@ -16,7 +16,7 @@ __all__ = ["agent_spaces", "check_buildable", "with_policy_layout"]
 def agent_spaces(env: Mapping[str, Any]) -> tuple[Any, Any]:
     """The agent's observation and action spaces for a run's env settings, the same on the
     scenario and every ``train_families`` entry (else a ValueError)."""
-    from agents.residual import core_kwargs, make_interface
+    from agents.view import core_kwargs, make_interface
     from envs.core import make_params
 
     agent = make_interface(env)
@@ -34,10 +34,10 @@ def agent_spaces(env: Mapping[str, Any]) -> tuple[Any, Any]:
 
 def with_policy_layout(recipe: Recipe, env: Mapping[str, Any]) -> Recipe:
     """``recipe`` with ``policy_kwargs.layout`` filled from the environment for
-    ``TenantPolicy`` (:func:`agents.residual.agent_layout`); other policies' unchanged."""
+    ``TenantPolicy`` (:func:`agents.view.agent_layout`); other policies' unchanged."""
     if recipe.policy != "TenantPolicy":
         return recipe
-    from agents.residual import agent_layout, core_kwargs, make_interface
+    from agents.view import agent_layout, core_kwargs, make_interface
     from envs.core import make_params
 
     try:

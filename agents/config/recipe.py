@@ -24,7 +24,7 @@ from agents.config.fields import (
     PlainMap,
     _Strict,
 )
-from agents.residual import MIXINGS, RESIDUAL_CODECS, base_names, make_interface
+from agents.view import MIXINGS, RESIDUAL_CODECS, base_names, make_interface
 from envs.spaces import OBSERVATIONS, TIERING_MODES
 
 # ============================================================================ recipe parts
@@ -146,7 +146,7 @@ class Hyperparams(_Strict):
 
 
 class EnvSettings(_Strict):
-    """The environment and the agent's view of it (:mod:`agents.residual`); unset keys keep
+    """The environment and the agent's view of it (:mod:`agents.view`); unset keys keep
     the environment's defaults."""
 
     max_tenants: Int(1, 1024) | None = Field(  # type: ignore[valid-type]

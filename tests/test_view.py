@@ -1,4 +1,5 @@
-"""Residual actions, the tiering-mode action and visible arrivals (issue #12, items 1-3)."""
+"""The agent's view (agents.view): residual actions, the tiering-mode action and visible
+arrivals (issue #12, items 1-3)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import numpy as np
 import pytest
 
 from agents.evaluation import LearnedPolicy, PolicyError
-from agents.residual import AgentInterface, agent_spaces, make_training_vec_env
 from agents.rollout import rollout
+from agents.view import AgentInterface, ViewSpec, agent_spaces, make_training_vec_env
 from baselines import make_policy
+from baselines.placement import SHARE_TOP, dram_share
 from envs import core
 from envs.spaces import TIERING_MODES, ActionCodec
 
@@ -124,7 +126,7 @@ def test_mixing_bases_follows_each_heuristic_exactly_at_the_corners() -> None:
     assert np.allclose(mix, [0.0, 0.5, 0.5])
     assert blend not in (native["tpp"], native["dram-first"])
     with pytest.raises(ValueError, match="distinct"):
-        AgentInterface(["tpp", "tpp"])
+        AgentInterface(ViewSpec(["tpp", "tpp"]))
 
 
 def test_hard_mixing_follows_one_base_whole() -> None:
@@ -145,7 +147,7 @@ def test_hard_mixing_follows_one_base_whole() -> None:
         assert _geomeans(rollout(pol, sc, 3, seed=5, env_kwargs=kw)) == native[want], entries
         assert np.array_equal(pol.agent.mix, np.tile(share, (3, 1)))
     with pytest.raises(ValueError, match="mixing: got 'sharp'"):
-        AgentInterface(names, mixing="sharp")
+        AgentInterface(ViewSpec(names, mixing="sharp"))
 
 
 def test_residual_bases_gate_the_residual() -> None:
@@ -180,16 +182,16 @@ def test_residual_bases_gate_the_residual() -> None:
     assert pushed != native["dram-first"]
     assert pushed == score([-1.0, 1.0], None)
     with pytest.raises(ValueError, match="residual_bases: got \\['caption'\\]"):
-        AgentInterface(names, residual_bases=["caption"])
+        AgentInterface(ViewSpec(names, residual_bases=["caption"]))
 
 
 def test_base_kernel_must_be_a_mode() -> None:
     params = core.make_params("colocation", pool_size=8)  # no tiering modes
     with pytest.raises(ValueError, match="tiering_modes"):
-        AgentInterface("tpp").bind(params, 2)
+        AgentInterface(ViewSpec("tpp")).bind(params, 2)
     params = core.make_params("colocation", pool_size=8, tiering_modes=["default"])
     with pytest.raises(ValueError, match="none of the tiering modes"):
-        AgentInterface("tpp").bind(params, 2)
+        AgentInterface(ViewSpec("tpp")).bind(params, 2)
     pol = LearnedPolicy(ZeroModel(*agent_spaces(params, "tpp")), {"base_policy": "tpp"}, "z", "t")
     with pytest.raises(PolicyError, match="tpp"):
         pol.bind(params, 2)
@@ -301,7 +303,7 @@ def test_training_env_zero_residual_runs_the_base() -> None:
     venv = make_training_vec_env(3, kw)
     venv.seed(5)
     obs = venv.reset()
-    inner = venv.venv.venv  # VecMonitor -> ResidualVecEnv -> TierGymVecEnv
+    inner = venv.venv.venv  # VecMonitor -> AgentVecEnv -> TierGymVecEnv
     params = inner.params
     assert obs.shape == (3, params.encoder.size + params.codec.size)
     ref = make_policy("colloid")
@@ -330,7 +332,7 @@ def test_one_padded_policy_runs_every_machine_shape() -> None:
     shapes = set()
     for sc in ("colocation", "mlc-bandwidth", "mixed-2s"):
         params = core.make_params(sc, split="test", tiering_modes=MODES, pool_size=8, max_tenants=4)
-        agent = AgentInterface("colloid", pad_nodes=5)
+        agent = AgentInterface(ViewSpec("colloid", pad_nodes=5))
         obs_space, act_space = agent.spaces(params)
         shapes.add((obs_space.shape, act_space.shape))
         pol = LearnedPolicy(ZeroModel(obs_space, act_space), {**kw, "max_tenants": 4}, "z", "t")
@@ -339,7 +341,7 @@ def test_one_padded_policy_runs_every_machine_shape() -> None:
     assert len(shapes) == 1
     # the padded view: node mask and descriptors, and padded weights dropped
     params = core.make_params("colocation", tiering_modes=MODES, pool_size=8, max_tenants=4)
-    agent = AgentInterface(None, pad_nodes=5)
+    agent = AgentInterface(ViewSpec(None, pad_nodes=5))
     agent.bind(params, 2)
     state, obs = core.reset(params, [0, 1])
     agent.observe(None, core.hardware(state))
@@ -356,7 +358,7 @@ def test_one_padded_policy_runs_every_machine_shape() -> None:
     np.testing.assert_array_equal(agent.action_to_env(None, a), agent.action_to_env(None, b))
     assert agent.action_to_env(None, a).shape == (2, params.codec.size)
     with pytest.raises(ValueError, match="more than 1"):
-        AgentInterface(None, pad_nodes=1).spaces(params)
+        AgentInterface(ViewSpec(None, pad_nodes=1)).spaces(params)
 
 
 def test_training_env_over_machine_shapes() -> None:
@@ -384,37 +386,38 @@ def test_training_env_over_machine_shapes() -> None:
     assert nodes == {2, 3, 5}
 
 
-def test_a_model_from_before_the_descriptors_still_loads(tmp_path: Any) -> None:
-    """A run that records no observation layout gets the one its model was trained with."""
+def test_a_run_from_before_the_descriptors_is_refused_by_its_format(tmp_path: Any) -> None:
+    """A run that records no observation layout (before the tenant descriptors) is not read:
+    the error names the file and the run's format."""
     import json
 
     from stable_baselines3 import PPO
 
+    from agents import persist
     from agents.evaluation import load_policy
     from envs.sb3 import make_vec_env
 
-    for layout in ("basic", "full"):
-        run = tmp_path / layout
-        run.mkdir()
-        env = {"scenario": "colocation", "split": "train"}
-        venv = make_vec_env(2, **env, observation=layout, pool_size=8)
-        PPO("MlpPolicy", venv, n_steps=8, batch_size=16, device="cpu").save(run / "model.zip")
-        (run / "tiergym.json").write_text(json.dumps({"algo": "ppo", "env": env, "seed": 0}))
-        pol, kw = load_policy(str(run), trust_pickle=True)
-        assert kw["observation"] == layout
-        recs = rollout(pol, "colocation", 2, env_kwargs=kw)
-        assert all(r["metrics"]["geomean_perf"] > 0 for r in recs)
+    run = tmp_path / "old"
+    run.mkdir()
+    env = {"scenario": "colocation", "split": "train"}
+    model = PPO("MlpPolicy", make_vec_env(2, **env, observation="basic", pool_size=8),
+                n_steps=8, batch_size=16, device="cpu")  # fmt: skip
+    meta = {"algo": "ppo", "policy": "MlpPolicy", "hyperparams": {"n_steps": 8, "batch_size": 16},
+            "normalize_reward": False, "env": env, "seed": 0}  # fmt: skip
+    persist.write_model(run / "model.zip", model, meta, 0)
+    (run / "tiergym.json").write_text(json.dumps({"algo": "ppo", "env": env, "seed": 0}))
+    with pytest.raises(PolicyError, match=r"tiergym\.json.*no 'observation'.*run format 0"):
+        load_policy(str(run))
 
 
 def test_default_padding_covers_every_shipped_scenario() -> None:
-    """The default run's pad_nodes (ppo.yml, mixed section) is at least every shipped
+    """The default recipe's pad_nodes (agents/recipes/imitation.yml) is at least every shipped
     machine's node count, so the one default policy runs on each of them; on the largest
     (6 nodes) the zero action is still the (first) base heuristic exactly."""
-    from agents.training import load_hyperparams
+    from agents.config.load import load_recipe
     from envs.scenario import load_scenario, scenario_names
 
-    hp, _ = load_hyperparams("ppo", "mixed", None, [])
-    env = hp["env"]
+    env = load_recipe("imitation")[0].env.given()
     pad = env["pad_nodes"]
     sizes = {n: len(load_scenario(n).hardware.node_names) for n in scenario_names()}
     assert max(sizes.values()) == 6  # cxl-spill: 2 sockets x 2 SNC nodes + 2 expanders
@@ -440,12 +443,10 @@ def test_share_codec_moves_each_tenants_dram_share() -> None:
     (``x = x_base + residual_scale * 1.25 / 2 * r``, above 1 local-first), split over each
     tier by firmware bandwidth; a zero entry keeps the base's weights exactly, and a base
     outside ``residual_bases`` runs as its heuristic whatever the entries hold."""
-    from agents.residual import SHARE_TOP, dram_share
-
     names = ["colloid", "weighted-interleave", "dram-first"]
     params = core.make_params("mixed", split="test", tiering_modes=MODES, pool_size=8)
     iface = AgentInterface(
-        names, 2.0, None, "hard", residual_bases=["dram-first"], residual_codec="share"
+        ViewSpec(names, 2.0, None, "hard", residual_bases=["dram-first"], residual_codec="share")
     )
     B, T = 4, params.n_tenants
     iface.bind(params, B)
@@ -491,6 +492,191 @@ def test_share_codec_moves_each_tenants_dram_share() -> None:
     want = 0.5 * bw / bw.sum(axis=1, keepdims=True)
     assert np.allclose(w[:, 0] / w[:, 0].sum(axis=1, keepdims=True) * cxl, want, atol=0.01)
     with pytest.raises(ValueError, match="residual_codec: got 'shares'"):
-        AgentInterface(names, residual_codec="shares")
+        AgentInterface(ViewSpec(names, residual_codec="shares"))
     with pytest.raises(ValueError, match="residual_codec: 'share' needs base_policy"):
-        AgentInterface(None, residual_codec="share")
+        AgentInterface(ViewSpec(None, residual_codec="share"))
+
+
+# ---------------------------------------------------------------------- the view's pieces
+DEFAULT_VIEW = {
+    "base_policy": ["colloid", "tpp", "weighted-interleave", "dram-first", "memcg-fair", "caption"],
+    "mixing": "hard",
+    "residual_bases": ["dram-first"],
+    "residual_scale": 2.0,
+    "residual_codec": "share",
+    "pad_nodes": 6,
+    "observation": "cgroup",
+    "tiering_modes": MODES,
+}
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"residual_scale": 0.0}, "residual_scale: got 0.0, expected a number > 0"),
+        ({"residual_scale": float("nan")}, "residual_scale: got nan"),
+        ({"base_policy": "tpp", "mixing": "sharp"}, "mixing: got 'sharp'"),
+        ({"base_policy": "tpp", "residual_codec": "shares"}, "residual_codec: got 'shares'"),
+        ({"residual_codec": "share"}, "residual_codec: 'share' needs base_policy"),
+        ({"pad_nodes": 0}, "pad_nodes: got 0, expected at least 1"),
+        ({"base_policy": []}, "base_policy: got \\[\\], expected distinct"),
+        ({"base_policy": ["tpp", "tpp"]}, "base_policy: got \\['tpp', 'tpp'\\]"),
+        ({"base_policy": ["tpp", "colloid"], "residual_bases": []}, "residual_bases: got \\[\\]"),
+        ({"base_policy": ["tpp"], "residual_bases": ["tpp", "tpp"]}, "residual_bases: got"),
+        ({"residual_bases": ["tpp"]}, "residual_bases: got \\['tpp'\\], expected .* \\[\\]"),
+    ],
+)
+def test_view_spec_rejects_each_bad_setting_by_name(settings: dict[str, Any], message: str) -> None:
+    """The spec checks the view's settings when it is built, and the error names the setting
+    (the run's config check prefixes it with ``env.``); ``make_interface`` raises the same."""
+    from agents.view import make_interface
+
+    with pytest.raises(ValueError, match=message):
+        ViewSpec(**settings)
+    with pytest.raises(ValueError, match=message):
+        make_interface(settings)
+
+
+def test_view_spec_from_env_settings() -> None:
+    """Unset or null settings are the defaults; lists are kept as tuples; the spec is frozen."""
+    import dataclasses
+
+    from agents.view import DEFAULT_RESIDUAL_SCALE, MIXINGS, RESIDUAL_CODECS
+
+    blank = ViewSpec.from_env({"scenario": "mixed", "mixing": None, "residual_scale": None})
+    assert blank == ViewSpec()
+    assert (blank.residual_scale, blank.mixing) == (DEFAULT_RESIDUAL_SCALE, MIXINGS[0])
+    assert blank.residual_codec == RESIDUAL_CODECS[0] and not blank.active
+    spec = ViewSpec.from_env(DEFAULT_VIEW)
+    assert spec.base_policy == tuple(DEFAULT_VIEW["base_policy"])
+    assert spec.names == DEFAULT_VIEW["base_policy"]
+    assert spec.residual_mask.tolist() == [False, False, False, True, False, False]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.pad_nodes = 4  # type: ignore[misc]
+    iface = AgentInterface(spec)
+    assert (iface.names, iface.scale, iface.pad_nodes) == (spec.names, 2.0, 6)
+    assert (iface.codec, iface.mixing, iface.share_span) == ("share", "hard", 1.25)
+
+
+@pytest.mark.parametrize("scenario", ["colocation", "cxl-spill"])
+def test_padded_layout_parts_tile_the_view(scenario: str) -> None:
+    """The padded layout's named parts tile the agent's observation, a node slot, a tenant
+    slot and a box action exactly, in both layouts (the environment's and the padded), and
+    name the entries the encoder names: each of the environment's entries lands once, where
+    its part says, padded entries are 0."""
+    from agents.view import PaddedLayout
+    from agents.view.padding import NODE_DESCRIPTORS, pad_observation
+
+    names = DEFAULT_VIEW["base_policy"]
+    params = core.make_params(scenario, tiering_modes=MODES, observation="cgroup", max_tenants=4)
+    lay = PaddedLayout.of(params, 6, len(names))
+    for blocks, size in ((lay.env_obs, params.encoder.size), (lay.obs, None)):
+        assert blocks.nodes.start == 0 and blocks.nodes.stop == blocks.tenants.start
+        assert blocks.tenants.stop == blocks.globals.start
+        assert size is None or blocks.size == size
+    assert lay.obs.size == lay.base_actions.start and lay.base_actions.stop == lay.size
+    assert lay.size == agent_spaces(params, names, 6)[0].shape[0]
+    assert lay.node_entries.stop == lay.node_descriptors.start
+    assert lay.node_descriptors.stop == lay.obs.node_width == 3 + len(NODE_DESCRIPTORS)
+    for slot, n in ((lay.env_slot, params.n_nodes), (lay.slot, 6)):
+        assert slot.entries.start == 0 and slot.entries.stop == slot.weights.start
+        assert slot.weights.stop - slot.weights.start == n
+        assert slot.weights.stop == slot.descriptors.start and slot.descriptors.stop == slot.size
+    for act, n in ((lay.env_action, params.n_nodes), (lay.action, 6)):
+        assert act.weights.start == 0 and act.weights.stop == act.rest.start == act.rows * n
+        assert act.rest.stop == act.size
+    assert lay.env_action.size == params.codec.size
+    assert lay.base_actions.stop - lay.base_actions.start == len(names) * lay.action.size
+
+    enc = params.encoder
+    entry = {k: i for i, k in enumerate(enc.names(params.node_names))}
+    B = 2
+    state, _ = core.reset(params, np.arange(B))
+    obs = np.tile(np.arange(1, enc.size + 1, dtype=np.float32), (B, 1))  # each entry its own
+    view = pad_observation(lay, obs, core.hardware(state))
+    assert view.shape == (B, lay.obs.size)
+    nodes = view[:, lay.obs.nodes].reshape(B, 6, lay.obs.node_width)
+    slots = view[:, lay.obs.tenants].reshape(B, enc.T, lay.slot.size)
+    N = params.n_nodes
+    for n, node in enumerate(params.node_names):
+        for j, k in enumerate(("utilization", "latency_over_idle", "capacity_used")):
+            assert (nodes[:, n, lay.node_entries.start + j] == entry[f"node[{node}].{k}"] + 1).all()
+    assert (nodes[:, N:] == 0).all()
+    for t in range(enc.T):
+        w = slots[:, t, lay.slot.weights]
+        for n, node in enumerate(params.node_names):
+            assert (w[:, n] == entry[f"tenant[{t}].weight[{node}]"] + 1).all()
+        assert (w[:, N:] == 0).all()
+        for j, k in enumerate(enc.desc_names):
+            got = slots[:, t, lay.slot.descriptors.start + j]
+            assert (got == entry[f"tenant[{t}].{k}"] + 1).all()
+    assert (view[:, lay.obs.globals] == obs[:, lay.env_obs.globals]).all()
+    parts = [nodes[:, :, lay.node_entries], slots, view[:, lay.obs.globals]]
+    values = np.concatenate([p.ravel() for p in parts])
+    assert sorted(values[values > 0].tolist()) == sorted(obs.ravel().tolist())
+
+
+@pytest.mark.parametrize("weights", ["per-tenant", "global"])
+def test_pad_then_unpad_is_the_identity(weights: str) -> None:
+    """A box action padded to ``pad_nodes`` (padded weights ``fill``) and unpadded again is
+    the action it was, bit for bit; padding keeps each machine node's weight in its row."""
+    from agents.view import PaddedLayout
+    from agents.view.padding import pad_action, unpad_action
+
+    params = core.make_params("mixed-2s", tiering_modes=MODES, weights=weights, max_tenants=4)
+    lay = PaddedLayout.of(params, 5)
+    a = np.random.default_rng(2).uniform(-1, 1, (3, params.codec.size)).astype(np.float32)
+    for fill in (-1.0, 1.0):
+        padded = pad_action(lay, a, fill)
+        assert padded.shape == (3, lay.action.size)
+        rows = padded[:, lay.action.weights].reshape(3, lay.weight_rows, 5)
+        env_rows = a[:, lay.env_action.weights].reshape(3, lay.weight_rows, params.n_nodes)
+        assert np.array_equal(rows[:, :, : params.n_nodes], env_rows)
+        assert (rows[:, :, params.n_nodes :] == fill).all()
+        assert np.array_equal(padded[:, lay.action.rest], a[:, lay.env_action.rest])
+        assert np.array_equal(unpad_action(lay, padded), a)
+    with pytest.raises(ValueError, match="action: got shape"):
+        pad_action(lay, a[:, :-1], -1.0)
+
+
+def test_agent_layout_is_the_saved_models() -> None:
+    """``policy_kwargs.layout`` of the default recipe, as its saved model records it."""
+    from agents.view import agent_layout, core_kwargs, make_interface
+
+    env = {**DEFAULT_VIEW, "scenario": "mixed"}
+    params = core.make_params(**core_kwargs({**env, "pool_size": 8}))
+    assert agent_layout(params, make_interface(env)) == {
+        "nodes": 6,
+        "node_features": 8,
+        "node_mask": 3,
+        "tenants": 4,
+        "tenant_features": 22,
+        "tenant_present": 0,
+        "tenant_upcoming": 12,
+        "globals": 7,
+        "bases": 6,
+        "base_action": 26,
+        "shares": 4,
+    }
+    with pytest.raises(ValueError, match=r"TenantPolicy: needs env\.pad_nodes"):
+        agent_layout(params, make_interface({**env, "pad_nodes": None}))
+
+
+def test_mixing_shares_and_gate() -> None:
+    """Soft mixing: the clipped entries scaled to sum to at most 1 are the extra bases'
+    shares, the first base gets the rest; the gate is the listed bases' share. Hard: one
+    base whole (the largest entry above 0, the first on a tie; the first base when none)."""
+    from agents.view.mixing import mix_bases
+
+    base = np.stack([np.full((2, 3), -1.0), np.zeros((2, 3)), np.ones((2, 3))], axis=1)
+    base = base.astype(np.float32)
+    action = np.array([[0.2, 0.2, 0.2, 0.5, 0.75], [0.0, 0.0, 0.0, -1.0, 0.25]], np.float32)
+    listed = np.array([False, True, False])
+    got = mix_bases(base, action, "soft", listed)
+    assert got.share is not None and np.allclose(got.share, [[0.0, 0.4, 0.6], [0.75, 0.0, 0.25]])
+    assert got.base is not None and np.allclose(got.base[:, 0], [0.6, -0.5])
+    assert np.allclose(got.gate, [[0.4], [0.0]])
+    assert np.array_equal(got.residual, action[:, :3])
+    hard = mix_bases(base, np.array([[0, 0, 0, 0.5, 0.5], [0, 0, 0, -0.2, 0.0]]), "hard", listed)
+    assert hard.share is not None and hard.share.tolist() == [[0, 1, 0], [1, 0, 0]]
+    assert mix_bases(None, action, "soft", listed).share is None

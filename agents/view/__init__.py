@@ -1,0 +1,53 @@
+"""The agent's view of the environment, by concern.
+
+- :mod:`agents.view.spec`: the view's env settings (``base_policy``, ``residual_scale``,
+  ``mixing``, ``residual_bases``, ``residual_codec``, ``pad_nodes``) as one frozen,
+  checked :class:`ViewSpec`;
+- :mod:`agents.view.padding`: the padded layout of one machine (``pad_nodes``), its
+  parts by name, and the observation and action padding;
+- :mod:`agents.view.mixing`: several bases, soft or hard, and the residual's gate;
+- :mod:`agents.view.codec`: the residual codecs ``box`` and ``share``;
+- :mod:`agents.view.interface`: :class:`AgentInterface`, which composes them between an
+  environment and a trained network, for training and evaluation alike;
+- :mod:`agents.view.vec_env`: the training environments (:func:`make_training_vec_env`).
+
+The DRAM share and its weights (``SHARE_TOP``, :func:`dram_share`) come from
+:mod:`baselines.placement`.
+"""
+
+from agents.view.interface import AgentInterface, agent_layout, agent_spaces, make_interface
+from agents.view.padding import NODE_DESCRIPTORS, PaddedLayout, padded_sizes
+from agents.view.spec import (
+    DEFAULT_RESIDUAL_SCALE,
+    MIXINGS,
+    RESIDUAL_CODECS,
+    RESIDUAL_KEYS,
+    ViewSpec,
+    base_names,
+    residual_base_mask,
+)
+from agents.view.vec_env import AgentVecEnv, ConcatVecEnv, core_kwargs, make_training_vec_env
+from baselines.placement import SHARE_TOP, dram_share
+
+__all__ = [
+    "DEFAULT_RESIDUAL_SCALE",
+    "MIXINGS",
+    "NODE_DESCRIPTORS",
+    "RESIDUAL_CODECS",
+    "RESIDUAL_KEYS",
+    "SHARE_TOP",
+    "AgentInterface",
+    "AgentVecEnv",
+    "ConcatVecEnv",
+    "PaddedLayout",
+    "ViewSpec",
+    "agent_layout",
+    "agent_spaces",
+    "base_names",
+    "core_kwargs",
+    "dram_share",
+    "make_interface",
+    "make_training_vec_env",
+    "padded_sizes",
+    "residual_base_mask",
+]
