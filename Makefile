@@ -16,11 +16,11 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-train: $(STAMP)  ## the main job: train PPO on the mixed family, compare with the heuristics
+train: $(STAMP)  ## the main job: the default recipe (imitation) on mixed, compared with the heuristics
 	$(PY) train.py $(ARGS)
 
-test: $(STAMP)  ## the test suite (add ARGS="-m 'not slow'" for the quick part)
-	$(PY) -m pytest -q $(ARGS)
+test: $(STAMP)  ## the test suite on every core (add ARGS="-m 'not slow'" for the quick part)
+	$(PY) -m pytest -q -n auto --dist loadfile $(ARGS)
 
 evaluate: $(STAMP)
 	$(PY) evaluate.py $(ARGS)
