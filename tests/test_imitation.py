@@ -163,9 +163,7 @@ def test_warm_start_with_plans_beats_every_base_on_its_episodes(
     s = settings.updated(episodes=n, seed=seed, epochs=150, plans=True)
     summary = warm_start(model, PLANNED, s, seed=0, objective=LOG)
     assert summary["bases"][-1] == "plan" and summary["label_share"][-1] > 0
-    got = label_episodes(
-        PLANNED, "mixed", n, seed, s.updated(stride=10), objective=LOG, plans=True
-    )
+    got = label_episodes(PLANNED, "mixed", n, seed, s.updated(stride=10), objective=LOG, plans=True)
     kw = {k: v for k, v in PLANNED.items() if k != "scenario"}
     recs = rollout(LearnedPolicy(model, kw, "fitted", "t"), "mixed", n, seed, "train", kw)
     fitted = np.array([r["metrics"]["geomean_perf"] for r in sorted(recs, key=lambda r: r["seed"])])
@@ -208,3 +206,178 @@ def test_unplanned_jobs_hold_the_residual_where_a_listed_base_is_best(
     assert held.fit_residual.all() and not held.targets[:, :-2].any()
     free = label_episodes(env, "cxl-spill", 2, 900, s, objective=LOG)
     assert not free.fit_residual.any()
+
+
+def test_settings_need_every_value_within_its_bounds() -> None:
+    """Every field is required (the recipe gives it), described, checked and frozen; an
+    unknown key, a scenario that is not shipped, a bool for a count are errors."""
+    s = ImitationSettings(**SETTINGS)
+    assert all(f.description for f in ImitationSettings.model_fields.values())
+    for key in SETTINGS:
+        with pytest.raises(ValidationError, match=key):
+            ImitationSettings(**{k: v for k, v in SETTINGS.items() if k != key})
+    bad: list[tuple[str, Any]] = [
+        ("episodes", 0),
+        ("episodes", True),
+        ("epochs", 2.0),
+        ("rounds", 17),
+        ("learning_rate", 0.0),
+        ("stride", 0),
+        ("plans", 1),
+        ("corner_margin", 0.5),
+        ("scenarios", ["no-such-scenario"]),
+        ("scenarios", ["kv-store", "kv-store"]),
+        ("plan_search", {"segments": 1, "population": 16}),
+        ("plan_search", {"segments": 1, "population": 1, "iterations": 4}),
+        ("unknown", 1),
+    ]
+    for key, value in bad:
+        with pytest.raises(ValidationError, match=key):
+            ImitationSettings(**{**SETTINGS, key: value})
+    with pytest.raises(ValidationError):
+        s.rounds = 2
+    with pytest.raises(ValidationError, match="rounds"):
+        s.updated(rounds=-1)
+    assert s.updated(rounds=2).rounds == 2 and s.rounds == 1
+
+
+def test_the_objective_ranks_the_experts(settings: ImitationSettings) -> None:
+    """The labels follow the run's objective: on the same episodes, the episodes' throughput
+    (the return under the ``throughput`` reward) ranks the bases otherwise than their
+    geomean_perf, and each episode's label is the best base of its scores."""
+    s = settings.updated(stride=50)
+    geo = label_episodes(ENV, "mixed", 6, 700, s, objective=LOG)
+    thr = label_episodes(ENV, "mixed", 6, 700, s, objective="throughput")
+    assert thr.labels.tolist() == np.argmax(thr.scores, axis=1).tolist()
+    assert geo.labels.tolist() == np.argmax(geo.scores, axis=1).tolist()
+    assert (geo.scores <= 1.0 + 1e-9).all() and (thr.scores > 1.0).all()  # other quantities
+    assert geo.labels.tolist() != thr.labels.tolist()  # ... that pick other bases
+
+
+def test_a_plan_scores_under_another_objective_what_the_planner_maximised(
+    settings: ImitationSettings,
+) -> None:
+    """The planner searches the run's objective: under ``throughput`` its plan, run through
+    the agent's interface, scores the return the planner's replay scored, at least
+    dram-first's (one of its seed candidates)."""
+    search = {"segments": 1, "population": 4, "iterations": 1}
+    s = settings.updated(stride=50, plan_search=search)
+    _, planned, _ = plan_actions(PLANNED, "mixed", 4, 700, s, objective="throughput")
+    got = label_episodes(PLANNED, "mixed", 4, 700, s, objective="throughput", plans=True)
+    assert np.allclose(got.scores[:, 3], planned, rtol=1e-9, atol=0)
+    assert (got.scores[:, 3] >= got.scores[:, 2] * (1 - 1e-9)).all()
+
+
+def test_an_unknown_objective_is_a_value_error(settings: ImitationSettings) -> None:
+    from baselines.planner import Planner
+
+    with pytest.raises(ValueError, match=r"objective: got 'geomean', expected a reward name"):
+        label_episodes(ENV, "mixed", 2, 700, settings, objective="geomean")
+    with pytest.raises(ValueError, match=r"objective: got 'speed'"):
+        warm_start(_model(ENV, 8), ENV, settings, seed=0, objective="speed")
+    with pytest.raises(ValueError, match=r"planner objective: got 'geomean'"):
+        Planner(objective="geomean")
+
+
+#: A planned family and a held scenario job, in the share codec: every part of a checkpoint.
+RESUMED = {**PLANNED, "residual_codec": "share"}
+
+
+def _resumable(settings: ImitationSettings) -> ImitationSettings:
+    search = {"segments": 1, "population": 4, "iterations": 1}
+    return settings.updated(
+        episodes=3,
+        plans=True,
+        scenarios=["cxl-spill"],
+        scenario_episodes=2,
+        rounds=2,
+        epochs=3,
+        stride=10,
+        plan_search=search,
+    )
+
+
+def _same_weights(a: PPO, b: PPO) -> bool:
+    sa, sb = a.policy.state_dict(), b.policy.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_an_interrupted_warm_start_resumes_to_the_same_weights(
+    settings: ImitationSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped after the first fit, a warm start called again on its checkpoint folder reads
+    the labelled jobs and the first fit back (it labels nothing), runs the DAgger rounds and
+    ends with the weights of an uninterrupted run, bit for bit; called once more it reads
+    everything back."""
+    import agents.imitation.dagger as dagger
+
+    s, folder = _resumable(settings), tmp_path / "warm"
+    whole = _model(RESUMED, 16)
+    full = warm_start(whole, RESUMED, s, seed=0, objective=LOG)
+    assert full["scenarios"] == ["cxl-spill"] and full["bases"][-1] == "plan"
+
+    def stop(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("stopped")
+
+    monkeypatch.setattr(dagger, "policy_observations", stop)  # the first DAgger round
+    with pytest.raises(RuntimeError, match="stopped"):
+        warm_start(_model(RESUMED, 16), RESUMED, s, seed=0, objective=LOG, checkpoint_dir=folder)
+    assert (folder / "fit-00.json").exists() and not (folder / "fit-01.json").exists()
+    monkeypatch.undo()
+
+    fits: list[int] = []
+    real_fit = dagger.fit_targets
+
+    def counted_fit(*args: Any, **kwargs: Any) -> float:
+        fits.append(1)
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(dagger, "label_episodes", stop)  # labelled jobs are read back
+    monkeypatch.setattr(dagger, "fit_targets", counted_fit)
+    for resumed_fits, new_fits in ((1, 2), (3, 0)):
+        fits.clear()
+        model = _model(RESUMED, 16)
+        got = warm_start(model, RESUMED, s, seed=0, objective=LOG, checkpoint_dir=folder)
+        assert got["resumed"] == {"jobs": 2, "fits": resumed_fits} and len(fits) == new_fits
+        assert _same_weights(model, whole)
+        for key in ("samples", "loss", "label_share", "label_share_per_scenario"):
+            assert got[key] == full[key]
+    assert not _same_weights(model, _model(RESUMED, 16))  # the warm start did fit
+
+
+def test_a_checkpoint_of_another_warm_start_is_refused(
+    settings: ImitationSettings, tmp_path: Path
+) -> None:
+    """A checkpoint folder written with other settings, env settings, seed or objective is
+    an error naming the folder, never reused."""
+    import re
+
+    s = settings.updated(episodes=2, rounds=0, epochs=1, stride=50)
+    warm_start(_model(ENV, 8), ENV, s, seed=0, objective=LOG, checkpoint_dir=tmp_path)
+    others: list[dict[str, Any]] = [
+        {"settings": s.updated(epochs=2)},
+        {"seed": 1},
+        {"objective": "throughput"},
+        {"env": {**ENV, "observation": "cgroup"}},
+    ]
+    for other in others:
+        kw = {"settings": s, "seed": 0, "objective": LOG, "env": ENV, **other}
+        with pytest.raises(CheckpointError, match=re.escape(str(tmp_path))):
+            warm_start(_model(ENV, 8), checkpoint_dir=tmp_path, **kw)
+    assert issubclass(CheckpointError, ValueError)
+
+
+def test_progress_bars_show_each_phase_only_when_asked(
+    settings: ImitationSettings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``progress=True``: a bar per phase on stderr (labelling, planning, the fit, each DAgger
+    round's rollouts and fit); ``progress=False``: nothing printed."""
+    search = {"segments": 1, "population": 4, "iterations": 1}
+    s = settings.updated(episodes=2, plans=True, epochs=2, stride=50, plan_search=search)
+    warm_start(_model(PLANNED, 8), PLANNED, s, seed=0, objective=LOG)
+    quiet = capsys.readouterr()
+    assert quiet.out == "" and quiet.err == ""
+    warm_start(_model(PLANNED, 8), PLANNED, s, seed=0, objective=LOG, progress=True)
+    err = capsys.readouterr().err
+    for phase in ("labelling mixed", "planning mixed", "fit", "DAgger round 1/1", "round 1/1 fit"):
+        assert phase in err
