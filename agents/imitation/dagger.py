@@ -99,7 +99,7 @@ class _Run:
         """Label every job (or read it back from the checkpoint)."""
         s = self.settings
         for n, (fam, count) in enumerate(self.jobs):
-            want = {"family": fam, "episodes": count, "seed": self.job_seed(n)}
+            want = {"family": str(fam), "episodes": count, "seed": self.job_seed(n)}
             saved = self.ckpt.load_job(n, want)
             if saved is not None:
                 got, info = saved

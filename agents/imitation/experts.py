@@ -22,8 +22,9 @@ plan's weights are one target per tenant slot, the step from the base's DRAM
 share to the plan's (:class:`ShareTargets`; 0 for slots the episode does not
 use): the quantity the planner searched, where the box codec asks for a log
 weight and an on/off threshold per node. The planner sees the episode's future;
-the fitted policy sees only its observation, so what it learns is the placement
-that is best on average for what it sees.
+the fitted policy sees only its observation (every tenant's descriptors from the
+step before it starts), so what it learns is the placement that is best on
+average for what it sees.
 """
 
 from __future__ import annotations
