@@ -152,7 +152,7 @@ def _imitation(model: Any, cfg: RunConfig, run_dir: Path, out: _Out) -> dict[str
         model,
         cfg.env,
         im,
-        seed=im.seed + cfg.seed,
+        seed=cfg.seed,
         objective=cfg.task.reward,
         checkpoint_dir=run_dir / "imitation",
         progress=out.progress,

@@ -5,10 +5,11 @@ evaluated on (:meth:`Planner.plan_episodes`, which :func:`agents.rollout.run_epi
 calls before the first step), replays every episode from its seed on the
 batched model and searches, by the cross-entropy method (CEM), the
 piecewise-constant action sequence that maximises the episode's geometric-mean
-performance. It therefore knows every arrival, phase change and the jitter of
-the episode in advance: what it reaches bounds what any policy acting in that
-environment could reach with actions of the same form, and evaluation uses it
-as the top of the headroom scale ``(policy - dram-first) / (planner - dram-first)``.
+performance (or another reward's return: ``objective``, below). It therefore
+knows every arrival, phase change and the jitter of the episode in advance:
+what it reaches bounds what any policy acting in that environment could
+reach with actions of the same form, and evaluation uses it as the top of
+the headroom scale ``(policy - dram-first) / (planner - dram-first)``.
 
 What it searches (per episode, ``S = segments`` equal parts of the episode):
 
@@ -76,6 +77,14 @@ one loaded core).
 A scenario's own ``kernel.memcg_limits`` keeps its precedence over every
 mode (:func:`envs.model.with_kernel_rows`), as it does for the heuristics.
 
+What it maximises (``objective``, a reward name of :data:`envs.spaces.REWARDS`): by
+default ``log-geomean``, the episode's ``geomean_perf`` (the exp of the mean, over the
+steps with an active tenant, of the per-step log-geomean term), the evaluation's
+headroom metric; with another reward name, the episode's return under that reward (the
+sum over the episode's steps of its per-step term, :func:`envs.spaces.reward_terms`),
+the record metric ``reward`` of an environment built with that reward. The imitation
+warm start plans under the run's reward (:mod:`agents.imitation.objective`).
+
 Deterministic: each episode's random numbers (shares, rates and modes) come
 from ``(seed, episode seed)``, so an episode's plan does not depend on the rest
 of the batch.
@@ -85,7 +94,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -97,7 +106,7 @@ from envs import core
 from envs.kernel import auto_interleave_weights, gcd_reduce
 from envs.model import Action, with_kernel_rows
 from envs.model import step as model_step
-from envs.spaces import TIERING_MODES, reward_terms
+from envs.spaces import REWARDS, TIERING_MODES, reward_terms
 
 __all__ = ["SEED_SHARES", "Planner"]
 
@@ -119,7 +128,8 @@ class Planner(HeuristicPolicy):
     Not deployable: see the module docstring for what it searches and how.
     Call :meth:`plan_episodes` with the evaluation's seeds after :meth:`bind`
     (:func:`agents.rollout.run_episodes` does); ``plan_score`` then holds each
-    episode's searched ``geomean_perf``, ``seed_scores`` the seed candidates'
+    episode's searched score (``geomean_perf``; the return with another ``objective``),
+    ``seed_scores`` the seed candidates'
     (``(episodes, modes x seed actions)``, mode-major; column 0 is ``dram-first``),
     ``seed_modes`` each column's mode, ``plan_mode`` the plan's mode per segment
     (index in ``tiering_modes``), ``plan_share`` its DRAM share per segment and weight
@@ -143,6 +153,8 @@ class Planner(HeuristicPolicy):
             the evaluation environment is built with them (:func:`agents.rollout.make_params`)
             unless its ``env_kwargs`` name others, and the planner searches the modes of the
             environment it is bound to (only its kernel where it has none).
+        objective: the episode score maximised (a reward name; ``"log-geomean"``:
+            ``geomean_perf``, the others: the episode's return under that reward).
     """
 
     name = "planner"
@@ -160,8 +172,14 @@ class Planner(HeuristicPolicy):
         weight_scale: int = 100,
         seed: int = 0,
         tiering_modes: Sequence[str] | None = tuple(TIERING_MODES),
+        objective: str = "log-geomean",
     ) -> None:
         super().__init__()
+        if objective not in REWARDS:
+            raise ValueError(
+                f"planner objective: got {objective!r}, expected a reward name of {list(REWARDS)}"
+            )
+        self.objective = objective
         modes = tuple(tiering_modes or ())
         bad = [m for m in modes if m not in TIERING_MODES]
         if bad or len(set(modes)) != len(modes):
@@ -233,9 +251,10 @@ class Planner(HeuristicPolicy):
         return np.minimum(k * self.segments // np.maximum(steps, 1), self.segments - 1)
 
     def _scores(self, seeds: NDArray[np.uint64], x: F64, v: F64, m: I64) -> F64:
-        """Each candidate's episode ``geomean_perf`` (B,): episode ``seeds`` (B,) replayed on the
-        model under candidate shares ``x`` (B, S, R), rate variables ``v`` (B, S) and tiering
-        modes ``m`` (B, S), each interval's mode applied as :func:`envs.core.step` applies it."""
+        """Each candidate's episode score (B,; ``geomean_perf``, or the return under another
+        ``objective``): episode ``seeds`` (B,) replayed on the model under candidate shares ``x``
+        (B, S, R), rate variables ``v`` (B, S) and tiering modes ``m`` (B, S), each interval's
+        mode applied as :func:`envs.core.step` applies it."""
         params = self._p()
         table = params.mode_table
         state, _ = core.reset(params, seeds)
@@ -251,14 +270,21 @@ class Planner(HeuristicPolicy):
         rows = np.arange(B)
         logsum = np.zeros(B)
         n = np.zeros(B, dtype=np.int64)
+        ret = np.zeros(B)  # another objective's return
         for k in range(int(steps.max())):
             seg = self._segment(np.full(B, k), steps)
             act = Action(weights=wf[rows, seg], promote_mbps=rate[rows, seg])
             kin = inst if table is None else with_kernel_rows(inst, table, m[rows, seg])
             ms, out = model_step(kin, ms, act, check=False)
+            terms = reward_terms(out, peak)
+            if self.objective != "log-geomean":
+                ret += np.where(k < steps, terms[self.objective], 0.0)
+                continue
             has = (k < steps) & out.tenant_active.any(axis=1)
-            logsum += np.where(has, reward_terms(out, peak)["log-geomean"], 0.0)
+            logsum += np.where(has, terms["log-geomean"], 0.0)
             n += has
+        if self.objective != "log-geomean":
+            return ret
         return np.where(n > 0, np.exp(logsum / np.maximum(n, 1)), np.nan)
 
     def _seed_candidates(self, hw: core.Hardware, R: int) -> tuple[F64, F64, I64]:
@@ -280,8 +306,12 @@ class Planner(HeuristicPolicy):
         m = np.broadcast_to(np.repeat(np.arange(M), len(rates))[None, :, None], (E, K, S)).copy()
         return x, v, m
 
-    def plan_episodes(self, seeds: Any) -> None:
-        """Search the plan of each episode ``seeds[i]`` (one per bound instance); clairvoyant."""
+    def plan_episodes(self, seeds: Any, on_iteration: Callable[[], None] | None = None) -> None:
+        """Search the plan of each episode ``seeds[i]`` (one per bound instance); clairvoyant.
+
+        ``on_iteration`` (a progress display) is called after the seed candidates and after
+        each CEM iteration (``1 + iterations`` calls).
+        """
         params = self._p()
         seeds = np.asarray([int(s) for s in np.asarray(seeds).reshape(-1)], dtype=np.uint64)
         if seeds.size != self._B:
@@ -300,6 +330,8 @@ class Planner(HeuristicPolicy):
         sc0 = np.where(np.isnan(sc0), -np.inf, sc0).reshape(E, K)
         self.seed_scores = sc0.copy()
         self.seed_modes = m0[0, :, 0].copy()
+        if on_iteration is not None:
+            on_iteration()
         best = np.argmax(sc0, axis=1)  # first best: dram-first on ties
         e = np.arange(E)
         bx, bv, bm, bs = x0[e, best], v0[e, best], m0[e, best], sc0[e, best]
@@ -350,6 +382,8 @@ class Planner(HeuristicPolicy):
             bv = np.where(better[:, None], cv[e, top], bv)
             bm = np.where(better[:, None], cm[e, top], bm)
             bs = np.where(better, sc[e, top], bs)
+            if on_iteration is not None:
+                on_iteration()
         w, nominal, _ = self._decode(bx, bv, hw)
         self.plan_share = bx  # (E, S, R) DRAM shares (above 1: local-first)
         self.plan_weights = w  # (E, S, R, N) integer weights

@@ -1,9 +1,8 @@
 """How well a policy fitted to the planner's plans reproduces them (the plan labels, agents.imitation).
 
-Labels ``--episodes`` training episodes of each of the default run's families with
-plans (``imitation_plans`` with ``residual_bases: [dram-first]`` and
-``residual_scale: 2.0``), fits a fresh policy of the default's shape to them
-(no DAgger), and prints, on the first family's fitted episodes:
+Labels ``--episodes`` training episodes of each of the imitation recipe's families with
+plans, fits a fresh policy of the recipe's shape to them (no DAgger), and prints, on the
+first family's fitted episodes:
 
 - the fitted policy forced onto the plan's branch (dram-first's corner, its own
   residual), against the plans' scores and against dram-first;
@@ -15,8 +14,10 @@ plans (``imitation_plans`` with ``residual_bases: [dram-first]`` and
     python scripts/plan_fit.py --episodes 256 --epochs 100
     python scripts/plan_fit.py --residual-codec share --policy TenantPolicy --width 64
 
-A run takes about 4 minutes on 2 cores with ``--episodes 256``. Figures vary a
-little from run to run (torch's threads).
+The labels are scored and planned on ``log-geomean`` (``geomean_perf``, the
+score this script reports); the imitation phase's other values are the recipe's
+(``agents/recipes/imitation.yml``), with ``--episodes``, ``--epochs``, ``--batch-size``
+and ``--off-margin`` in their place. Figures vary a little from run to run (torch's threads).
 """
 
 from __future__ import annotations
@@ -31,10 +32,19 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents import imitation as im
+from agents.config.build import with_policy_layout
+from agents.config.load import load_recipe
 from agents.evaluation import LearnedPolicy
-from agents.residual import RESIDUAL_CODECS, agent_spaces, make_training_vec_env
+from agents.imitation import ImitationSettings
+from agents.models import build_model
 from agents.rollout import make_params, rollout
-from agents.training import SPECIAL_KEYS, build_model, load_hyperparams, with_policy_layout
+from agents.view import RESIDUAL_CODECS, agent_spaces, make_training_vec_env
+
+#: The imitation recipe's phase, with the episodes, epochs, batch size and off margin from the
+#: command line, on the families only (no scenario jobs), without DAgger, on other seeds.
+RECIPE = "imitation"
+SEED = 20_000_000
+OBJECTIVE = "log-geomean"
 
 
 def _scores(policy: Any, scenario: str, n: int, seed: int, split: str, kw: Any) -> np.ndarray:
@@ -46,60 +56,89 @@ def _gmean(x: np.ndarray) -> float:
     return float(np.exp(np.mean(np.log(x))))
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--episodes", type=int, default=256, help="planned episodes per family")
     ap.add_argument("--epochs", type=int, default=100)
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--residual-weight", type=float, default=4.0, help="the residual's loss weight")
     ap.add_argument(
-        "--off-margin", type=float, default=im.OFF_MARGIN, help="agents.imitation.OFF_MARGIN"
+        "--off-margin",
+        type=float,
+        default=None,
+        help="imitation.off_margin (default: the recipe's)",
     )
     ap.add_argument(
         "--residual-codec",
         default=RESIDUAL_CODECS[0],
         choices=list(RESIDUAL_CODECS),
-        help="env.residual_codec of the plan branch (agents.residual)",
+        help="env.residual_codec of the plan branch (agents.view)",
     )
     ap.add_argument(
         "--policy",
         default=None,
         choices=["MlpPolicy", "TenantPolicy"],
-        help="the policy network (default: the mixed section's)",
+        help="the policy network (default: the recipe's)",
     )
-    ap.add_argument("--width", type=int, default=None, help="net_arch [w, w] (default: the file's)")
-    args = ap.parse_args(argv)
-    im.OFF_MARGIN = args.off_margin  # read when the targets are computed
+    ap.add_argument(
+        "--width", type=int, default=None, help="net_arch [w, w] (default: the recipe's)"
+    )
+    return ap
 
-    hp, _ = load_hyperparams("ppo", "mixed", None, [])
-    env = {
-        **hp["env"],
-        "scenario": "mixed",
-        "residual_bases": ["dram-first"],
-        "residual_scale": 2.0,
-        "residual_codec": args.residual_codec,
-    }
+
+def _label_and_fit(
+    args: argparse.Namespace, settings: ImitationSettings
+) -> tuple[dict[str, Any], list[im.Labelled], Any]:
+    """``(env settings, each family's labels, the fitted model)``."""
+    sets = [f"env.residual_codec={args.residual_codec}"]
+    if args.policy is not None:
+        sets.append(f"policy={args.policy}")
+    if args.width is not None:
+        sets.append(f"policy_kwargs.net_arch=[{args.width}, {args.width}]")
+    recipe, _ = load_recipe(RECIPE, sets)
+    env = {**recipe.env.given(), "scenario": "mixed", "split": "train", "max_tenants": 4}
+    families = ["mixed", *env["train_families"]]
+    seed, N = settings.seed, settings.episodes
+    got = [
+        im.label_episodes(
+            env, f, N, seed + 100_000 * n, settings, objective=OBJECTIVE, plans=settings.plans
+        )
+        for n, f in enumerate(families)
+    ]
+    model = build_model(with_policy_layout(recipe, env), make_training_vec_env(6, env), 0)
+    parts = [[(g.obs, g.targets, g.fit_residual * args.residual_weight)] for g in got]
+    mixing = len(env["base_policy"]) - 1
+    im.fit_targets(
+        model.policy,
+        parts,
+        mixing,
+        settings.epochs,
+        settings.batch_size,
+        settings.learning_rate,
+        0,
+    )
+    return env, got, model
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    phase = load_recipe(RECIPE)[0].imitation
+    assert phase is not None
+    settings: ImitationSettings = phase.updated(
+        episodes=args.episodes,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        off_margin=phase.off_margin if args.off_margin is None else args.off_margin,
+        scenarios=[],
+        scenario_episodes=0,
+        rounds=0,
+        seed=SEED,
+    )
+    env, got, model = _label_and_fit(args, settings)
     names = list(env["base_policy"])
     K, j = len(names), names.index("dram-first")
     kw = {k: v for k, v in env.items() if k != "scenario"}
-    families = ["mixed", *env["train_families"]]
-    seed, N = 20_000_000, args.episodes
-    got = [
-        im.label_episodes(env, f, N, seed + 100_000 * n, plans=True) for n, f in enumerate(families)
-    ]
-    if args.policy is not None:
-        hp["policy"] = args.policy
-    if args.width is not None:
-        hp["policy_kwargs"] = {**hp.get("policy_kwargs", {}), "net_arch": [args.width] * 2}
-    model = build_model(
-        "ppo",
-        with_policy_layout({k: v for k, v in hp.items() if k not in SPECIAL_KEYS}, env),
-        make_training_vec_env(6, env),
-        0,
-    )
-    parts = [[(g.obs, g.targets, g.fit_residual * args.residual_weight)] for g in got]
-    im.fit_targets(model.policy, parts, K - 1, args.epochs, args.batch_size, 1e-3, 0)
-
+    seed, N = settings.seed, settings.episodes
     g = got[0]
     params = make_params(None, "mixed", "train", {**kw, "split": "train"})
     spaces = agent_spaces(params, names, env["pad_nodes"], args.residual_codec)

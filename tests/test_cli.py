@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 import pytest
 import yaml
 
@@ -301,31 +302,70 @@ def test_sigterm_before_the_first_checkpoint_leaves_a_resumable_run(
     assert json.loads((run / "training.json").read_text())["timesteps"] == 1024
 
 
-def test_train_with_the_warm_start_alone(tmp_path: Path, short_scenario: Path) -> None:
-    """``total_timesteps: 0`` with a warm start: the run is the warm start (with its DAgger
-    round) and no PPO step; the model it saves runs, and follows a base whole."""
+def imitation_args(scenario: Path, run: Path) -> list[str]:
+    """The imitation recipe cut to seconds: two bases, four episodes, one DAgger round."""
+    return [
+        "--recipe", "imitation", "--scenario", str(scenario), "--run-dir", str(run),
+        "--set", "env.base_policy=[colloid, dram-first]", "--set", "env.train_families=null",
+        "--set", "imitation.episodes=4", "--set", "imitation.rounds=1",
+        "--set", "imitation.scenarios=[]", "--set", "imitation.scenario_episodes=0",
+        "--set", "imitation.epochs=4", "--eval-episodes", "2", "--compare-episodes", "0",
+        "--no-progress", "--quiet",
+    ]  # fmt: skip
+
+
+def test_train_with_the_imitation_recipe(tmp_path: Path, short_scenario: Path) -> None:
+    """The imitation recipe: the warm start (with its DAgger round) and no RL step; the model
+    it saves runs, follows a base whole, and is named by its recipe in TensorBoard."""
     import train
     from agents.evaluation import load_policy
     from agents.rollout import rollout
 
     run = tmp_path / "r"
-    bases = ["--set", "env.base_policy=[colloid, dram-first]", "--set", "env.mixing=hard"]
-    warm = ["--set", "imitation_episodes=4", "--set", "imitation_rounds=1"]
-    assert train.main(tiny(short_scenario, run, "--timesteps", "0", *bases, *warm)) == 0
+    assert train.main(imitation_args(short_scenario, run)) == 0
+    assert run.name == "r" and (run / "imitation").is_dir()
     summary = json.loads((run / "warm_start.json").read_text())
     assert summary["dagger_rounds"] == 1 and summary["samples"][1] == 2 * summary["samples"][0]
+    assert summary["objective"] == "log-geomean"
     assert json.loads((run / "training.json").read_text())["timesteps"] == 0
+    cfg = yaml.safe_load((run / "config.yml").read_text())
+    assert cfg["recipe"]["name"] == "imitation" and cfg["recipe"]["rl"] is None
     policy, kw = load_policy(str(run))
     assert kw["mixing"] == "hard"
     recs = rollout(policy, str(short_scenario), 2, 20_000, "test", kw)
     assert len(recs) == 2 and all(r["metrics"]["geomean_perf"] > 0 for r in recs)
     shares = policy.agent.mix
     assert set(np.unique(shares).tolist()) <= {0.0, 1.0}  # one base whole, never a blend
-    # TensorBoard's Text tab has the warm start: a row per family, one per fit
+    # TensorBoard: the evaluation at step 0 under the recipe's name, the warm start's card
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    acc = EventAccumulator(str(run / "tensorboard"), size_guidance={"tensors": 0})
+    acc = EventAccumulator(str(run / "tensorboard"), size_guidance={"tensors": 0, "scalars": 0})
     acc.Reload()
+    assert [e.step for e in acc.Scalars("eval/imitation")] == [0]
     card = acc.Tensors("warm_start/text_summary")[0].tensor_proto.string_val[0].decode()
     assert f"| {short_scenario} |" in card and "| colloid | dram-first |" in card
     assert f"| 1 | {summary['samples'][1]:,} |" in card
+
+
+def test_an_interrupted_imitation_phase_resumes_from_its_parts(
+    tmp_path: Path, short_scenario: Path
+) -> None:
+    """--resume of a run stopped in its imitation phase reads the finished parts back
+    (nothing labelled or fitted again) and saves the same policy as an uninterrupted run."""
+    import train
+    from agents.runs import load_trained
+
+    run = tmp_path / "r"
+    assert train.main(imitation_args(short_scenario, run)) == 0
+    whole = load_trained(run)[0]
+    # as if stopped after the labels and fits were saved: no checkpoint, model or logs yet
+    shutil.rmtree(run / "checkpoints")
+    shutil.rmtree(run / "tensorboard")
+    for name in ("model.zip", "tiergym.json", "training.json", "warm_start.json"):
+        (run / name).unlink()
+    assert train.main(["--resume", str(run)]) == 0
+    resumed = json.loads((run / "warm_start.json").read_text())["resumed"]
+    assert resumed["jobs"] == 1 and resumed["fits"] == 2
+    again = load_trained(run)[0]
+    for (k, a), (_, b) in zip(whole.policy.state_dict().items(), again.policy.state_dict().items(), strict=True):
+        assert torch.equal(a, b), k

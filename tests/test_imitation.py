@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
+import pytest
+import torch
+from pydantic import ValidationError
 from stable_baselines3 import PPO
 
 from agents.imitation import (
-    CORNER_MARGIN,
-    OFF_MARGIN,
-    TIE_TOLERANCE,
+    CheckpointError,
+    ImitationSettings,
     label_episodes,
     plan_actions,
     policy_observations,
@@ -27,21 +32,52 @@ ENV = {
     "observation": "full",
     "pad_nodes": 6,
 }
+#: Every value the warm start reads, small and fast (a test changes what it exercises).
+SETTINGS: dict[str, Any] = {
+    "episodes": 12,
+    "plans": False,
+    "scenarios": [],
+    "scenario_episodes": 0,
+    "rounds": 1,
+    "epochs": 60,
+    "batch_size": 256,
+    "learning_rate": 1e-3,
+    "stride": 2,
+    "seed": 700,
+    "tie_tolerance": 1e-3,
+    "corner_margin": 2.0,
+    "off_margin": 2.0,
+    "on_margin": 0.005,
+    "plan_search": {"segments": 1, "population": 16, "iterations": 4},
+}
+LOG = "log-geomean"
 
 
-def test_labels_are_the_best_base_of_each_episode() -> None:
+@pytest.fixture
+def settings() -> ImitationSettings:
+    return ImitationSettings(**SETTINGS)
+
+
+def _model(env: dict[str, Any], width: int = 64) -> PPO:
+    venv = make_training_vec_env(4, env)
+    kw = {"net_arch": [width, width]}
+    return PPO("MlpPolicy", venv, n_steps=8, batch_size=32, seed=0, policy_kwargs=kw)
+
+
+def test_labels_are_the_best_base_of_each_episode(settings: ImitationSettings) -> None:
     """Each episode's label is the base with the highest geomean_perf on it (run at its
     corner of the mixing entries, which is that heuristic exactly: test_residual); the recorded observations
     follow the label; the targets are its corner past the clip, with bases tied with the
-    best (TIE_TOLERANCE) counted as best too."""
+    best (tie_tolerance) counted as best too."""
     n, seed = 12, 700
-    got = label_episodes(ENV, "mixed", n, seed, stride=10)
+    got = label_episodes(ENV, "mixed", n, seed, settings.updated(stride=10), objective=LOG)
     obs, targets, labels, scores = got.obs, got.targets, got.labels, got.scores
     assert labels.tolist() == np.argmax(scores, axis=1).tolist()
     assert len(set(labels.tolist())) > 1  # the best base differs between episodes
     assert obs.shape[0] == targets.shape[0] and obs.shape[0] % n == 0
-    near = scores >= scores.max(axis=1, keepdims=True) * (1.0 - TIE_TOLERANCE)
-    want = np.where(near[:, 1:], np.where(near[:, :1], 0.0, CORNER_MARGIN), -CORNER_MARGIN)
+    near = scores >= scores.max(axis=1, keepdims=True) * (1.0 - settings.tie_tolerance)
+    m = settings.corner_margin
+    want = np.where(near[:, 1:], np.where(near[:, :1], 0.0, m), -m)
     assert targets[:n, -2:].tolist() == want.tolist()  # the first recorded step of each
     assert not targets[:, :-2].any()  # residual 0: the base as it is
     assert not got.fit_residual.any()  # ... and not fitted: the residual rows stay zero
@@ -52,22 +88,23 @@ def _picked(act: np.ndarray) -> np.ndarray:
     return np.where(act[:, -2:].max(axis=1) > 0, 1 + np.argmax(act[:, -2:], axis=1), 0)
 
 
-def test_warm_start_fits_the_labels_on_the_policys_own_states() -> None:
+def test_warm_start_fits_the_labels_on_the_policys_own_states(
+    settings: ImitationSettings,
+) -> None:
     """After the warm start (with its DAgger rounds) the deterministic policy picks a best
     base of each training episode on most steps of the states it reaches itself, and its
     residual is exactly 0, so the base it picks runs as that heuristic does."""
-    venv = make_training_vec_env(4, ENV)
-    model = PPO(
-        "MlpPolicy", venv, n_steps=8, batch_size=32, seed=0, policy_kwargs={"net_arch": [64, 64]}
-    )
-    summary = warm_start(model, ENV, 12, seed=700, rounds=1, epochs=60, batch_size=256)
+    model = _model(ENV)
+    # the labelling seeds are settings.seed + the run's seed: 700
+    summary = warm_start(model, ENV, settings.updated(seed=690), seed=10, objective=LOG)
     assert summary["families"] == ["mixed"] and summary["dagger_rounds"] == 1
+    assert summary["objective"] == LOG and summary["resumed"] == {"jobs": 0, "fits": 0}
     # the round adds the policy's own run of the same episodes: as many recorded steps again
     assert summary["samples"][1] == 2 * summary["samples"][0] > 0
-    got = label_episodes(ENV, "mixed", 12, 700)
+    got = label_episodes(ENV, "mixed", 12, 700, settings, objective=LOG)
     labels, scores = got.labels, got.scores
-    near = scores >= scores.max(axis=1, keepdims=True) * (1.0 - TIE_TOLERANCE)
-    obs = policy_observations(model, ENV, "mixed", 12, 700)
+    near = scores >= scores.max(axis=1, keepdims=True) * (1.0 - settings.tie_tolerance)
+    obs = policy_observations(model, ENV, "mixed", 12, 700, settings.stride)
     act, _ = model.predict(obs, deterministic=True)
     episode = np.arange(len(obs)) % 12  # the recorded steps are whole batches of episodes
     assert len(set(labels.tolist())) > 1
@@ -79,7 +116,9 @@ def test_warm_start_fits_the_labels_on_the_policys_own_states() -> None:
 PLANNED = {**ENV, "residual_bases": ["dram-first"], "residual_scale": 2.0, "mixing": "hard"}
 
 
-def test_a_plan_runs_through_the_agent_interface_as_the_planner_scored_it() -> None:
+def test_a_plan_runs_through_the_agent_interface_as_the_planner_scored_it(
+    settings: ImitationSettings,
+) -> None:
     """The planner's plan of an episode, written as the residual over dram-first (the first
     of residual_bases) at dram-first's corner, scores through the agent's interface exactly
     what the planner's replay scored; it is the episode's label where it beats every base
@@ -87,28 +126,32 @@ def test_a_plan_runs_through_the_agent_interface_as_the_planner_scored_it() -> N
     fitted to the plan on every episode, whatever its label: the plan's entries, those that
     are off past the clip."""
     n, seed = 12, 700
-    plan, planned_score, _ = plan_actions(PLANNED, "mixed", n, seed)
+    plan, planned_score, _ = plan_actions(PLANNED, "mixed", n, seed, settings, objective=LOG)
     box, off = plan.box, plan.off
     assert (plan.base, plan.scale) == (2, 2.0)  # dram-first, residual_scale
-    got = label_episodes(PLANNED, "mixed", n, seed, stride=10, plans=True)
+    s = settings.updated(stride=10)
+    got = label_episodes(PLANNED, "mixed", n, seed, s, objective=LOG, plans=True)
     assert np.allclose(got.scores[:, 3], planned_score, rtol=1e-9, atol=0)
     assert (got.scores[:, 3] >= got.scores[:, 2] * (1 - 1e-9)).all()  # dram-first is a seed
-    planned = got.scores[:, 3] > got.scores[:, :3].max(axis=1) * (1.0 + TIE_TOLERANCE)
+    planned = got.scores[:, 3] > got.scores[:, :3].max(axis=1) * (1.0 + s.tie_tolerance)
     assert 0 < planned.sum() < n  # the plan wins some episodes, a base others
     assert (got.labels == 3).tolist() == planned.tolist()
     first = got.targets[:n]  # the first recorded step of each episode
-    assert first[planned, -2:].tolist() == [[-CORNER_MARGIN, CORNER_MARGIN]] * planned.sum()
+    m = s.corner_margin
+    assert first[planned, -2:].tolist() == [[-m, m]] * planned.sum()
     assert got.fit_residual.all()
     # dram-first's action is -1 everywhere but the mode entry: the residual is (plan + 1) / 2,
-    # and -OFF_MARGIN / 2 (clipped to -1) where the plan switches an entry off
+    # and -off_margin / 2 (clipped to -1) where the plan switches an entry off
     res = first[:, :-2]
-    want = np.maximum(np.where(off, -OFF_MARGIN, box + 1.0) / 2.0, -1.0)
+    want = np.maximum(np.where(off, -s.off_margin, box + 1.0) / 2.0, -1.0)
     assert np.allclose(res[:, :-1], want[:, :-1], atol=1e-6)
     assert (np.abs(res) <= 1.0).all() and (res[:, :-1] > 0).any()
     assert not res[:, -1].any()  # the plan keeps dram-first's tiering mode
 
 
-def test_warm_start_with_plans_beats_every_base_on_its_episodes() -> None:
+def test_warm_start_with_plans_beats_every_base_on_its_episodes(
+    settings: ImitationSettings,
+) -> None:
     """Fitted to the plans as well (imitation_plans), the policy's own decisions on its
     training episodes score above every single base there and above the best base of
     each episode taken with hindsight: it learned placements no base makes."""
@@ -116,15 +159,11 @@ def test_warm_start_with_plans_beats_every_base_on_its_episodes() -> None:
     from agents.rollout import rollout
 
     n, seed = 16, 700
-    venv = make_training_vec_env(4, PLANNED)
-    model = PPO(
-        "MlpPolicy", venv, n_steps=8, batch_size=32, seed=0, policy_kwargs={"net_arch": [64, 64]}
-    )
-    summary = warm_start(
-        model, PLANNED, n, seed=seed, rounds=1, epochs=150, batch_size=256, plans=True
-    )
+    model = _model(PLANNED)
+    s = settings.updated(episodes=n, seed=seed, epochs=150, plans=True)
+    summary = warm_start(model, PLANNED, s, seed=0, objective=LOG)
     assert summary["bases"][-1] == "plan" and summary["label_share"][-1] > 0
-    got = label_episodes(PLANNED, "mixed", n, seed, stride=10, plans=True)
+    got = label_episodes(PLANNED, "mixed", n, seed, s.updated(stride=10), objective=LOG, plans=True)
     kw = {k: v for k, v in PLANNED.items() if k != "scenario"}
     recs = rollout(LearnedPolicy(model, kw, "fitted", "t"), "mixed", n, seed, "train", kw)
     fitted = np.array([r["metrics"]["geomean_perf"] for r in sorted(recs, key=lambda r: r["seed"])])
@@ -132,16 +171,19 @@ def test_warm_start_with_plans_beats_every_base_on_its_episodes() -> None:
     assert np.log(fitted).mean() > np.log(best_base).mean()
 
 
-def test_a_share_plan_runs_through_the_agent_interface_as_the_planner_scored_it() -> None:
+def test_a_share_plan_runs_through_the_agent_interface_as_the_planner_scored_it(
+    settings: ImitationSettings,
+) -> None:
     """With ``residual_codec: share`` the plan is one DRAM share per tenant over dram-first
     (local-first: 1.25); through the agent's interface it scores exactly what the planner's
     replay scored, and its targets are the shares' steps (0 for slots the episode does
     not use)."""
     n, seed = 12, 800
     env = {**PLANNED, "residual_codec": "share"}
-    plan, planned_score, _ = plan_actions(env, "mixed", n, seed)
+    plan, planned_score, _ = plan_actions(env, "mixed", n, seed, settings, objective=LOG)
     assert plan.shares is not None and plan.shares.span == 1.25
-    got = label_episodes(env, "mixed", n, seed, stride=10, plans=True)
+    s = settings.updated(stride=10)
+    got = label_episodes(env, "mixed", n, seed, s, objective=LOG, plans=True)
     assert np.allclose(got.scores[:, 3], planned_score, rtol=1e-9, atol=0)
     T = plan.shares.share.shape[1]
     first = got.targets[:n]
@@ -150,14 +192,192 @@ def test_a_share_plan_runs_through_the_agent_interface_as_the_planner_scored_it(
     assert (want < 0).any() and (want == 0).any()
 
 
-def test_unplanned_jobs_hold_the_residual_where_a_listed_base_is_best() -> None:
+def test_unplanned_jobs_hold_the_residual_where_a_listed_base_is_best(
+    settings: ImitationSettings,
+) -> None:
     """In a run with plans, a job without plans (a shipped scenario) fits the residual to 0
     on the episodes where a base it adjusts is near-best, so that base runs as it is there
     (``cxl-spill``: ``dram-first`` is the best base); without ``hold_listed`` the residual
     is not fitted at all."""
     env = {**PLANNED, "residual_codec": "share", "scenario": "cxl-spill"}
-    held = label_episodes(env, "cxl-spill", 2, 900, stride=10, hold_listed=True)
+    s = settings.updated(stride=10)
+    held = label_episodes(env, "cxl-spill", 2, 900, s, objective=LOG, hold_listed=True)
     assert (held.labels == 2).all()  # dram-first
     assert held.fit_residual.all() and not held.targets[:, :-2].any()
-    free = label_episodes(env, "cxl-spill", 2, 900, stride=10)
+    free = label_episodes(env, "cxl-spill", 2, 900, s, objective=LOG)
     assert not free.fit_residual.any()
+
+
+def test_settings_need_every_value_within_its_bounds() -> None:
+    """Every field is required (the recipe gives it), described, checked and frozen; an
+    unknown key, a scenario that is not shipped, a bool for a count are errors."""
+    s = ImitationSettings(**SETTINGS)
+    assert all(f.description for f in ImitationSettings.model_fields.values())
+    for key in SETTINGS:
+        with pytest.raises(ValidationError, match=key):
+            ImitationSettings(**{k: v for k, v in SETTINGS.items() if k != key})
+    bad: list[tuple[str, Any]] = [
+        ("episodes", 0),
+        ("episodes", True),
+        ("epochs", 2.0),
+        ("rounds", 17),
+        ("learning_rate", 0.0),
+        ("stride", 0),
+        ("plans", 1),
+        ("corner_margin", 0.5),
+        ("scenarios", ["no-such-scenario"]),
+        ("scenarios", ["kv-store", "kv-store"]),
+        ("plan_search", {"segments": 1, "population": 16}),
+        ("plan_search", {"segments": 1, "population": 1, "iterations": 4}),
+        ("unknown", 1),
+    ]
+    for key, value in bad:
+        with pytest.raises(ValidationError, match=key):
+            ImitationSettings(**{**SETTINGS, key: value})
+    with pytest.raises(ValidationError):
+        s.rounds = 2
+    with pytest.raises(ValidationError, match="rounds"):
+        s.updated(rounds=-1)
+    assert s.updated(rounds=2).rounds == 2 and s.rounds == 1
+
+
+def test_the_objective_ranks_the_experts(settings: ImitationSettings) -> None:
+    """The labels follow the run's objective: on the same episodes, the episodes' throughput
+    (the return under the ``throughput`` reward) ranks the bases otherwise than their
+    geomean_perf, and each episode's label is the best base of its scores."""
+    s = settings.updated(stride=50)
+    geo = label_episodes(ENV, "mixed", 6, 700, s, objective=LOG)
+    thr = label_episodes(ENV, "mixed", 6, 700, s, objective="throughput")
+    assert thr.labels.tolist() == np.argmax(thr.scores, axis=1).tolist()
+    assert geo.labels.tolist() == np.argmax(geo.scores, axis=1).tolist()
+    assert (geo.scores <= 1.0 + 1e-9).all() and (thr.scores > 1.0).all()  # other quantities
+    assert geo.labels.tolist() != thr.labels.tolist()  # ... that pick other bases
+
+
+def test_a_plan_scores_under_another_objective_what_the_planner_maximised(
+    settings: ImitationSettings,
+) -> None:
+    """The planner searches the run's objective: under ``throughput`` its plan, run through
+    the agent's interface, scores the return the planner's replay scored, at least
+    dram-first's (one of its seed candidates)."""
+    search = {"segments": 1, "population": 4, "iterations": 1}
+    s = settings.updated(stride=50, plan_search=search)
+    _, planned, _ = plan_actions(PLANNED, "mixed", 4, 700, s, objective="throughput")
+    got = label_episodes(PLANNED, "mixed", 4, 700, s, objective="throughput", plans=True)
+    assert np.allclose(got.scores[:, 3], planned, rtol=1e-9, atol=0)
+    assert (got.scores[:, 3] >= got.scores[:, 2] * (1 - 1e-9)).all()
+
+
+def test_an_unknown_objective_is_a_value_error(settings: ImitationSettings) -> None:
+    from baselines.planner import Planner
+
+    with pytest.raises(ValueError, match=r"objective: got 'geomean', expected a reward name"):
+        label_episodes(ENV, "mixed", 2, 700, settings, objective="geomean")
+    with pytest.raises(ValueError, match=r"objective: got 'speed'"):
+        warm_start(_model(ENV, 8), ENV, settings, seed=0, objective="speed")
+    with pytest.raises(ValueError, match=r"planner objective: got 'geomean'"):
+        Planner(objective="geomean")
+
+
+#: A planned family and a held scenario job, in the share codec: every part of a checkpoint.
+RESUMED = {**PLANNED, "residual_codec": "share"}
+
+
+def _resumable(settings: ImitationSettings) -> ImitationSettings:
+    search = {"segments": 1, "population": 4, "iterations": 1}
+    return settings.updated(
+        episodes=3,
+        plans=True,
+        scenarios=["cxl-spill"],
+        scenario_episodes=2,
+        rounds=2,
+        epochs=3,
+        stride=10,
+        plan_search=search,
+    )
+
+
+def _same_weights(a: PPO, b: PPO) -> bool:
+    sa, sb = a.policy.state_dict(), b.policy.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_an_interrupted_warm_start_resumes_to_the_same_weights(
+    settings: ImitationSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped after the first fit, a warm start called again on its checkpoint folder reads
+    the labelled jobs and the first fit back (it labels nothing), runs the DAgger rounds and
+    ends with the weights of an uninterrupted run, bit for bit; called once more it reads
+    everything back."""
+    import agents.imitation.dagger as dagger
+
+    s, folder = _resumable(settings), tmp_path / "warm"
+    whole = _model(RESUMED, 16)
+    full = warm_start(whole, RESUMED, s, seed=0, objective=LOG)
+    assert full["scenarios"] == ["cxl-spill"] and full["bases"][-1] == "plan"
+
+    def stop(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("stopped")
+
+    monkeypatch.setattr(dagger, "policy_observations", stop)  # the first DAgger round
+    with pytest.raises(RuntimeError, match="stopped"):
+        warm_start(_model(RESUMED, 16), RESUMED, s, seed=0, objective=LOG, checkpoint_dir=folder)
+    assert (folder / "fit-00.json").exists() and not (folder / "fit-01.json").exists()
+    monkeypatch.undo()
+
+    fits: list[int] = []
+    real_fit = dagger.fit_targets
+
+    def counted_fit(*args: Any, **kwargs: Any) -> float:
+        fits.append(1)
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(dagger, "label_episodes", stop)  # labelled jobs are read back
+    monkeypatch.setattr(dagger, "fit_targets", counted_fit)
+    for resumed_fits, new_fits in ((1, 2), (3, 0)):
+        fits.clear()
+        model = _model(RESUMED, 16)
+        got = warm_start(model, RESUMED, s, seed=0, objective=LOG, checkpoint_dir=folder)
+        assert got["resumed"] == {"jobs": 2, "fits": resumed_fits} and len(fits) == new_fits
+        assert _same_weights(model, whole)
+        for key in ("samples", "loss", "label_share", "label_share_per_scenario"):
+            assert got[key] == full[key]
+    assert not _same_weights(model, _model(RESUMED, 16))  # the warm start did fit
+
+
+def test_a_checkpoint_of_another_warm_start_is_refused(
+    settings: ImitationSettings, tmp_path: Path
+) -> None:
+    """A checkpoint folder written with other settings, env settings, seed or objective is
+    an error naming the folder, never reused."""
+    import re
+
+    s = settings.updated(episodes=2, rounds=0, epochs=1, stride=50)
+    warm_start(_model(ENV, 8), ENV, s, seed=0, objective=LOG, checkpoint_dir=tmp_path)
+    others: list[dict[str, Any]] = [
+        {"settings": s.updated(epochs=2)},
+        {"seed": 1},
+        {"objective": "throughput"},
+        {"env": {**ENV, "observation": "cgroup"}},
+    ]
+    for other in others:
+        kw = {"settings": s, "seed": 0, "objective": LOG, "env": ENV, **other}
+        with pytest.raises(CheckpointError, match=re.escape(str(tmp_path))):
+            warm_start(_model(ENV, 8), checkpoint_dir=tmp_path, **kw)
+    assert issubclass(CheckpointError, ValueError)
+
+
+def test_progress_bars_show_each_phase_only_when_asked(
+    settings: ImitationSettings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``progress=True``: a bar per phase on stderr (labelling, planning, the fit, each DAgger
+    round's rollouts and fit); ``progress=False``: nothing printed."""
+    search = {"segments": 1, "population": 4, "iterations": 1}
+    s = settings.updated(episodes=2, plans=True, epochs=2, stride=50, plan_search=search)
+    warm_start(_model(PLANNED, 8), PLANNED, s, seed=0, objective=LOG)
+    quiet = capsys.readouterr()
+    assert quiet.out == "" and quiet.err == ""
+    warm_start(_model(PLANNED, 8), PLANNED, s, seed=0, objective=LOG, progress=True)
+    err = capsys.readouterr().err
+    for phase in ("labelling mixed", "planning mixed", "fit", "DAgger round 1/1", "round 1/1 fit"):
+        assert phase in err

@@ -18,7 +18,6 @@ from pydantic import (
 FORMAT_VERSION = 2
 ALGOS = ("ppo", "a2c", "sac", "td3", "recurrent-ppo")
 ON_POLICY = frozenset({"ppo", "a2c", "recurrent-ppo"})
-REWARDS = ("log-geomean", "throughput", "weighted-speedup", "harmonic")
 ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu", "gelu", "silu")
 #: Policies of the project for the agent's padded view (agents.networks), by algorithm.
 PROJECT_POLICIES = {"TenantPolicy": ("ppo", "a2c")}

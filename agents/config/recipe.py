@@ -24,34 +24,11 @@ from agents.config.fields import (
     PlainMap,
     _Strict,
 )
+from agents.imitation.settings import ImitationSettings
 from agents.view import MIXINGS, RESIDUAL_CODECS, base_names, make_interface
 from envs.spaces import OBSERVATIONS, TIERING_MODES
 
 # ============================================================================ recipe parts
-
-
-class PlanSearch(_Strict):  # TEMPORARY stand-in until agents.imitation.settings lands
-    segments: Int(1, 64)  # type: ignore[valid-type]
-    population: Int(1, 4096)  # type: ignore[valid-type]
-    iterations: Int(1, 4096)  # type: ignore[valid-type]
-
-
-class ImitationSettings(_Strict):  # TEMPORARY stand-in until agents.imitation.settings lands
-    episodes: Int(1, 1 << 16)  # type: ignore[valid-type]
-    plans: bool
-    scenarios: list[Name]
-    scenario_episodes: Int(0, 1 << 16)  # type: ignore[valid-type]
-    rounds: Int(0, 16)  # type: ignore[valid-type]
-    epochs: Int(1, 10_000)  # type: ignore[valid-type]
-    batch_size: Int(1, 1 << 20)  # type: ignore[valid-type]
-    learning_rate: Num(gt=0)  # type: ignore[valid-type]
-    stride: Int(1, 1000)  # type: ignore[valid-type]
-    seed: Int(0, 2**31 - 1)  # type: ignore[valid-type]
-    tie_tolerance: Num(ge=0, lt=1)  # type: ignore[valid-type]
-    corner_margin: Num(gt=0)  # type: ignore[valid-type]
-    off_margin: Num(ge=0)  # type: ignore[valid-type]
-    on_margin: Num(ge=0)  # type: ignore[valid-type]
-    plan_search: PlanSearch
 
 
 class PolicyKwargs(_Strict):

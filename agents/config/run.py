@@ -11,8 +11,9 @@ from pydantic import (
     model_validator,
 )
 
-from agents.config.fields import FORMAT_VERSION, REWARDS, Int, Name, _Strict
+from agents.config.fields import FORMAT_VERSION, Int, Name, _Strict
 from agents.config.recipe import EnvSettings, Recipe
+from envs.spaces import REWARDS
 
 
 class Task(_Strict):

@@ -1,0 +1,52 @@
+"""Warm start of a policy over several bases: imitate the best base, or plan, per episode.
+
+With ``base_policy`` listing several heuristics (:mod:`agents.view`), the
+agent's mixing entries decide which heuristic's decision it follows. Which one
+is best depends on the machine and the tenant mix (``best-heuristic-per-episode``
+shows how much that choice is worth), and reinforcement learning from the
+heuristic-at-zero start rarely tries another base long enough to learn it.
+:func:`warm_start` gives the choice a supervised start before training, as its
+own trainer: it labels training episodes with their best expert, fits the
+policy's action mean to the labels (behaviour cloning) and runs DAgger rounds.
+
+The parts:
+
+- :mod:`~agents.imitation.settings`: :class:`ImitationSettings`, every value the
+  warm start reads (from the training recipe);
+- :mod:`~agents.imitation.objective`: the episode score of the run's reward that
+  ranks the experts and that the planner maximises;
+- :mod:`~agents.imitation.experts`: each base at its corner and the planner's
+  plans, run through the agent's interface;
+- :mod:`~agents.imitation.dataset`: the labels, targets and recorded observations;
+- :mod:`~agents.imitation.bc`: the behaviour-cloning fit;
+- :mod:`~agents.imitation.dagger`: :func:`warm_start`, the first fit and the
+  DAgger rounds;
+- :mod:`~agents.imitation.checkpoint`: what a warm start saves to resume from.
+"""
+
+from __future__ import annotations
+
+from .bc import fit_targets
+from .checkpoint import CheckpointError
+from .dagger import warm_start
+from .dataset import EpisodeTargets, Labelled, label_episodes, policy_observations
+from .experts import LabelFollower, Plans, ShareTargets, plan_actions
+from .objective import check_objective
+from .settings import ImitationSettings, PlanSearch
+
+__all__ = [
+    "CheckpointError",
+    "EpisodeTargets",
+    "ImitationSettings",
+    "LabelFollower",
+    "Labelled",
+    "PlanSearch",
+    "Plans",
+    "ShareTargets",
+    "check_objective",
+    "fit_targets",
+    "label_episodes",
+    "plan_actions",
+    "policy_observations",
+    "warm_start",
+]

@@ -1,0 +1,85 @@
+"""Behaviour cloning: fit a Gaussian policy's action mean to the labelled targets.
+
+The loss is the mean squared error of the policy's deterministic action (its
+distribution's mean) against each recorded row's targets, each family and
+scenario weighing the same whatever its number of rows. The mixing entries are
+fitted on every row; the residual entries only on the rows whose residual is
+fitted (the plans, and the held bases, :mod:`agents.imitation.dataset`). Without
+any such row the residual's rows of the action layer are zeroed and stay zero,
+so that the policy's mean residual is exactly 0 and a base it picks runs as that
+heuristic does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from agents.imitation.dataset import Chunk
+
+__all__ = ["fit_targets"]
+
+
+def fit_targets(
+    policy: Any,
+    parts: Sequence[Sequence[Chunk]],
+    mixing: int,
+    epochs: int,
+    batch_size: int,
+    learning_rate: float,
+    seed: int,
+    on_epoch: Callable[[], None] | None = None,
+) -> float:
+    """Fit ``policy``'s action mean to the targets of ``parts`` (per family or scenario, its
+    ``(obs, targets, fit_residual)`` chunks; each family or scenario weighing the same) by
+    mean squared error: the mixing entries (the last ``mixing``) on every row, the residual
+    entries on the rows whose ``fit_residual`` is nonzero (weighted by it). ``epochs``
+    passes of Adam (``learning_rate``) over minibatches of ``batch_size`` rows, shuffled by
+    a generator seeded with ``seed``; ``on_epoch`` is called after each pass. Without any
+    residual row the residual's rows of the action layer are zero and stay so (the
+    policy's mean residual is exactly 0). Returns the last batch's loss."""
+    import torch
+
+    device = policy.device
+    chunks = [(o, t, f, sum(len(c) for c, _, _ in job)) for job in parts for o, t, f in job]
+    x = torch.as_tensor(np.concatenate([c[0] for c in chunks]), device=device)
+    y = torch.as_tensor(np.concatenate([c[1] for c in chunks]), device=device)
+    fit_res = torch.as_tensor(np.concatenate([c[2] for c in chunks]), device=device)
+    w = torch.as_tensor(
+        np.concatenate([np.full(len(c[0]), 1.0 / c[3], np.float32) for c in chunks]),
+        device=device,
+    )
+    head = policy.action_net
+    residual = int(policy.action_space.shape[0]) - mixing
+    with_residual = bool(fit_res.any())
+    if not with_residual and hasattr(head, "zero_rows"):  # agents.networks.TenantHead
+        head.zero_rows(residual)
+    elif not with_residual:
+        with torch.no_grad():  # the mean residual is exactly 0: each picked base runs as it is
+            head.weight[:residual] = 0.0
+            head.bias[:residual] = 0.0
+    opt = torch.optim.Adam(policy.parameters(), lr=learning_rate)
+    gen = torch.Generator().manual_seed(seed)
+    loss_value = float("nan")
+    policy.set_training_mode(True)
+    for _ in range(epochs):
+        perm = torch.randperm(len(x), generator=gen)
+        for i in range(0, len(x), batch_size):
+            b = perm[i : i + batch_size]
+            mean = policy.get_distribution(x[b]).distribution.mean
+            err = torch.mean((mean[:, residual:] - y[b, residual:]) ** 2, dim=1)
+            if with_residual:
+                err = err + fit_res[b] * torch.mean(
+                    (mean[:, :residual] - y[b, :residual]) ** 2, dim=1
+                )
+            loss = torch.sum(w[b] * err) / torch.sum(w[b])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()  # Adam leaves zero rows alone: their gradient is 0
+            loss_value = float(loss.detach())
+        if on_epoch is not None:
+            on_epoch()
+    policy.set_training_mode(False)
+    return loss_value

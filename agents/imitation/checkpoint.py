@@ -1,0 +1,271 @@
+"""The warm start's checkpoints: each job's labels and each fit's weights, to resume from.
+
+A warm start labels many jobs and fits several times; with a checkpoint folder
+(:func:`agents.imitation.warm_start`'s ``checkpoint_dir``) every finished piece is
+written there, and a warm start called again with the same arguments reads the
+pieces back instead of recomputing them, so an interrupted run continues where it
+stopped and ends with the weights an uninterrupted run ends with (every step is
+deterministic given what the folder holds: the labels, the recorded rows, the
+weights after each fit).
+
+Files, all data only (``np.load(allow_pickle=False)``, JSON), each written to a
+temporary file and renamed (whole or not at all), the JSON last (it marks the
+piece done):
+
+- ``imitation.json``: the format and the key, a hash of the settings, the env
+  settings, the run's seed, the objective and the policy's parameter shapes; a
+  folder whose key differs is refused (:class:`CheckpointError`), never reused;
+- ``job-NNN.npz`` / ``.json``: job ``NNN``'s :class:`~agents.imitation.dataset.Labelled`
+  (recorded rows, labels, scores, per-episode targets and plans) and its timings;
+- ``fit-RR.npz`` / ``.json``: the policy's state dict after fit ``RR`` (0: the first,
+  then one per DAgger round) and the summary so far; ``round-RR.npz`` the rows that
+  round ``RR`` recorded on the policy's own states, per job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+from numpy.typing import NDArray
+
+from agents.imitation.dataset import Chunk, EpisodeTargets, Labelled
+from agents.imitation.experts import Plans, ShareTargets
+from agents.imitation.settings import ImitationSettings
+
+__all__ = ["Checkpoint", "CheckpointError", "checkpoint_key"]
+
+FORMAT = "tiergym-imitation-checkpoint"
+VERSION = 1
+MANIFEST = "imitation.json"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint folder that is not this warm start's, or a file in it that is unreadable."""
+
+
+def checkpoint_key(
+    settings: ImitationSettings, env: Mapping[str, Any], seed: int, objective: str, policy: Any
+) -> str:
+    """The hash (sha256, hex) of what a warm start's result depends on: its settings, the env
+    settings, the run's seed, the objective and the policy's parameter names and shapes."""
+    shapes = {k: [list(v.shape), str(v.dtype)] for k, v in policy.state_dict().items()}
+    what = {
+        "format": FORMAT,
+        "version": VERSION,
+        "settings": settings.model_dump(mode="json"),
+        "env": dict(env),
+        "seed": int(seed),
+        "objective": objective,
+        "policy": shapes,
+    }
+    text = json.dumps(what, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _atomic(path: Path, write: Any) -> None:
+    """Write ``path`` through a temporary file in its folder, then rename it into place."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _labelled_arrays(got: Labelled) -> dict[str, NDArray]:
+    ep = got.episodes
+    out: dict[str, NDArray] = {
+        "obs": got.obs,
+        "targets": got.targets,
+        "fit_residual": got.fit_residual,
+        "labels": got.labels,
+        "scores": got.scores,
+        "ep_mixing": ep.mixing,
+        "ep_fit_residual": ep.fit_residual,
+        "ep_from_plan": ep.from_plan,
+        "ep_k": np.asarray(ep.k),
+    }
+    p = ep.plans
+    if p is not None:
+        out |= {
+            "plan_box": p.box,
+            "plan_off": p.off,
+            "plan_base": np.asarray(p.base),
+            "plan_scale": np.asarray(p.scale),
+            "plan_off_margin": np.asarray(p.off_margin),
+        }
+        if p.shares is not None:
+            sh = p.shares
+            out |= {
+                "share_share": sh.share,
+                "share_used": sh.used,
+                "share_is_cxl": sh.is_cxl,
+                "share_span": np.asarray(sh.span),
+            }
+    return out
+
+
+def _labelled_from(z: Mapping[str, NDArray], plan_seconds: float) -> Labelled:
+    plans = None
+    if "plan_box" in z:
+        shares = None
+        if "share_share" in z:
+            shares = ShareTargets(
+                z["share_share"], z["share_used"], z["share_is_cxl"], float(z["share_span"])
+            )
+        plans = Plans(
+            z["plan_box"],
+            z["plan_off"],
+            int(z["plan_base"]),
+            float(z["plan_scale"]),
+            float(z["plan_off_margin"]),
+            shares,
+        )
+    ep = EpisodeTargets(
+        z["ep_mixing"], z["ep_fit_residual"], z["ep_from_plan"], plans, int(z["ep_k"])
+    )
+    return Labelled(
+        z["obs"], z["targets"], z["fit_residual"], z["labels"], z["scores"], ep, plan_seconds
+    )
+
+
+class Checkpoint:
+    """The checkpoint folder of one warm start (``folder`` None: nothing is written or read).
+
+    Raises:
+        CheckpointError: the folder holds another warm start's checkpoint (its key differs).
+    """
+
+    def __init__(self, folder: Path | str | None, key: str) -> None:
+        self.folder = None if folder is None else Path(folder)
+        self.key = key
+        if self.folder is None:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        manifest = self.folder / MANIFEST
+        if manifest.exists():
+            got = self._json(manifest)
+            if got.get("format") != FORMAT or got.get("key") != key:
+                raise CheckpointError(
+                    f"{self.folder}: a checkpoint of another warm start (other settings, env "
+                    "settings, seed, objective or policy); remove it or pass another "
+                    "checkpoint_dir"
+                )
+        elif any(self.folder.glob("job-*.json")) or any(self.folder.glob("fit-*.json")):
+            raise CheckpointError(f"{self.folder}: checkpoint files without {MANIFEST}")
+        else:
+            body = {"format": FORMAT, "version": VERSION, "key": key}
+            self._write_json(manifest, body)
+
+    # ------------------------------------------------------------------ files
+    def _json(self, path: Path) -> dict[str, Any]:
+        try:
+            got = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(f"{path}: unreadable checkpoint file ({exc})") from None
+        if not isinstance(got, dict):
+            raise CheckpointError(f"{path}: expected a JSON object")
+        return got
+
+    def _write_json(self, path: Path, body: Mapping[str, Any]) -> None:
+        _atomic(path, lambda f: f.write(json.dumps(body, indent=1).encode()))
+
+    def _npz(self, path: Path) -> dict[str, NDArray]:
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return {k: z[k] for k in z.files}
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(f"{path}: unreadable checkpoint file ({exc})") from None
+
+    def _write_npz(self, path: Path, arrays: Mapping[str, NDArray]) -> None:
+        _atomic(path, lambda f: np.savez(f, **cast(dict[str, Any], arrays)))
+
+    def _done(self, name: str) -> dict[str, Any] | None:
+        """The JSON of a finished piece ``name`` (None: not written yet)."""
+        if self.folder is None or not (self.folder / f"{name}.json").exists():
+            return None
+        info = self._json(self.folder / f"{name}.json")
+        if info.get("key") != self.key:
+            raise CheckpointError(f"{self.folder / name}.json: from another warm start (key)")
+        return info
+
+    # ------------------------------------------------------------------ jobs
+    def save_job(self, n: int, got: Labelled, info: Mapping[str, Any]) -> None:
+        """Job ``n``'s labels and ``info`` (its family, episodes, seed and timings)."""
+        if self.folder is None:
+            return
+        self._write_npz(self.folder / f"job-{n:03d}.npz", _labelled_arrays(got))
+        body = {**info, "key": self.key, "plan_seconds": got.plan_seconds}
+        self._write_json(self.folder / f"job-{n:03d}.json", body)
+
+    def load_job(self, n: int, want: Mapping[str, Any]) -> tuple[Labelled, dict[str, Any]] | None:
+        """Job ``n``'s labels and info as saved (None: not labelled yet); ``want``: the info's
+        job identity (family, episodes, seed), checked."""
+        info = self._done(f"job-{n:03d}")
+        if info is None:
+            return None
+        assert self.folder is not None
+        if any(info.get(k) != v for k, v in want.items()):
+            raise CheckpointError(f"{self.folder}/job-{n:03d}.json: another job than {dict(want)}")
+        z = self._npz(self.folder / f"job-{n:03d}.npz")
+        return _labelled_from(z, float(info["plan_seconds"])), info
+
+    # ------------------------------------------------------------------ fits
+    def save_fit(
+        self, r: int, policy: Any, record: Mapping[str, Any], rows: Sequence[Chunk] | None
+    ) -> None:
+        """The policy's weights after fit ``r``, its ``record`` (the summary so far, as JSON)
+        and (``r`` >= 1) the rows the round recorded per job."""
+        if self.folder is None:
+            return
+        if rows is not None:
+            arrays = {f"{what}_{n}": a for n, c in enumerate(rows) for what, a in _named(c)}
+            self._write_npz(self.folder / f"round-{r:02d}.npz", arrays)
+        state = {k: v.detach().cpu().numpy() for k, v in policy.state_dict().items()}
+        self._write_npz(self.folder / f"fit-{r:02d}.npz", state)
+        self._write_json(self.folder / f"fit-{r:02d}.json", {**record, "key": self.key})
+
+    def load_fit(
+        self, r: int, jobs: int
+    ) -> tuple[dict[str, NDArray], dict[str, Any], list[Chunk] | None] | None:
+        """``(state dict arrays, record, the round's rows per job)`` of fit ``r`` (None: not
+        done yet)."""
+        info = self._done(f"fit-{r:02d}")
+        if info is None:
+            return None
+        assert self.folder is not None
+        state = self._npz(self.folder / f"fit-{r:02d}.npz")
+        rows = None
+        if r:
+            z = self._npz(self.folder / f"round-{r:02d}.npz")
+            try:
+                rows = [
+                    (z[f"obs_{n}"], z[f"targets_{n}"], z[f"fit_residual_{n}"]) for n in range(jobs)
+                ]
+            except KeyError as exc:
+                raise CheckpointError(f"{self.folder}/round-{r:02d}.npz: no {exc}") from None
+        return state, info, rows
+
+    def restore(self, policy: Any, state: Mapping[str, NDArray]) -> None:
+        """Load saved weights ``state`` into ``policy`` (names and shapes checked)."""
+        import torch
+
+        own = policy.state_dict()
+        if set(own) != set(state) or any(tuple(own[k].shape) != state[k].shape for k in own):
+            raise CheckpointError(f"{self.folder}: saved weights do not fit this policy")
+        policy.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state.items()})
+        policy.set_training_mode(False)
+
+
+def _named(c: Chunk) -> list[tuple[str, NDArray]]:
+    return [("obs", c[0]), ("targets", c[1]), ("fit_residual", c[2])]

@@ -1,0 +1,260 @@
+"""The warm start: label, fit, then DAgger rounds on the fitted policy's own states.
+
+:func:`warm_start` gives the choice among bases (and, with plans, the placement
+over the residual's base) a supervised start before reinforcement learning,
+which from the heuristic-at-zero start rarely tries another base long enough to
+learn it:
+
+1. each job (a training family, then each scenario of the settings) is labelled
+   (:func:`agents.imitation.dataset.label_episodes`: every expert runs every
+   episode, the best under the run's objective is its label, the label's run is
+   recorded);
+2. the policy's action mean is fitted to the targets
+   (:func:`agents.imitation.bc.fit_targets`), each job weighing the same;
+3. DAgger (Ross et al., 2011): ``rounds`` times, the fitted policy itself runs
+   the same episodes, the observations it reaches are added with their
+   episode's targets, and the fit continues on the aggregate. The label's run
+   only shows the policy the states a correct choice leads to; a choice the fit
+   gets wrong at the first step leads to states it has never seen (the classic
+   covariate shift of behaviour cloning), and these rounds label exactly those.
+
+Reinforcement learning then starts from a policy that already picks a base per
+machine and mix, and refines it with the residual. With a checkpoint folder each
+job's labels and each fit's weights are saved, and a warm start called again
+continues where it stopped (:mod:`agents.imitation.checkpoint`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.imitation.bc import fit_targets
+from agents.imitation.checkpoint import Checkpoint, checkpoint_key
+from agents.imitation.dataset import Chunk, EpisodeTargets, label_episodes, policy_observations
+from agents.imitation.objective import check_objective
+from agents.imitation.progress import phase_bar
+from agents.imitation.settings import ImitationSettings
+from agents.view import base_names
+
+__all__ = ["warm_start"]
+
+#: Seeds of job ``n``'s episodes start this far above job ``n - 1``'s.
+JOB_SEED_STEP = 100_000
+
+
+def _jobs(
+    env: Mapping[str, Any], settings: ImitationSettings
+) -> tuple[list[str], list[tuple[str, int]]]:
+    """``(families, jobs)``: the run's training families, then ``(name, episodes)`` per job."""
+    families = [
+        env["scenario"],
+        *[f for f in (env.get("train_families") or []) if f != env["scenario"]],
+    ]
+    jobs = [(f, settings.episodes) for f in families]
+    if settings.scenario_episodes > 0:
+        jobs += [
+            (sc, settings.scenario_episodes) for sc in settings.scenarios if sc not in families
+        ]
+    return families, jobs
+
+
+class _Run:
+    """One warm start's state: the data set so far, the fits' record and the timings."""
+
+    def __init__(
+        self,
+        model: Any,
+        env: Mapping[str, Any],
+        settings: ImitationSettings,
+        seed: int,
+        objective: str,
+        ckpt: Checkpoint,
+        progress: bool,
+    ) -> None:
+        self.model, self.env, self.settings = model, env, settings
+        self.seed = settings.seed + seed  # the first labelling seed; fit r shuffles with +r
+        self.objective, self.ckpt, self.progress = objective, ckpt, progress
+        self.names = base_names(env.get("base_policy"))
+        self.families, self.jobs = _jobs(env, settings)
+        self.columns = len(self.names) + int(settings.plans)
+        # per job, its (obs, targets, fit_residual) chunks: the labels' run, then one per round
+        self.parts: list[list[Chunk]] = []
+        self.per_episode: list[EpisodeTargets] = []
+        self.counts = np.zeros(self.columns)
+        self.per: dict[str, list[float]] = {}
+        self.seconds = {"label": 0.0, "plan": 0.0, "fit": 0.0, "dagger": 0.0}
+        self.samples: list[int] = []
+        self.losses: list[float] = []
+        self.resumed = {"jobs": 0, "fits": 0}
+
+    def job_seed(self, n: int) -> int:
+        return self.seed + JOB_SEED_STEP * n
+
+    def label(self) -> None:
+        """Label every job (or read it back from the checkpoint)."""
+        s = self.settings
+        for n, (fam, count) in enumerate(self.jobs):
+            want = {"family": str(fam), "episodes": count, "seed": self.job_seed(n)}
+            saved = self.ckpt.load_job(n, want)
+            if saved is not None:
+                got, info = saved
+                self.resumed["jobs"] += 1
+            else:
+                t0 = time.time()
+                got = label_episodes(
+                    self.env,
+                    fam,
+                    count,
+                    self.job_seed(n),
+                    s,
+                    objective=self.objective,
+                    plans=s.plans and n < len(self.families),
+                    hold_listed=s.plans,
+                    progress=self.progress,
+                )
+                info = {**want, "label_seconds": time.time() - t0}
+                self.ckpt.save_job(n, got, info)
+            self.seconds["label"] += float(info["label_seconds"])
+            self.parts.append([(got.obs, got.targets, got.fit_residual)])
+            self.per_episode.append(got.episodes)
+            self.seconds["plan"] += got.plan_seconds
+            share = np.bincount(got.labels, minlength=self.columns)
+            self.counts += share
+            self.per[fam] = (share / share.sum()).round(3).tolist()
+
+    def fit(self, r: int) -> None:
+        """Fit ``r`` (0: the first; then DAgger round ``r``: the policy's own states first)."""
+        s = self.settings
+        rows: list[Chunk] | None = None
+        if r:
+            t0 = time.time()
+            rows = []
+            desc = f"DAgger round {r}/{s.rounds}"
+            with phase_bar(self.progress, len(self.jobs), desc, "rollout") as bar:
+                for n, (fam, count) in enumerate(self.jobs):
+                    obs = policy_observations(
+                        self.model, self.env, fam, count, self.job_seed(n), s.stride
+                    )
+                    rows.append(self.per_episode[n].chunk(obs))
+                    bar.update()
+            for n, chunk in enumerate(rows):
+                self.parts[n].append(chunk)
+            self.seconds["dagger"] += time.time() - t0
+        t0 = time.time()
+        # the aggregate is r + 1 times the first data set: as many gradient steps as the first fit
+        passes = max(1, round(s.epochs / (r + 1)))
+        desc = "fit" if not r else f"DAgger round {r}/{s.rounds} fit"
+        with phase_bar(self.progress, passes, desc, "epoch") as bar:
+            loss = fit_targets(
+                self.model.policy,
+                self.parts,
+                len(self.names) - 1,
+                passes,
+                s.batch_size,
+                s.learning_rate,
+                self.seed + r,
+                on_epoch=bar.update,
+            )
+        self.losses.append(round(loss, 5))
+        self.seconds["fit"] += time.time() - t0
+        self.samples.append(int(sum(len(o) for job in self.parts for o, _, _ in job)))
+        record = {"summary": self.summary(), "seconds": dict(self.seconds)}
+        self.ckpt.save_fit(r, self.model.policy, record, rows)
+
+    def resume_fit(self, r: int) -> dict[str, Any] | None:
+        """Fit ``r`` read back from the checkpoint (None: not done): its round's rows join
+        the data set and its record the summary; returns the weights (not yet loaded)."""
+        saved = self.ckpt.load_fit(r, len(self.jobs))
+        if saved is None:
+            return None
+        state, record, rows = saved
+        for n, chunk in enumerate(rows or []):
+            self.parts[n].append(chunk)
+        summary = record["summary"]
+        self.samples, self.losses = list(summary["samples"]), list(summary["loss"])
+        for k in ("fit", "dagger"):
+            self.seconds[k] = float(record["seconds"][k])
+        self.resumed["fits"] += 1
+        return state
+
+    def summary(self) -> dict[str, Any]:
+        """The summary so far (see :func:`warm_start`)."""
+        s, families, jobs = self.settings, self.families, self.jobs
+        return {
+            "bases": self.names + (["plan"] if s.plans else []),
+            "episodes_per_family": s.episodes,
+            "families": families,
+            "planned_families": families if s.plans else [],
+            "scenario_episodes": s.scenario_episodes if len(jobs) > len(families) else 0,
+            "scenarios": [j[0] for j in jobs[len(families) :]],
+            "dagger_rounds": s.rounds,
+            "samples": list(self.samples),
+            "label_share": (self.counts / self.counts.sum()).round(3).tolist(),
+            "label_share_per_scenario": dict(self.per),
+            "loss": list(self.losses),
+            "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
+            "objective": self.objective,
+            "resumed": dict(self.resumed),
+        }
+
+
+def warm_start(
+    model: Any,
+    env: Mapping[str, Any],
+    settings: ImitationSettings,
+    *,
+    seed: int,
+    objective: str,
+    checkpoint_dir: Path | str | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Fit ``model``'s action mean to the best expert of each training episode (see the module).
+
+    The episodes are ``settings.episodes`` of each training family (``env``'s ``scenario``
+    and ``train_families``; planned too with ``settings.plans``) and
+    ``settings.scenario_episodes`` of each of ``settings.scenarios`` (training split, seeds
+    from ``settings.seed + seed``: other seeds than any evaluation's), labelled under
+    ``objective`` (the run's reward name, :mod:`agents.imitation.objective`).
+    ``settings.rounds`` DAgger rounds follow the first fit of ``settings.epochs`` epochs,
+    each over the aggregate with as many gradient steps as the first
+    (``epochs / (round + 1)`` epochs).
+
+    ``checkpoint_dir``: save each job's labels and each fit's weights there, and resume
+    from what it holds (:mod:`agents.imitation.checkpoint`; the result is bit-identical to
+    an uninterrupted run). ``progress``: a bar per phase on stderr (nothing otherwise).
+
+    Returns a summary: the experts (``bases``: the bases, then ``plan``), the episodes,
+    families and scenarios, the share of each label overall and per job, the samples and
+    final loss of each fit, the seconds spent labelling (the plans' search included),
+    searching plans, fitting and running the policy (``seconds``; read back ones included),
+    the ``objective``, and what was read back from the checkpoint (``resumed``: jobs, fits).
+
+    Raises:
+        ValueError: ``objective`` is no reward name; fewer than two bases.
+        agents.imitation.checkpoint.CheckpointError: ``checkpoint_dir`` holds the
+            checkpoint of another warm start (other arguments).
+    """
+    check_objective(objective)
+    if len(base_names(env.get("base_policy"))) < 2:
+        raise ValueError("imitation: needs base_policy with at least two heuristics")
+    key = checkpoint_key(settings, env, seed, objective, model.policy)
+    run = _Run(model, env, settings, seed, objective, Checkpoint(checkpoint_dir, key), progress)
+    run.label()
+    pending: dict[str, Any] | None = None  # weights read back, loaded before the next fit
+    for r in range(settings.rounds + 1):
+        saved = run.resume_fit(r) if pending is not None or r == 0 else None
+        if saved is not None:
+            pending = saved
+            continue
+        if pending is not None:
+            run.ckpt.restore(model.policy, pending)
+            pending = None
+        run.fit(r)
+    if pending is not None:
+        run.ckpt.restore(model.policy, pending)
+    return run.summary()

@@ -1,0 +1,259 @@
+"""The experts the warm start imitates: each base at its corner, and the planner's plans.
+
+With ``base_policy`` listing several heuristics (:mod:`agents.view`), the
+agent's mixing entries decide which heuristic's decision it follows. Each base
+runs through the agent's own interface at its corner (its mixing entry at 1, the
+others at -1, the residual 0), which is that heuristic exactly, so an expert's
+score is what the agent reaches by picking that base.
+
+The plans: choosing among heuristics caps what the policy can reach; the rest
+is per-tenant placement no heuristic makes. So each training family episode can
+also be planned by the clairvoyant planner (:class:`baselines.planner.Planner`,
+searched as the settings' ``plan_search`` says: one static per-tenant DRAM share
+and promotion rate for the episode, under the base's own tiering mode;
+:func:`plan_actions`). The plan runs through the agent's interface as the
+residual over ``residual_bases``' first base (that base at its corner; the
+residual reaches the plan's box action exactly where ``residual_scale`` spans
+it) and is scored like every base. The plan's weights are written unreduced at
+the planner's resolution, so that a DRAM share maps to the box continuously.
+Residual targets are computed per recorded state from the base action the agent
+observes there (:meth:`Plans.residual`). With ``residual_codec: share`` the
+plan's weights are one target per tenant slot, the step from the base's DRAM
+share to the plan's (:class:`ShareTargets`; 0 for slots the episode does not
+use): the quantity the planner searched, where the box codec asks for a log
+weight and an on/off threshold per node. The planner sees the episode's future;
+the fitted policy sees only its observation (every tenant's descriptors from the
+step before it starts), so what it learns is the placement that is best on
+average for what it sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from agents.imitation.objective import check_objective, record_score, scoring_env
+from agents.imitation.settings import ImitationSettings
+from agents.view import make_interface
+from baselines.placement import SHARE_TOP, dram_share
+from envs.spaces import ActionCodec
+
+__all__ = [
+    "LabelFollower",
+    "Plans",
+    "Recording",
+    "ShareTargets",
+    "expert_scores",
+    "plan_actions",
+    "train_env",
+]
+
+
+def train_env(env: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's env settings as rollout's ``env_kwargs`` on the training split."""
+    return {**{k: v for k, v in env.items() if k != "scenario"}, "split": "train"}
+
+
+class Recording:
+    """A stand-in model that records every ``stride``-th step's observations (0: none)."""
+
+    def __init__(self, obs_space: Any, act_space: Any, stride: int = 0) -> None:
+        self.observation_space, self.action_space = obs_space, act_space
+        self.stride = stride
+        self.seen: list[NDArray[np.float32]] = []
+        self.steps = 0
+
+    def _record(self, obs: Any) -> None:
+        if self.stride and self.steps % self.stride == 0:
+            self.seen.append(np.asarray(obs, dtype=np.float32).copy())
+        self.steps += 1
+
+
+@dataclass
+class ShareTargets:
+    """What the ``share`` residual codec's targets need besides the box (:func:`plan_actions`).
+
+    ``share`` (E, R) each episode's planned DRAM share per weight row (0..SHARE_TOP, above
+    1 local-first), ``used`` (E, R) the rows of tenants the episode has (the others keep
+    the base: target 0), ``is_cxl`` (E, M) the agent's (padded) nodes' kind, ``span`` the
+    interface's share step (:attr:`agents.view.AgentInterface.share_span`).
+    """
+
+    share: NDArray[np.float64]
+    used: NDArray[np.bool_]
+    is_cxl: NDArray[np.bool_]
+    span: float
+
+
+class Plans:
+    """Each episode's plan as a residual target: box actions in the agent's (padded) layout
+    (:func:`plan_actions`).
+
+    ``box`` (E, A) each episode's plan as a box action, ``off`` (E, A) its entries that
+    switch something off, ``base`` the index of the base it is a residual over, ``scale``
+    the residual scale, ``off_margin`` how far below the box's -1 the entries that are off
+    are fitted (:attr:`ImitationSettings.off_margin`); ``shares`` with the ``share`` residual
+    codec (its weight targets).
+    """
+
+    def __init__(
+        self,
+        box: NDArray[np.float32],
+        off: NDArray[np.bool_],
+        base: int,
+        scale: float,
+        off_margin: float,
+        shares: ShareTargets | None = None,
+    ) -> None:
+        self.box, self.off, self.base, self.scale = box, off, base, scale
+        self.off_margin = off_margin
+        self.shares = shares
+
+    def residual(self, obs: NDArray[np.float32], rows: NDArray[np.int64], k: int) -> NDArray:
+        """Residual targets (S, A) of observations ``obs`` (S, obs_dim) of episodes ``rows``:
+        what takes the base action the agent observes there to the plan."""
+        a = self.box.shape[1]
+        start = obs.shape[1] - k * a + self.base * a
+        base = 2.0 * obs[:, start : start + a].astype(np.float64) - 1.0
+        box = self.box[rows]
+        target = np.where(self.off[rows], -1.0 - self.off_margin, box)
+        res = np.clip((target - base) / self.scale, -1.0, 1.0)
+        if self.shares is None:
+            return res.astype(np.float32)
+        sh = self.shares
+        R, M = sh.share.shape[1], sh.is_cxl.shape[1]
+        weights = ActionCodec.box_weights(base[:, : R * M].reshape(-1, R, M))
+        x0 = dram_share(weights, sh.is_cxl[rows])
+        step = np.clip((sh.share[rows] - x0) / sh.span, -1.0, 1.0)
+        step = np.where(sh.used[rows], step, 0.0)
+        return np.concatenate([step, res[:, R * M :]], axis=1).astype(np.float32)
+
+
+class LabelFollower(Recording):
+    """Instance ``i`` follows label ``labels[i]``: base ``j < k`` at its corner (residual 0,
+    mixing entry ``j - 1`` at 1 and the others at -1), or label ``k``: the plan, the residual
+    of ``plans`` at its base's corner."""
+
+    def __init__(
+        self,
+        obs_space: Any,
+        act_space: Any,
+        labels: NDArray[np.int64],
+        k: int,
+        plans: Plans | None = None,
+    ) -> None:
+        super().__init__(obs_space, act_space)
+        self.k, self.plans = k, plans
+        self.planned = labels == k
+        corner = np.where(self.planned, plans.base if plans is not None else 0, labels)
+        self.actions = np.zeros((len(labels), act_space.shape[0]), dtype=np.float32)
+        self.actions[:, -(k - 1) :] = np.where(
+            corner[:, None] == np.arange(1, k)[None, :], 1.0, -1.0
+        )
+
+    def predict(self, obs: Any, state: Any = None, episode_start: Any = None, deterministic=True):
+        self._record(obs)
+        act = self.actions[: len(obs)].copy()
+        if self.plans is not None and self.planned.any():
+            rows = np.flatnonzero(self.planned[: len(obs)])
+            res = self.plans.residual(np.asarray(obs, np.float32)[rows], rows, self.k)
+            act[rows, : res.shape[1]] = res
+        return act, state
+
+
+def expert_scores(
+    model: Any,
+    kw: Mapping[str, Any],
+    family: str,
+    episodes: int,
+    seed: int,
+    objective: str,
+    name: str = "corner",
+) -> list[float]:
+    """Run ``model`` (an expert, :class:`LabelFollower`) through the agent's interface on
+    ``episodes`` training episodes of ``family`` (seeds ``seed`` on; env settings ``kw``) and
+    return each episode's score under ``objective`` (:mod:`agents.imitation.objective`), in
+    seed order."""
+    from agents.evaluation import LearnedPolicy
+    from agents.rollout import rollout
+
+    skw = dict(scoring_env(kw, objective))
+    recs = rollout(
+        LearnedPolicy(model, skw, name, "imitation"), family, episodes, seed, "train", skw
+    )
+    recs.sort(key=lambda r: r["seed"])
+    return [record_score(r, objective) for r in recs]
+
+
+def plan_actions(
+    env: Mapping[str, Any],
+    family: str,
+    episodes: int,
+    seed: int,
+    settings: ImitationSettings,
+    *,
+    objective: str,
+    on_iteration: Callable[[], None] | None = None,
+) -> tuple[Plans, NDArray[np.float64], float]:
+    """The planner's plan (``settings.plan_search``, maximising ``objective``) of ``episodes``
+    training episodes of ``family`` (seeds ``seed`` on) as box actions in the agent's layout
+    (padded to ``pad_nodes``). ``on_iteration`` is called after each step of the search.
+
+    The plan is searched under the kernel of ``residual_bases``' first base (its tiering
+    mode, which the plan's mode entry keeps): the agent's residual then only places pages
+    and sets the rate, and a mode entry that the fit gets slightly wrong cannot switch the
+    kernel (a mode is a category; its entry does not interpolate).
+
+    Returns ``(plans, score (episodes,), seconds)``: the plans over that base with the
+    run's residual scale (:class:`Plans`; ``off`` marks the entries that switch something
+    off: a weight of 0, promotion off, padded nodes) and the planner's score of each
+    (:mod:`agents.imitation.objective`). The weights are the planner's share mapping
+    unreduced (continuous in the share); entries that are on lie ``settings.on_margin``
+    above the threshold of off.
+
+    Raises:
+        ValueError: ``env`` has no ``residual_bases``; ``objective`` is no reward name.
+    """
+    from agents.rollout import make_params
+    from baselines.placement import share_or_local_to_weights
+    from baselines.planner import Planner
+    from envs import core
+    from envs.spaces import OFF
+
+    check_objective(objective)
+    if env.get("residual_bases") is None:
+        raise ValueError("imitation plans: need residual_bases (the plan's base is its first)")
+    kw = train_env(env)
+    params = make_params(None, family, "train", kw)
+    iface = make_interface(kw)
+    iface.bind(params, episodes)
+    base = iface.names.index(next(iter(kw["residual_bases"])))
+    # the base's own kernel, no mode entry: the planner replays exactly that mode
+    plan_params = make_params(iface.policies[base], family, "train", {**kw, "tiering_modes": None})
+    planner = Planner(**settings.plan_search.model_dump(), objective=objective)
+    seeds = np.arange(seed, seed + episodes, dtype=np.uint64)
+    planner.bind(plan_params, episodes)
+    planner.plan_episodes(seeds, on_iteration=on_iteration)
+    state = core.reset(params, seeds)[0]
+    hw = core.hardware(state)
+    share = planner.plan_share[:, 0]  # (E, R): one segment
+    w = share_or_local_to_weights(share, hw.firmware_gbps, hw.is_cxl, planner.weight_scale)
+    box = params.codec.encode_box(w, planner.plan_rate_mbps[:, 0], iface.modes[base])
+    off = box <= -1.0  # weight 0 or promotion off (a mode entry lies mid-bin, above -1)
+    box = np.where(off, box, np.maximum(box, OFF + settings.on_margin)).astype(np.float32)
+    is_cxl = np.asarray(hw.is_cxl, dtype=bool)
+    if iface.pad_nodes is not None:
+        box = iface.pad_action(box, -1.0)
+        off = iface.pad_action(off.astype(np.float32), 1.0) > 0.5
+        is_cxl = np.pad(is_cxl, ((0, 0), (0, iface.pad_nodes - is_cxl.shape[1])))
+    shares = None
+    if iface.codec == "share":
+        rows = params.codec.n_weight_rows
+        used = state.instance.present.T if rows > 1 else np.ones((episodes, 1), dtype=bool)
+        shares = ShareTargets(np.clip(share, 0.0, SHARE_TOP), used, is_cxl, iface.share_span)
+    plans = Plans(box, off, base, iface.scale, settings.off_margin, shares)
+    return plans, planner.plan_score, planner.plan_seconds
