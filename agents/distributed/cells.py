@@ -171,7 +171,7 @@ def _cell_task(
 
 
 def _task_result(ref: Any) -> tuple[_Records, list[tuple[str, str]], float]:
-    """A finished task's ``(records, warnings, seconds)``; a cell's own ValueError raised as it is."""
+    """A finished task's ``(records, warnings, seconds)``; a cell's ValueError raised as it is."""
     import ray
 
     try:
@@ -242,7 +242,10 @@ def _policy_identity(loaded: tuple[Any, dict[str, Any]]) -> str | None:
 def _cell_key(
     cell: Cell, identity: str | None, seed: int, split: str, series: bool, code: str
 ) -> str | None:
-    """The digest of everything a cell's records depend on; None for a policy of unknown identity."""
+    """The digest of everything a cell's records depend on; None for a policy of unknown identity.
+
+    ``series``: the run records series (only a run's first cell keeps them).
+    """
     if identity is None:
         return None
     scen = cell.scenario

@@ -105,7 +105,7 @@ def check_nodes(modules: Sequence[str]) -> None:
 
 
 def _connect(addr: str, kw: dict[str, Any]) -> None:
-    """``ray.init`` on the cluster at ``addr``, its address checked first; :class:`RayError` if not."""
+    """``ray.init`` on the cluster at ``addr``, checked to answer first; else :class:`RayError`."""
     import ray
 
     _check_reachable(addr)

@@ -88,7 +88,7 @@ def markdown_table(
 
 
 def _share_text(entry: Mapping[str, Any] | None, digits: int) -> str:
-    """``share [low, high]`` of a headroom entry (no interval where it has none); ``-`` without a share."""
+    """``share [low, high]`` of a headroom entry (no interval where it has none), else ``-``."""
     if entry is None or entry.get("share") is None:
         return "-"
     ci = entry.get("ci")
@@ -100,9 +100,9 @@ def headroom_markdown(summary: Mapping[str, Any], digits: int = 3) -> str:
     """Markdown table of each policy's headroom share: rows = scenarios, then across scenarios.
 
     Cells read ``share [low, high]`` (0 = ``dram-first``, 1 = the clairvoyant
-    ``planner``; see :func:`agents.report.headroom_summary`); ``-`` where there is none (the
-    policy did not run, or the planner found no headroom there). Empty text
-    when the summary has no headroom section.
+    ``planner``; see :func:`agents.report.headroom_summary`); ``-`` where there is
+    none (the policy did not run, or the planner found no headroom there). Empty
+    text when the summary has no headroom section.
     """
     head = summary.get("headroom")
     if not head:

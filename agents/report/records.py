@@ -139,10 +139,10 @@ def write_csv(
     """Write one CSV row per record: ``scenario,instance,policy,seed,episode,<metric...>``.
 
     ``instance`` is the scenario instance the episode ran (blank for a record without
-    one); ``seed`` the episode's own seed.  Metric columns follow :data:`METRICS` order, then any extra metrics sorted by name;
-    a metric a record lacks is left blank.  With ``include_tenants``, columns
-    ``tenant.<name>.<key>`` are appended for every tenant seen.  Floats are written with
-    full precision.  Returns the path written.
+    one); ``seed`` the episode's own seed.  Metric columns follow :data:`METRICS` order,
+    then any extra metrics sorted by name; a metric a record lacks is left blank.  With
+    ``include_tenants``, columns ``tenant.<name>.<key>`` are appended for every tenant
+    seen.  Floats are written with full precision.  Returns the path written.
     """
     recs = validate_records(records)
     metric_cols = metric_names(recs)

@@ -138,9 +138,9 @@ def _paired_ratio(
     pol: str,
     reference: str,
 ) -> tuple[dict[str, Any], np.ndarray]:
-    """The mean ratio of ``group``'s ``metric`` to the reference's on the same seeds, and the ratios.
+    """The mean ratio of ``group``'s ``metric`` to the reference's on the same seeds.
 
-    Returns ``({"mean", "ci", "n"}, per-pair ratios)``.
+    Returns ``({"mean", "ci", "n"}, the ratio of each pair)``.
 
     Raises:
         ValueError: no seed shared with the reference, or a failed bootstrap.
@@ -211,14 +211,13 @@ def _scenario_summary(
 
 def _policy_summary(
     pol: str,
-    scen_list: list[str],
     per_scenario: Mapping[str, Mapping[str, Any]],
     by_scen: Mapping[str, np.ndarray],
     reference: str | None,
     metric: str,
     boot: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """One policy's geometric mean over ``scen_list`` of its mean ratios, with its interval.
+    """One policy's geometric mean of its mean ratios over the scenarios it ran, with its interval.
 
     The interval is a bootstrap stratified by scenario over the paired ratios
     ``by_scen``; there is none where a ratio is negative (a metric crossing zero),
@@ -227,6 +226,7 @@ def _policy_summary(
     Raises:
         ValueError: a non-positive mean ratio in the geometric mean.
     """
+    scen_list = [s for s, entries in per_scenario.items() if pol in entries]
     geo: float | None = None
     geo_ci: list[float] | None = None
     if reference is not None:
@@ -322,15 +322,7 @@ def summarize_records(
         for pol, arr in ratios.items():
             pair_ratios[pol][scen] = arr
     per_policy = {
-        pol: _policy_summary(
-            pol,
-            [s for s in scenarios if pol in per_scenario[s]],
-            per_scenario,
-            pair_ratios[pol],
-            reference,
-            metric,
-            boot,
-        )
+        pol: _policy_summary(pol, per_scenario, pair_ratios[pol], reference, metric, boot)
         for pol in policies
     }
     out: dict[str, Any] = {

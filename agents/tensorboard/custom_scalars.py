@@ -92,7 +92,7 @@ def _slot_charts(n_tenants: int) -> list[layout_pb2.Chart]:
 
 
 def _migration_charts(node_names: Sequence[str], n_tenants: int) -> list[layout_pb2.Chart]:
-    """Promotion and demotion, then the actions: page shares per node, local-first, promote limit."""
+    """Promotion and demotion, then the actions: page shares per node, local-first, rate limit."""
     slots = range(n_tenants)
     return [
         _multiline("promotion and demotion, MBps", _exact([PROMOTION, DEMOTION])),

@@ -90,7 +90,7 @@ def slot_tag(slot: int | str, quantity: str) -> str:
 
 
 def action_page_tag(slot: int, node: str) -> str:
-    """``env/action/tenant_slot<k>/page_frac_<node>``: the new-page share the weights give ``node``."""
+    """``env/action/tenant_slot<k>/page_frac_<node>``: the weights' new-page share on a node."""
     return f"env/action/tenant_slot{slot}/page_frac_{node}"
 
 
