@@ -1,0 +1,171 @@
+"""Markdown renderings of a summary: the per-scenario table, the headroom table, the leaderboard.
+
+Each function reads a summary as :func:`agents.report.summarize_records` makes it
+and returns Markdown text ending in a newline: :func:`markdown_table` (one metric,
+rows = scenarios, columns = policies, then the headroom table when the summary has
+one), :func:`headroom_markdown` (each policy's share of the headroom between
+``dram-first`` and the planner) and :func:`leaderboard_markdown` (policies ranked
+by their geometric-mean ratio to the reference).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agents.report.records import LOWER_IS_BETTER
+
+__all__ = ["headroom_markdown", "leaderboard_markdown", "markdown_table"]
+
+
+def _md_escape(text: str) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def _fmt(x: float, digits: int) -> str:
+    return f"{x:.{digits}f}"
+
+
+def _header(first: str, policies: list[str]) -> list[str]:
+    """A table's header and separator lines: ``first``, then one column per policy."""
+    return [
+        f"| {first} | " + " | ".join(_md_escape(p) for p in policies) + " |",
+        "|" + "---|" * (len(policies) + 1),
+    ]
+
+
+def _metric_cell(entry: Mapping[str, Any] | None, metric: str, stat: str, digits: int) -> str:
+    """``value [low, high]`` of one (scenario, policy) entry's ``stat``; ``-`` without one."""
+    if entry is None or metric not in entry["metrics"]:
+        return "-"
+    m = entry["metrics"][metric]
+    lo, hi = m[f"{stat}_ci"]
+    return f"{_fmt(m[stat], digits)} [{_fmt(lo, digits)}, {_fmt(hi, digits)}]"
+
+
+def markdown_table(
+    summary: Mapping[str, Any],
+    metric: str | None = None,
+    stat: str = "mean",
+    digits: int = 3,
+) -> str:
+    """Markdown table of one metric: rows = scenarios, columns = policies.
+
+    Cells read ``value [low, high]`` (``stat`` is ``"mean"`` or ``"iqm"``, the interval
+    its bootstrap CI); a policy not run on a scenario shows ``-``.  When the summary has
+    a reference, a last row gives each policy's geometric mean of ratios to it.
+
+    Args:
+        summary: output of :func:`agents.report.summarize_records`.
+        metric: metric to show; defaults to the summary's primary metric.
+        stat: ``"mean"`` or ``"iqm"``.
+        digits: decimals for every number.
+    """
+    if stat not in ("mean", "iqm"):
+        raise ValueError(f"stat must be 'mean' or 'iqm', got {stat!r}")
+    metric = metric or summary["metric"]
+    policies = list(summary["policies"])
+    lines = _header(f"scenario ({metric}, {stat} [{summary['confidence']:.0%} CI])", policies)
+    for scen in summary["scenarios"]:
+        row = summary["per_scenario"][scen]
+        cells = [_metric_cell(row.get(pol), metric, stat, digits) for pol in policies]
+        lines.append(f"| {_md_escape(scen)} | " + " | ".join(cells) + " |")
+    ref = summary.get("reference")
+    if ref is not None:
+        cells = []
+        for pol in policies:
+            geo = summary["per_policy"][pol]["geomean_ratio"]
+            cells.append("-" if geo is None else _fmt(geo, digits))
+        lines.append(
+            f"| geomean ratio to {_md_escape(ref)} ({summary['metric']}) | "
+            + " | ".join(cells)
+            + " |"
+        )
+    text = "\n".join(lines) + "\n"
+    if summary.get("headroom"):
+        text += "\n" + headroom_markdown(summary, digits=digits)
+    return text
+
+
+def _share_text(entry: Mapping[str, Any] | None, digits: int) -> str:
+    """``share [low, high]`` of a headroom entry (no interval where it has none), else ``-``."""
+    if entry is None or entry.get("share") is None:
+        return "-"
+    ci = entry.get("ci")
+    ci_text = "" if ci is None else f" [{_fmt(ci[0], digits)}, {_fmt(ci[1], digits)}]"
+    return f"{_fmt(entry['share'], digits)}{ci_text}"
+
+
+def headroom_markdown(summary: Mapping[str, Any], digits: int = 3) -> str:
+    """Markdown table of each policy's headroom share: rows = scenarios, then across scenarios.
+
+    Cells read ``share [low, high]`` (0 = ``dram-first``, 1 = the clairvoyant
+    ``planner``; see :func:`agents.report.headroom_summary`); ``-`` where there is
+    none (the policy did not run, or the planner found no headroom there). Empty
+    text when the summary has no headroom section.
+    """
+    head = summary.get("headroom")
+    if not head:
+        return ""
+    policies = list(summary["policies"])
+    lines = _header(
+        f"headroom share ({head['metric']}: {_md_escape(head['lower'])} = 0, "
+        f"{_md_escape(head['upper'])} = 1, an upper bound)",
+        policies,
+    )
+    for scen, entry in head["per_scenario"].items():
+        h = entry["headroom"]
+        label = f"{scen} (headroom {'-' if h is None else f'{h:+.1%}'})"
+        cells = [_share_text(entry["policies"].get(p), digits) for p in policies]
+        lines.append(f"| {_md_escape(label)} | " + " | ".join(cells) + " |")
+    cells = [_share_text(head["per_policy"].get(p), digits) for p in policies]
+    lines.append("| across scenarios with headroom | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def leaderboard_markdown(
+    summary: Mapping[str, Any],
+    higher_is_better: bool | None = None,
+    digits: int = 3,
+) -> str:
+    """Markdown leaderboard ranking policies by geometric-mean ratio to the reference.
+
+    Columns: rank, policy, the geometric mean over scenarios of the mean ratio to the
+    reference, its stratified-bootstrap interval (``-`` where there is none) and the
+    number of scenarios the policy ran; with a headroom section, each policy's
+    headroom share across scenarios.
+
+    Args:
+        summary: output of :func:`agents.report.summarize_records` made with a reference policy.
+        higher_is_better: ranking direction; ``None`` infers it from the primary metric
+            (only metrics in :data:`LOWER_IS_BETTER` rank ascending).
+        digits: decimals for the ratio.
+
+    Raises:
+        ValueError: if the summary has no reference policy.
+    """
+    ref = summary.get("reference")
+    if ref is None:
+        raise ValueError("a leaderboard needs a summary made with a reference policy")
+    if higher_is_better is None:
+        higher_is_better = summary["metric"] not in LOWER_IS_BETTER
+    n_total = len(summary["scenarios"])
+    rows = [(pol, info) for pol, info in summary["per_policy"].items()]
+    sign = -1.0 if higher_is_better else 1.0
+    rows.sort(key=lambda item: (sign * item[1]["geomean_ratio"], item[0]))
+    head = summary.get("headroom")
+    lines = [
+        f"| rank | policy | geomean ratio to {_md_escape(ref)} ({summary['metric']}) "
+        f"| {summary['confidence']:.0%} CI | scenarios |"
+        + (f" headroom share ({head['upper']} = 1) |" if head else ""),
+        "|---|---|---|---|---|" + ("---|" if head else ""),
+    ]
+    for rank, (pol, info) in enumerate(rows, start=1):
+        ci = info.get("geomean_ratio_ci")
+        ci_text = "-" if ci is None else f"[{_fmt(ci[0], digits)}, {_fmt(ci[1], digits)}]"
+        lines.append(
+            f"| {rank} | {_md_escape(pol)} | {_fmt(info['geomean_ratio'], digits)} | "
+            f"{ci_text} | {info['n_scenarios']}/{n_total} |"
+            + (f" {_share_text(head['per_policy'].get(pol), digits)} |" if head else "")
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,160 @@
+"""The episode record contract: its metric names, its validation, and records written as CSV.
+
+A record is a dict as :func:`agents.rollout.rollout` and
+:func:`agents.evaluation.compare` make them (the layout is in the docstring of
+:mod:`agents.report`). :func:`validate_records` checks that contract and
+refuses two records of one episode; :func:`metric_names` orders the metric
+columns the records have; :func:`write_csv` flattens the records, one row each.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "LOWER_IS_BETTER",
+    "METRICS",
+    "TENANT_METRICS",
+    "metric_names",
+    "validate_records",
+    "write_csv",
+]
+
+#: Episode-level metrics of the record contract, in report order.
+METRICS: tuple[str, ...] = (
+    "reward",
+    "geomean_perf",
+    "throughput_gbps",
+    "worst_perf",
+    "mean_latency_ns",
+    "promotion_mbps",
+    "demotion_mbps",
+    "unconverged_steps",
+)
+#: Per-tenant metrics of the record contract.
+TENANT_METRICS: tuple[str, ...] = (
+    "norm_perf",
+    "throughput_gbps",
+    "mean_latency_ns",
+    "dram_access_share",
+)
+#: Metrics for which a smaller value is better (used to order the leaderboard).
+LOWER_IS_BETTER: frozenset[str] = frozenset({"mean_latency_ns"})
+
+_REQUIRED_KEYS = ("scenario", "policy", "seed", "episode", "metrics")
+
+
+def validate_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Check the record contract; reject two records of one (scenario, policy, seed).
+
+    The seed is the episode's own seed, so it fixes the episode (and, in a family, the
+    scenario instance): a second record of it would be a copy, not another sample.
+    Returns the records as a list.
+
+    Raises:
+        ValueError: no records, a record that is not a dict, lacks a required key or
+            has a metric that is not a number, or a second record of one episode.
+    """
+    out = list(records)
+    if not out:
+        raise ValueError("no evaluation records given")
+    seen: set[tuple[str, str, int]] = set()
+    for i, rec in enumerate(out):
+        if not isinstance(rec, Mapping):
+            raise ValueError(f"record {i} is a {type(rec).__name__}, expected a dict")
+        missing = [k for k in _REQUIRED_KEYS if k not in rec]
+        if missing:
+            raise ValueError(f"record {i} lacks required key(s) {missing}")
+        if not isinstance(rec["metrics"], Mapping):
+            raise ValueError(f"record {i}: 'metrics' must be a dict of floats")
+        for name, value in rec["metrics"].items():
+            if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+                raise ValueError(
+                    f"record {i}: metric {name!r} must be a number, got {type(value).__name__}"
+                )
+        key = (str(rec["scenario"]), str(rec["policy"]), int(rec["seed"]))
+        if key in seen:
+            raise ValueError(
+                f"duplicate record for scenario={key[0]!r} policy={key[1]!r} seed={key[2]} "
+                f"(record {i}, episode {rec['episode']}): each seed is one episode"
+            )
+        seen.add(key)
+    return out
+
+
+def metric_names(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Metric columns present in the records: contract order first, extras sorted."""
+    present: set[str] = set()
+    for rec in records:
+        present.update(rec["metrics"])
+    return [m for m in METRICS if m in present] + sorted(present - set(METRICS))
+
+
+def _tenant_columns(records: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """``(tenant, key)`` of every tenant value in the records, by tenant name.
+
+    Per tenant, the keys of :data:`TENANT_METRICS` come first (in that order), then
+    any others sorted, in the order the records first show them.
+    """
+    seen: dict[tuple[str, str], None] = {}
+    for rec in records:
+        for tname, tvals in sorted((rec.get("tenants") or {}).items()):
+            keys = [k for k in TENANT_METRICS if k in tvals] + sorted(
+                set(tvals) - set(TENANT_METRICS)
+            )
+            for k in keys:
+                seen.setdefault((str(tname), k), None)
+    return sorted(seen, key=lambda tk: tk[0])
+
+
+def _csv_row(
+    rec: Mapping[str, Any], metric_cols: Sequence[str], tenant_cols: Sequence[tuple[str, str]]
+) -> list[Any]:
+    """One record's CSV row: its keys, its metrics, its tenants' values (blank where absent)."""
+    row: list[Any] = [
+        rec["scenario"],
+        rec.get("instance", ""),
+        rec["policy"],
+        int(rec["seed"]),
+        int(rec["episode"]),
+    ]
+    row += [repr(float(rec["metrics"][m])) if m in rec["metrics"] else "" for m in metric_cols]
+    tenants = rec.get("tenants") or {}
+    for t, k in tenant_cols:
+        v = tenants.get(t, {}).get(k)
+        row.append("" if v is None else repr(float(v)))
+    return row
+
+
+def write_csv(
+    records: Iterable[Mapping[str, Any]],
+    path: str | Path,
+    include_tenants: bool = False,
+) -> Path:
+    """Write one CSV row per record: ``scenario,instance,policy,seed,episode,<metric...>``.
+
+    ``instance`` is the scenario instance the episode ran (blank for a record without
+    one); ``seed`` the episode's own seed.  Metric columns follow :data:`METRICS` order,
+    then any extra metrics sorted by name; a metric a record lacks is left blank.  With
+    ``include_tenants``, columns ``tenant.<name>.<key>`` are appended for every tenant
+    seen.  Floats are written with full precision.  Returns the path written.
+    """
+    recs = validate_records(records)
+    metric_cols = metric_names(recs)
+    tenant_cols = _tenant_columns(recs) if include_tenants else []
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(
+            ["scenario", "instance", "policy", "seed", "episode", *metric_cols]
+            + [f"tenant.{t}.{k}" for t, k in tenant_cols]
+        )
+        for rec in recs:
+            writer.writerow(_csv_row(rec, metric_cols, tenant_cols))
+    return out
