@@ -40,6 +40,12 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from agents import report
+from agents.config import EvaluateOptions, check_flags
+from agents.distributed import ray_runner  # --workers / --ray-address: Ray tasks
+from agents.evaluation import RECORD_METRICS, check_output_dir, run_comparison
+from envs import scenario_names
+
 DEFAULT_POLICIES = (
     "dram-first",
     "interleave",
@@ -66,7 +72,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from envs import scenario_names
 
     ap = _Parser(
         prog="evaluate.py",
@@ -126,8 +131,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def validate_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """Every flag's value checked (nothing run, nothing written); the policy and scenario lists."""
-    from agents.config import EvaluateOptions, check_flags
-    from agents.evaluation import RECORD_METRICS, check_output_dir
 
     check_flags(EvaluateOptions, {"episodes": args.episodes, "seed": args.seed})
     if args.metric not in RECORD_METRICS:
@@ -149,8 +152,6 @@ def one_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the arguments, run the comparison and print its tables; the exit code."""
-    from agents import report
-    from agents.evaluation import run_comparison
 
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -159,7 +160,6 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     try:
         policies, scenarios = validate_args(args)
-        from agents.distributed import ray_runner  # --workers / --ray-address: Ray tasks
 
         runner = ray_runner(args.workers, args.ray_address) or run_comparison
         summary = runner(

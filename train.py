@@ -24,8 +24,9 @@ import sys
 from typing import Any, NoReturn
 
 from agents.config import RunOptions, TrainingError, check_flags
-from agents.config.load import recipe_names
+from agents.config.load import load_recipe, recipe_names
 from agents.interrupts import Interrupted, InterruptGuard
+from agents.trainer import run
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,12 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         opts, given = parse(argv)
         if opts.list_recipes:
-            from agents.config.load import load_recipe
-
             for name in recipe_names():
                 print(f"{name:15} {load_recipe(name)[0].summary}")
             return 0
-        from agents.trainer import run
 
         run(opts, given, ["train.py", *argv], guard)
     except SystemExit as exc:  # --help (0) or a one-line argparse error (2)

@@ -24,6 +24,9 @@ from numpy.typing import ArrayLike, NDArray
 from stable_baselines3.common.callbacks import BaseCallback
 
 from agents import tensorboard as tb
+from agents.evaluation import LearnedPolicy, load_policy
+from agents.rollout import make_params, rollout, run_episodes
+from agents.stats import ratio_to_reference
 
 __all__ = [
     "CheckpointAtRollout",
@@ -226,9 +229,6 @@ class HeldOutEvaluation:
     def __call__(self, model: Any) -> NDArray[np.float64]:
         import torch
 
-        from agents.evaluation import LearnedPolicy
-        from agents.rollout import make_params, run_episodes
-
         policy = LearnedPolicy(model, self.env_kwargs, self.algo, "training")
         if self._params is None:
             self._params = make_params(policy, self.scenario, self.split, self.env_kwargs)
@@ -244,8 +244,6 @@ class HeldOutEvaluation:
 
     def references(self, names: Sequence[str]) -> dict[str, NDArray[np.float64]]:
         """Every reference's per-episode values (in seed order), scored once."""
-        from agents.evaluation import load_policy
-        from agents.rollout import rollout
 
         out: dict[str, NDArray[np.float64]] = {}
         for name in names:
@@ -326,7 +324,6 @@ class EvalAgainstReferences(BaseCallback):
             self._next = 0 if (s == 0 and self.at_start) else _next_on_grid(s, self.interval)
 
     def _ratio(self, values: NDArray[np.float64], ref: str) -> tuple[float, float, float] | None:
-        from agents.stats import ratio_to_reference
 
         rv = self.references.get(ref)
         if rv is None or rv.shape != values.shape or values.size < 2:

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agents.rollout import rollout
+from baselines import policy_names
 from envs.core import ScenarioSpec
 
 __all__ = ["ORACLE_HEURISTICS", "BestHeuristicPerEpisode"]
@@ -58,7 +59,6 @@ class BestHeuristicPerEpisode:
     def __init__(
         self, heuristics: Sequence[str] = ORACLE_HEURISTICS, metric: str = "geomean_perf"
     ) -> None:
-        from baselines import policy_names
 
         known = set(policy_names())
         bad = [h for h in heuristics if h not in known or h in ("random", "planner")]

@@ -51,6 +51,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agents.view import core_kwargs
+from baselines import make_policy  # the registry lives with the heuristics
 from envs import core
 from envs.core import EnvParams, Metrics, ScenarioSpec, kernel_config
 from envs.model import KernelConfig
@@ -368,8 +369,6 @@ def rollout(
     if n_episodes < 1:
         raise ValueError(f"n_episodes: got {n_episodes}, expected at least 1")
     if isinstance(policy, str):
-        from baselines import make_policy  # the registry lives with the heuristics
-
         policy = make_policy(policy)
     own = getattr(policy, "rollout_records", None)
     if own is not None:  # an oracle over other policies' records

@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from agents import callbacks as cb
-from agents import persist
+from agents import persist, report
 from agents import tensorboard as tb
 from agents.config import ON_POLICY, RESUME_OVERRIDES, RunConfig, RunOptions, TrainingError
 from agents.config.build import agent_spaces
-from agents.config.load import resolve
+from agents.config.load import resolve, whole_rollouts
+from agents.evaluation import load_policy, run_comparison
+from agents.imitation import warm_start
 from agents.interrupts import InterruptGuard
 from agents.models import build_model
 from agents.runs import (
@@ -39,6 +41,8 @@ from agents.runs import (
     save_final,
     write_config,
 )
+from agents.view import core_kwargs, make_training_vec_env
+from envs.core import make_params
 
 __all__ = ["UPPER_REFERENCES", "final_comparison", "plan_resume", "run", "train"]
 
@@ -112,8 +116,6 @@ def plan_resume(opts: RunOptions, given: set[str]) -> tuple[RunConfig, Path | No
             raise TrainingError(str(exc)) from None
     update: dict[str, Any] = {k: getattr(opts, k) for k in given & set(RESUME_OVERRIDES)}
     if "timesteps" in update and cfg.recipe.rl is not None:
-        from agents.config.load import whole_rollouts
-
         total = whole_rollouts(cfg.recipe, update["timesteps"])
         done = checkpoint_steps(ck) if ck is not None else 0
         if total < done:
@@ -138,7 +140,6 @@ def plan_resume(opts: RunOptions, given: set[str]) -> tuple[RunConfig, Path | No
 
 def _imitation(model: Any, cfg: RunConfig, run_dir: Path, out: _Out) -> dict[str, Any]:
     """The recipe's imitation phase on ``model``; its summary (also ``warm_start.json``)."""
-    from agents.imitation import warm_start
 
     im = cfg.recipe.imitation
     assert im is not None
@@ -168,8 +169,6 @@ def _training_env(cfg: RunConfig) -> tuple[Any, Any]:
     VecNormalize wrapper on rewards if the recipe asks for it."""
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from agents.view import make_training_vec_env
-
     venv = make_training_vec_env(cfg.n_envs, cfg.env)
     venv.seed(cfg.seed)
     norm = None
@@ -183,8 +182,6 @@ def _callbacks(
     cfg: RunConfig, run_dir: Path, norm: Any, warm: dict[str, Any] | None, argv: list[str]
 ) -> tuple[list[Any], cb.StopOnSignal]:
     """The run's callbacks: the TensorBoard card, env metrics, evaluations, checkpoints, stop."""
-    from agents.view import core_kwargs
-    from envs.core import make_params
 
     label, eval_seed = cfg.recipe.name, EVAL_SEED + cfg.seed
     params = make_params(**core_kwargs(cfg.env))
@@ -342,8 +339,6 @@ def final_comparison(
 ) -> dict[str, Any]:
     """The learned policy against the heuristics on the test split (the code path of
     ``evaluate.py``), written to ``RUN/results``; prints the tables, returns the summary."""
-    from agents import report
-    from agents.evaluation import load_policy, run_comparison
 
     cfg = read_config(run_dir)
     summary = run_comparison(

@@ -41,7 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from envs import Action, KernelConfig, compile_params, init_state, load_scenario, step
+from envs import Action, KernelConfig, compile_params, core, init_state, load_scenario, step
+from envs.gym_env import TieredMemoryVecEnv
+from envs.model import step as model_step
+from envs.sb3 import make_vec_env
 
 SCENARIO: dict[str, Any] = {
     "name": "bench-4-tenants",
@@ -182,9 +185,6 @@ def layout_rates(batch: int, small: int, reps: int) -> tuple[float, float]:
 
 def overhead_rates(n: int, steps: int) -> tuple[float, float, float]:
     """Steps/s of the model core, the environment core and the native vector env, same work."""
-    from envs import core
-    from envs.gym_env import TieredMemoryVecEnv
-    from envs.model import step as model_step
 
     params = core.make_params("mixed")
     state, _ = core.reset(params, np.arange(n))
@@ -199,14 +199,14 @@ def overhead_rates(n: int, steps: int) -> tuple[float, float, float]:
     model = n * steps / (time.perf_counter() - t0)
     st = state
     t0 = time.perf_counter()
-    for a in acts:
-        st, *_ = core.step_autoreset(params, st, a)
+    for raw in acts:
+        st, *_ = core.step_autoreset(params, st, raw)
     env_core = n * steps / (time.perf_counter() - t0)
     venv = TieredMemoryVecEnv(num_envs=n, scenario="mixed")
     venv.reset(seed=0)
     t0 = time.perf_counter()
-    for a in acts:
-        venv.step(a)
+    for raw in acts:
+        venv.step(raw)
     vec = n * steps / (time.perf_counter() - t0)
     return model, env_core, vec
 
@@ -214,8 +214,6 @@ def overhead_rates(n: int, steps: int) -> tuple[float, float, float]:
 def ppo_share(n_envs: int, total: int, n_steps: int, batch_size: int) -> tuple[float, float, float]:
     """(env seconds, total seconds, env steps per second of the whole run) for a PPO run."""
     from stable_baselines3 import PPO
-
-    from envs.sb3 import make_vec_env
 
     venv = make_vec_env(n_envs, scenario="mixed")  # the adapter under VecMonitor, as train.py
     spent = [0.0]

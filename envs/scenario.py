@@ -41,6 +41,8 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from envs.kernel import zone_watermarks
+
 __all__ = [
     "HardwareSpec",
     "HotColdHotness",
@@ -614,7 +616,6 @@ class Scenario(_Strict):
         episode_s = self.interval_s * self.episode_steps
         need = sum(peak_working_set_gib(t, episode_s) for t in self.tenants)
         # Each node keeps its min watermark free (see kernel.zone_watermarks).
-        from envs.kernel import zone_watermarks
 
         total = sum(n.capacity_gib for n in self.hardware.nodes)
         have = sum(

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 import pytest
+import torch
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -367,5 +367,7 @@ def test_an_interrupted_imitation_phase_resumes_from_its_parts(
     resumed = json.loads((run / "warm_start.json").read_text())["resumed"]
     assert resumed["jobs"] == 1 and resumed["fits"] == 2
     again = load_trained(run)[0]
-    for (k, a), (_, b) in zip(whole.policy.state_dict().items(), again.policy.state_dict().items(), strict=True):
+    for (k, a), (_, b) in zip(
+        whole.policy.state_dict().items(), again.policy.state_dict().items(), strict=True
+    ):
         assert torch.equal(a, b), k

@@ -1,4 +1,5 @@
-"""The layers import one way (envs <- baselines <- agents <- scripts) and without cycles."""
+"""The layers import one way (envs <- baselines <- agents <- scripts), without cycles, and at
+module level (an import inside a function hides a cycle; none of the project's is heavy)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-RANK = {"envs": 0, "baselines": 1, "agents": 2, "train": 3, "evaluate": 3}
+#: Every top-level script, the scripts/ and the benchmarks/ folder: the top layer, which
+#: nothing imports.
+SCRIPTS = ("train", "evaluate", "sweep")
+FOLDERS = ("scripts", "benchmarks")
+RANK = {"envs": 0, "baselines": 1, "agents": 2, **dict.fromkeys((*SCRIPTS, *FOLDERS), 3)}
 PACKAGES = ("envs", "baselines", "agents", "calibration")
 
 
@@ -21,8 +26,11 @@ def _modules() -> dict[str, Path]:
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             out[".".join(parts)] = f
-    for script in ("train", "evaluate"):
+    for script in SCRIPTS:
         out[script] = ROOT / f"{script}.py"
+    for folder in FOLDERS:
+        for f in sorted((ROOT / folder).glob("*.py")):
+            out[f"{folder}.{f.stem}"] = f
     return out
 
 
@@ -35,8 +43,30 @@ def _imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
             names.update(f"{node.module}.{a.name}" for a in node.names)
-    top = {*PACKAGES, "train", "evaluate"}
+    top = {*PACKAGES, *SCRIPTS, *FOLDERS}
     return {n for n in names if n.split(".")[0] in top}
+
+
+def _function_imports(path: Path) -> list[str]:
+    """Project modules a file imports inside a function, as ``line: module``."""
+    out = []
+    for fn in ast.walk(ast.parse(path.read_text())):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    found = _imports_of(node)
+                    out += [f"{node.lineno}: {n}" for n in sorted(found)]
+    return out
+
+
+def _imports_of(node: ast.Import | ast.ImportFrom) -> set[str]:
+    if isinstance(node, ast.Import):
+        names = {a.name for a in node.names}
+    elif node.module and node.level == 0:
+        names = {node.module}
+    else:
+        names = set()
+    return {n for n in names if n.split(".")[0] in {*PACKAGES, *SCRIPTS, *FOLDERS}}
 
 
 MODULES = _modules()
@@ -52,6 +82,12 @@ def test_imports_point_down(module: str) -> None:
             continue
         assert target != "calibration", f"{module} (run time) imports the offline {name}"
         assert RANK[target] <= RANK[top], f"{module} imports {name}, a layer above it"
+        assert RANK[target] < 3, f"{module} imports {name}: a script is no library"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_project_imports_are_at_module_level(module: str) -> None:
+    assert _function_imports(MODULES[module]) == [], f"{module} imports inside a function"
 
 
 def test_no_import_cycle_between_modules() -> None:
@@ -85,3 +121,4 @@ def test_a_layer_violation_is_caught(tmp_path: Path) -> None:
     bad = tmp_path / "m.py"
     bad.write_text("def f():\n    from agents.rollout import rollout\n")
     assert "agents.rollout" in _imports(bad)
+    assert _function_imports(bad) == ["2: agents.rollout"]

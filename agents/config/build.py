@@ -6,9 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from agents import persist
 from agents.config.fields import TrainingError
 from agents.config.recipe import Recipe
 from agents.config.run import RunConfig
+from agents.models import build_model
+from agents.view import agent_layout, core_kwargs, make_interface
+from envs.core import make_params
 
 __all__ = ["agent_spaces", "check_buildable", "with_policy_layout"]
 
@@ -16,8 +20,6 @@ __all__ = ["agent_spaces", "check_buildable", "with_policy_layout"]
 def agent_spaces(env: Mapping[str, Any]) -> tuple[Any, Any]:
     """The agent's observation and action spaces for a run's env settings, the same on the
     scenario and every ``train_families`` entry (else a ValueError)."""
-    from agents.view import core_kwargs, make_interface
-    from envs.core import make_params
 
     agent = make_interface(env)
     found: tuple[Any, Any] | None = None
@@ -37,8 +39,6 @@ def with_policy_layout(recipe: Recipe, env: Mapping[str, Any]) -> Recipe:
     ``TenantPolicy`` (:func:`agents.view.agent_layout`); other policies' unchanged."""
     if recipe.policy != "TenantPolicy":
         return recipe
-    from agents.view import agent_layout, core_kwargs, make_interface
-    from envs.core import make_params
 
     try:
         params = make_params(**core_kwargs({**env, "pool_size": 8}))
@@ -52,8 +52,6 @@ def with_policy_layout(recipe: Recipe, env: Mapping[str, Any]) -> Recipe:
 def check_buildable(cfg: RunConfig) -> None:
     """Build the run's model once on a stand-in env with its spaces (stable-baselines3's own
     checks), so that a bad combination fails before anything is written."""
-    from agents import persist
-    from agents.models import build_model
 
     try:
         obs_space, act_space = agent_spaces(cfg.env)

@@ -10,9 +10,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from agents.config.build import check_buildable, with_policy_layout
 from agents.config.fields import ON_POLICY, TrainingError, check, describe
 from agents.config.recipe import Hyperparams, Recipe
 from agents.config.run import RunConfig, RunOptions
+from envs.families import make_family
+from envs.scenario import ScenarioError
 
 __all__ = [
     "REFERENCES",
@@ -174,9 +177,6 @@ def _fit_budget(recipe: Recipe, budget: int, families: int) -> Recipe:
 def resolve(opts: RunOptions) -> RunConfig:
     """The run a command line describes: the recipe with ``--set``, sized to the budget, for
     the task; every value checked, nothing written."""
-    from agents.config.build import check_buildable, with_policy_layout
-    from envs.families import make_family
-    from envs.scenario import ScenarioError
 
     try:  # the scenario first, with its own error
         family = make_family(opts.scenario, pool_size=8)

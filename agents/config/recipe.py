@@ -25,7 +25,9 @@ from agents.config.fields import (
     _Strict,
 )
 from agents.imitation.settings import ImitationSettings
+from agents.networks import TenantPolicy
 from agents.view import MIXINGS, RESIDUAL_CODECS, base_names, make_interface
+from baselines import policy_names as heuristics
 from envs.spaces import OBSERVATIONS, TIERING_MODES
 
 # ============================================================================ recipe parts
@@ -38,24 +40,24 @@ class PolicyKwargs(_Strict):
     net_arch: list[Layer] | dict[Literal["pi", "vf", "qf"], list[Layer]] | None = Field(
         None, description="layer sizes, or a mapping of pi/vf/qf to layer sizes"
     )
-    activation_fn: Literal[ACTIVATIONS] | None = None  # type: ignore[valid-type]
+    activation_fn: Literal[ACTIVATIONS] | None = None
     ortho_init: bool | None = None
-    log_std_init: Num(ge=-20, le=20) | None = None  # type: ignore[valid-type]
+    log_std_init: Num(ge=-20, le=20) | None = None
     full_std: bool | None = None
     use_expln: bool | None = None
     squash_output: bool | None = None
     share_features_extractor: bool | None = None
     normalize_images: bool | None = None
-    clip_mean: Num(gt=0) | None = None  # type: ignore[valid-type]
-    n_critics: Int(1, 64) | None = None  # type: ignore[valid-type]
-    lstm_hidden_size: Int(1, 1 << 16) | None = None  # type: ignore[valid-type]
-    n_lstm_layers: Int(1, 64) | None = None  # type: ignore[valid-type]
+    clip_mean: Num(gt=0) | None = None
+    n_critics: Int(1, 64) | None = None
+    lstm_hidden_size: Int(1, 1 << 16) | None = None
+    n_lstm_layers: Int(1, 64) | None = None
     shared_lstm: bool | None = None
     enable_critic_lstm: bool | None = None
     optimizer_kwargs: PlainMap | None = None
     features_extractor_kwargs: PlainMap | None = None
     lstm_kwargs: PlainMap | None = None
-    layout: dict[str, Int(0)] | None = Field(  # type: ignore[valid-type]
+    layout: dict[str, Int(0)] | None = Field(
         None, description="TenantPolicy's layout of the agent's view (filled in by the trainer)"
     )
 
@@ -71,48 +73,46 @@ class Hyperparams(_Strict):
 
     Unset arguments keep stable-baselines3's defaults."""
 
-    learning_rate: Num(gt=0) | None = None  # type: ignore[valid-type]
-    n_steps: Int(1, 1 << 20) | None = None  # type: ignore[valid-type]
-    batch_size: Int(1, 1 << 24) | None = None  # type: ignore[valid-type]
-    n_epochs: Int(1, 10_000) | None = None  # type: ignore[valid-type]
-    gamma: Num(gt=0, le=1) | None = None  # type: ignore[valid-type]
-    gae_lambda: Num(ge=0, le=1) | None = None  # type: ignore[valid-type]
-    clip_range: Num(gt=0) | None = None  # type: ignore[valid-type]
-    clip_range_vf: Num(gt=0) | None = None  # type: ignore[valid-type]
+    learning_rate: Num(gt=0) | None = None
+    n_steps: Int(1, 1 << 20) | None = None
+    batch_size: Int(1, 1 << 24) | None = None
+    n_epochs: Int(1, 10_000) | None = None
+    gamma: Num(gt=0, le=1) | None = None
+    gae_lambda: Num(ge=0, le=1) | None = None
+    clip_range: Num(gt=0) | None = None
+    clip_range_vf: Num(gt=0) | None = None
     normalize_advantage: bool | None = None
     ent_coef: (
         Num(ge=0) | Annotated[str, Field(pattern=r"^auto(_\d*\.?\d+([eE][+-]?\d+)?)?$")] | None
-    ) = (  # type: ignore[valid-type]
-        None
-    )
-    vf_coef: Num(ge=0) | None = None  # type: ignore[valid-type]
-    max_grad_norm: Num(gt=0) | None = None  # type: ignore[valid-type]
+    ) = None
+    vf_coef: Num(ge=0) | None = None
+    max_grad_norm: Num(gt=0) | None = None
     use_sde: bool | None = None
-    sde_sample_freq: Int(-1) | None = None  # type: ignore[valid-type]
-    target_kl: Num(gt=0) | None = None  # type: ignore[valid-type]
-    stats_window_size: Int(1, 1 << 20) | None = None  # type: ignore[valid-type]
-    rms_prop_eps: Num(gt=0) | None = None  # type: ignore[valid-type]
+    sde_sample_freq: Int(-1) | None = None
+    target_kl: Num(gt=0) | None = None
+    stats_window_size: Int(1, 1 << 20) | None = None
+    rms_prop_eps: Num(gt=0) | None = None
     use_rms_prop: bool | None = None
-    buffer_size: Int(1, 1 << 30) | None = None  # type: ignore[valid-type]
-    learning_starts: Int(0) | None = None  # type: ignore[valid-type]
-    tau: Num(gt=0, le=1) | None = None  # type: ignore[valid-type]
+    buffer_size: Int(1, 1 << 30) | None = None
+    learning_starts: Int(0) | None = None
+    tau: Num(gt=0, le=1) | None = None
     train_freq: (
-        Int(1)  # type: ignore[valid-type]
-        | Annotated[tuple[Int(1), Literal["step", "episode"]], BeforeValidator(_train_freq)]  # type: ignore[valid-type]
+        Int(1)
+        | Annotated[tuple[Int(1), Literal["step", "episode"]], BeforeValidator(_train_freq)]
         | None
     ) = None
-    gradient_steps: Int(-1, 1 << 20) | None = None  # type: ignore[valid-type]
+    gradient_steps: Int(-1, 1 << 20) | None = None
     optimize_memory_usage: Literal[False] | None = Field(
         None,
         description="must be false: stable-baselines3 does not combine it with the time-limit "
         "handling this environment needs",
     )
-    target_update_interval: Int(1) | None = None  # type: ignore[valid-type]
-    target_entropy: Literal["auto"] | Num() | None = None  # type: ignore[valid-type]
+    target_update_interval: Int(1) | None = None
+    target_entropy: Literal["auto"] | Num() | None = None
     use_sde_at_warmup: bool | None = None
-    policy_delay: Int(1) | None = None  # type: ignore[valid-type]
-    target_policy_noise: Num(ge=0) | None = None  # type: ignore[valid-type]
-    target_noise_clip: Num(ge=0) | None = None  # type: ignore[valid-type]
+    policy_delay: Int(1) | None = None
+    target_policy_noise: Num(ge=0) | None = None
+    target_noise_clip: Num(ge=0) | None = None
 
     @field_validator("ent_coef")
     @classmethod
@@ -126,27 +126,27 @@ class EnvSettings(_Strict):
     """The environment and the agent's view of it (:mod:`agents.view`); unset keys keep
     the environment's defaults."""
 
-    max_tenants: Int(1, 1024) | None = Field(  # type: ignore[valid-type]
+    max_tenants: Int(1, 1024) | None = Field(
         None, description="tenant slots (default: the scenario's maximum; --max-tenants)"
     )
-    max_promote_mbps: Num(gt=0, le=1e7) | None = None  # type: ignore[valid-type]
+    max_promote_mbps: Num(gt=0, le=1e7) | None = None
     kernel: PlainMap | None = Field(None, description="kernel options (envs.kernel)")
-    jitter: Num(ge=0, lt=1) | None = None  # type: ignore[valid-type]
-    pool_size: Int(1, 1 << 16) | None = None  # type: ignore[valid-type]
-    tiering_modes: list[Literal[tuple(TIERING_MODES)]] | None = Field(  # type: ignore[valid-type]
+    jitter: Num(ge=0, lt=1) | None = None
+    pool_size: Int(1, 1 << 16) | None = None
+    tiering_modes: list[Literal[tuple(TIERING_MODES)]] | None = Field(
         None, description="the tiering modes the agent may pick each interval"
     )
-    observation: Literal[OBSERVATIONS] = Field(  # type: ignore[valid-type]
+    observation: Literal[OBSERVATIONS] = Field(
         "full", description="the observation layout (envs.spaces.OBSERVATIONS)"
     )
     base_policy: Name | NameList | None = Field(
         None, description="a heuristic (residual actions over it) or several (the agent mixes them)"
     )
-    residual_scale: Num(gt=0, le=2) | None = None  # type: ignore[valid-type]
-    mixing: Literal[MIXINGS] | None = None  # type: ignore[valid-type]
+    residual_scale: Num(gt=0, le=2) | None = None
+    mixing: Literal[MIXINGS] | None = None
     residual_bases: NameList | None = None
-    residual_codec: Literal[RESIDUAL_CODECS] | None = None  # type: ignore[valid-type]
-    pad_nodes: Int(1, 64) | None = None  # type: ignore[valid-type]
+    residual_codec: Literal[RESIDUAL_CODECS] | None = None
+    pad_nodes: Int(1, 64) | None = None
     train_families: NameList | None = Field(
         None, description="more scenario families trained at once (one batch each)"
     )
@@ -163,7 +163,6 @@ class EnvSettings(_Strict):
     def _known_bases(cls, v: Any) -> Any:
         if v is None:
             return v
-        from baselines import policy_names as heuristics
 
         known = heuristics()[:-1]
         names = base_names(v)  # a ValueError for a repeated name
@@ -192,8 +191,6 @@ def policy_names(algo: str) -> list[str]:
 
 def policy_class(algo: str, policy: str) -> Any:
     if policy == "TenantPolicy":
-        from agents.networks import TenantPolicy
-
         return TenantPolicy
     return algo_class(algo).policy_aliases[policy]
 
@@ -247,10 +244,10 @@ def sb3_kwargs(hp: Hyperparams, pk: PolicyKwargs) -> dict[str, Any]:
 class RLSettings(_Strict):
     """The reinforcement-learning phase of a recipe."""
 
-    total_timesteps: Int(1) = Field(  # type: ignore[valid-type]
+    total_timesteps: Int(1) = Field(
         description="environment steps of RL, rounded up to whole rollouts; --timesteps"
     )
-    n_envs: Int(1, 1 << 16) = Field(  # type: ignore[valid-type]
+    n_envs: Int(1, 1 << 16) = Field(
         description="parallel instances of the native vector env; --num-envs"
     )
     normalize_reward: bool = Field(
@@ -264,7 +261,7 @@ class Recipe(_Strict):
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)]
     summary: Name = Field(description="one sentence: what the recipe trains")
-    algo: Literal[ALGOS] = Field(  # type: ignore[valid-type]
+    algo: Literal[ALGOS] = Field(
         description="the stable-baselines3 algorithm whose policy is trained and saved"
     )
     policy: Name = Field(

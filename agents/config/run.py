@@ -21,7 +21,7 @@ class Task(_Strict):
 
     scenario: Name
     split: Literal["train", "test"]
-    reward: Literal[REWARDS]  # type: ignore[valid-type]
+    reward: Literal[REWARDS]
     weights: Literal["per-tenant", "global"]
     action_type: Literal["box", "discrete"]
 
@@ -37,7 +37,7 @@ class RunOptions(_Strict):
     recipe: Name = Field("imitation", description="recipe name (agents/recipes/) or YAML file")
     scenario: Name = Field("mixed", description="scenario name, YAML file or family")
     split: Literal["train", "test"] = Field("train", description="family split to train on")
-    reward: Literal[REWARDS] = Field(  # type: ignore[valid-type]
+    reward: Literal[REWARDS] = Field(
         "log-geomean", description="the objective: the RL reward and the imitation labels' score"
     )
     weights: Literal["per-tenant", "global"] = Field(
@@ -46,19 +46,19 @@ class RunOptions(_Strict):
     action_type: Literal["box", "discrete"] = Field(
         "box", description="Box(-1, 1) actions or MultiDiscrete"
     )
-    max_tenants: Int(1, 1024) | None = Field(  # type: ignore[valid-type]
+    max_tenants: Int(1, 1024) | None = Field(
         None, description="tenant slots (default: the scenario's maximum)"
     )
-    timesteps: Int(1) | None = Field(  # type: ignore[valid-type]
+    timesteps: Int(1) | None = Field(
         None,
         description="the run's budget of environment steps (default: the recipe's): RL steps, "
         "rounded up to whole rollouts; a smaller budget than the imitation phase takes shrinks "
         "its episodes to fit; with --resume: a new total",
     )
-    num_envs: Int(1, 1 << 16) | None = Field(  # type: ignore[valid-type]
+    num_envs: Int(1, 1 << 16) | None = Field(
         None, description="parallel instances for RL (default: the recipe's n_envs)"
     )
-    seed: Int(0, 2**31 - 1) = Field(0, description="random seed")  # type: ignore[valid-type]
+    seed: Int(0, 2**31 - 1) = Field(0, description="random seed")
     set: list[str] = Field(
         [], description="override one recipe entry, KEY=VALUE with a dotted KEY (repeatable)"
     )
@@ -66,16 +66,16 @@ class RunOptions(_Strict):
         None, description="run folder (default: RUNS_ROOT/{scenario}__{recipe}__{seed}__{time})"
     )
     runs_root: Path = Field(Path("runs"), description="parent of default run folders")
-    eval_interval: Int(0) | None = Field(  # type: ignore[valid-type]
+    eval_interval: Int(0) | None = Field(
         None,
         description="RL steps between evaluations on held-out seeds, also at step 0 "
         "(default: 20 points over the budget; 0: off)",
     )
-    eval_episodes: Int(1, 1 << 16) = Field(32, description="episodes per evaluation")  # type: ignore[valid-type]
-    checkpoint_interval: Int(0) | None = Field(  # type: ignore[valid-type]
+    eval_episodes: Int(1, 1 << 16) = Field(32, description="episodes per evaluation")
+    checkpoint_interval: Int(0) | None = Field(
         None, description="RL steps between checkpoints (default: a quarter of the budget)"
     )
-    compare_episodes: Int(0, 1 << 16) = Field(  # type: ignore[valid-type]
+    compare_episodes: Int(0, 1 << 16) = Field(
         64, description="test-split episodes of the final comparison (0 skips it)"
     )
     resume: Path | None = Field(
@@ -98,8 +98,8 @@ class RunOptions(_Strict):
 class EvaluateOptions(_Strict):
     """The numeric flags of ``evaluate.py`` (its names are checked against the registry)."""
 
-    episodes: Int(1, 1 << 16) = Field(description="episodes per scenario and policy")  # type: ignore[valid-type]
-    seed: Int(0, 2**31 - 1) = Field(description="seed of the first episode")  # type: ignore[valid-type]
+    episodes: Int(1, 1 << 16) = Field(description="episodes per scenario and policy")
+    seed: Int(0, 2**31 - 1) = Field(description="seed of the first episode")
 
 
 #: Keyword arguments of the environments that a run records (and evaluation must reuse).
@@ -122,14 +122,14 @@ class RunConfig(_Strict):
 
     model_config = ConfigDict(extra="forbid", frozen=False, validate_default=True)
 
-    format: Literal[FORMAT_VERSION] = FORMAT_VERSION  # type: ignore[valid-type]
+    format: Literal[FORMAT_VERSION] = FORMAT_VERSION
     recipe: Recipe = Field(description="the recipe as resolved: --set and the budget applied")
     recipe_source: str
     task: Task
-    seed: Int(0, 2**31 - 1)  # type: ignore[valid-type]
-    eval_interval: Int(0)  # type: ignore[valid-type]
-    eval_episodes: Int(1, 1 << 16)  # type: ignore[valid-type]
-    checkpoint_interval: Int(0)  # type: ignore[valid-type]
+    seed: Int(0, 2**31 - 1)
+    eval_interval: Int(0)
+    eval_episodes: Int(1, 1 << 16)
+    checkpoint_interval: Int(0)
     references: list[Name] = Field(default_factory=list)
     created: str = ""
     options: dict[str, Any] = Field({}, description="the command line's options, for --resume")

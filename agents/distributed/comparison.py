@@ -74,9 +74,7 @@ def run_comparison_ray(
     if episodes < 1:
         raise ValueError(f"episodes: got {episodes}, expected at least 1")
     out = check_output_dir(output)
-    loaded = [
-        load_policy(p) if isinstance(p, str) else p for p in policies
-    ]
+    loaded = [load_policy(p) if isinstance(p, str) else p for p in policies]
     names = [getattr(p, "name", str(i)) for i, (p, _) in enumerate(loaded)]
     if reference not in names:
         raise ValueError(f"reference {reference!r} is not among the policies {names}")

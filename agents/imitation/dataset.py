@@ -48,7 +48,8 @@ from agents.imitation.experts import (
 from agents.imitation.objective import check_objective
 from agents.imitation.progress import phase_bar
 from agents.imitation.settings import ImitationSettings
-from agents.view import base_names, make_interface, residual_base_mask
+from agents.rollout import make_params, rollout
+from agents.view import LearnedPolicy, base_names, make_interface, residual_base_mask
 
 __all__ = [
     "EpisodeTargets",
@@ -174,8 +175,6 @@ def label_episodes(
     Raises:
         ValueError: fewer than two bases; ``objective`` is no reward name.
     """
-    from agents.evaluation import LearnedPolicy
-    from agents.rollout import make_params, rollout
 
     check_objective(objective)
     names = base_names(env.get("base_policy"))
@@ -245,8 +244,6 @@ def policy_observations(
 ) -> NDArray[np.float32]:
     """The observations ``model`` (deterministic) reaches on the episodes :func:`label_episodes`
     ran (same family, count and seed; every ``stride``-th step, whole batches in seed order)."""
-    from agents.evaluation import LearnedPolicy
-    from agents.rollout import rollout
 
     kw = train_env(env)
     follower = PolicyFollower(model, stride)

@@ -38,9 +38,12 @@ from numpy.typing import NDArray
 
 from agents.imitation.objective import check_objective, record_score, scoring_env
 from agents.imitation.settings import ImitationSettings
-from agents.view import make_interface
-from baselines.placement import SHARE_TOP, dram_share
-from envs.spaces import ActionCodec
+from agents.rollout import make_params, rollout
+from agents.view import LearnedPolicy, make_interface
+from baselines.placement import SHARE_TOP, dram_share, share_or_local_to_weights
+from baselines.planner import Planner
+from envs import core
+from envs.spaces import OFF, ActionCodec
 
 __all__ = [
     "LabelFollower",
@@ -178,8 +181,6 @@ def expert_scores(
     ``episodes`` training episodes of ``family`` (seeds ``seed`` on; env settings ``kw``) and
     return each episode's score under ``objective`` (:mod:`agents.imitation.objective`), in
     seed order."""
-    from agents.evaluation import LearnedPolicy
-    from agents.rollout import rollout
 
     skw = dict(scoring_env(kw, objective))
     recs = rollout(
@@ -218,11 +219,6 @@ def plan_actions(
     Raises:
         ValueError: ``env`` has no ``residual_bases``; ``objective`` is no reward name.
     """
-    from agents.rollout import make_params
-    from baselines.placement import share_or_local_to_weights
-    from baselines.planner import Planner
-    from envs import core
-    from envs.spaces import OFF
 
     check_objective(objective)
     if env.get("residual_bases") is None:

@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from envs.scenario import scenario_names
+
 __all__ = ["ImitationSettings", "PlanSearch"]
 
 _STRICT = ConfigDict(frozen=True, extra="forbid", strict=True)
@@ -143,7 +145,6 @@ class ImitationSettings(BaseModel):
     @field_validator("scenarios")
     @classmethod
     def _shipped(cls, v: list[str]) -> list[str]:
-        from envs.scenario import scenario_names
 
         shipped = scenario_names()
         bad = [s for s in v if s not in shipped]

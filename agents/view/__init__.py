@@ -9,7 +9,9 @@
 - :mod:`agents.view.codec`: the residual codecs ``box`` and ``share``;
 - :mod:`agents.view.interface`: :class:`AgentInterface`, which composes them between an
   environment and a trained network, for training and evaluation alike;
-- :mod:`agents.view.vec_env`: the training environments (:func:`make_training_vec_env`).
+- :mod:`agents.view.vec_env`: the training environments (:func:`make_training_vec_env`);
+- :mod:`agents.view.policy`: :class:`LearnedPolicy`, a trained model behind the rollout
+  protocol (what evaluation and the imitation phase run).
 
 The DRAM share and its weights (``SHARE_TOP``, :func:`dram_share`) come from
 :mod:`baselines.placement`.
@@ -17,6 +19,7 @@ The DRAM share and its weights (``SHARE_TOP``, :func:`dram_share`) come from
 
 from agents.view.interface import AgentInterface, agent_layout, agent_spaces, make_interface
 from agents.view.padding import NODE_DESCRIPTORS, PaddedLayout, padded_sizes
+from agents.view.policy import LearnedPolicy, PolicyError
 from agents.view.spec import (
     DEFAULT_RESIDUAL_SCALE,
     MIXINGS,
@@ -39,7 +42,9 @@ __all__ = [
     "AgentInterface",
     "AgentVecEnv",
     "ConcatVecEnv",
+    "LearnedPolicy",
     "PaddedLayout",
+    "PolicyError",
     "ViewSpec",
     "agent_layout",
     "agent_spaces",
