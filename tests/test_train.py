@@ -260,7 +260,7 @@ def test_set_one_entry_of_a_recipe() -> None:
         "imitation.rounds=1",
     ]
     got, _ = load_recipe("imitation", sets)
-    assert got.env.given() == {**base.env.given(), "base_policy": ["tpp", "colloid"]}
+    assert got.env.given() == {**base.env.given(), "base_policy": ["tpp", "dram-first"]}
     assert got.policy_kwargs.given() == {**base.policy_kwargs.given(), "log_std_init": -0.5}
     assert got.imitation is not None and got.imitation.rounds == 1
     assert got.imitation.model_dump() == {**base.imitation.model_dump(), "rounds": 1}  # type: ignore[union-attr]
