@@ -248,13 +248,14 @@ def test_a_recipe_without_rl_trains_in_one_stage(tmp_path: Path) -> None:
 def test_stages_keep_the_imitation_phase_of_the_whole_budget(tmp_path: Path) -> None:
     path = tmp_path / "ft.yml"
     path.write_text(
-        "recipe: ppo-finetune\nscenario: mixed\ntrain: {num_envs: 8}\nhyperparams: {batch_size: 256}\n"
+        "recipe: ppo-finetune\nscenario: mixed\ntrain: {num_envs: 8}\n"
         "budget: {timesteps: 30000, reports: 3}\n"
     )
-    plan = plan_trial(load_sweep(path), {"recipe": "ppo-finetune", "scenario": "mixed",
-                                         "seed": 0, "hp": {}})  # fmt: skip
+    point = {"recipe": "ppo-finetune", "scenario": "mixed", "seed": 0, "hp": {"batch_size": 256}}
+    plan = plan_trial(load_sweep(path), point)
+    assert "timesteps" not in plan.first and "rl.total_timesteps=10240" in plan.first["set"]
     # the first stage is a shorter run, with the imitation phase --timesteps 30000 gives
-    first = resolve(RunOptions(**plan.first))
+    first = resolve(RunOptions.model_validate(plan.first))
     assert first.total_timesteps == plan.targets[0] < plan.config.total_timesteps
     assert first.recipe.imitation == plan.config.recipe.imitation
 
@@ -262,6 +263,23 @@ def test_stages_keep_the_imitation_phase_of_the_whole_budget(tmp_path: Path) -> 
 def test_the_example_sweeps_are_valid() -> None:
     for path in sorted((ROOT / "examples" / "sweeps").glob("*.yml")):
         validate_trials(load_sweep(path))
+
+
+def test_sweep_file_defaults_and_paths(tmp_path: Path) -> None:
+    (tmp_path / "mine.yml").write_text("name: mine\n")  # a recipe file beside the sweep file
+    path = tmp_path / "defaults.yml"
+    path.write_text("budget: {timesteps: 100}\nsearch:\nhyperparams:\n")
+    spec = load_sweep(path)
+    assert (spec.name, spec.recipe, spec.scenario, spec.seeds) == ("defaults", "ppo", "mixed", 0)
+    assert (spec.reports, spec.metric, spec.mode, spec.n_trials()) == (1, "geomean_perf", "max", 1)
+    assert spec.objective.seed == 50_000 and spec.objective.split == "train"
+    path.write_text(
+        "recipe: [mine.yml, ppo]\nscheduler: median\nbudget: {timesteps: 100}\n"
+        "objective: {metric: mean_latency_ns}\n"
+    )
+    spec = load_sweep(path)
+    assert spec.recipe.args == (str(tmp_path / "mine.yml"), "ppo")
+    assert (spec.reports, spec.mode, spec.scheduled) == (4, "min", "median")
 
 
 # --------------------------------------------------------------------------- errors

@@ -374,6 +374,12 @@ class SweepSpec(_Section):
                 f"budget.reports: scheduler {self.scheduled!r} stops trials between reports; "
                 f"expected at least 2 (got {self.reports})"
             )
+        s = self.scheduler
+        if s is not None and s.name == "asha" and (s.grace_period or 1) > self.reports:
+            raise ValueError(
+                f"scheduler.grace_period: asha's grace period is in reports; expected at most "
+                f"budget.reports = {self.reports} (got {s.grace_period:g})"
+            )
         return self
 
     @property
@@ -461,7 +467,9 @@ def load_sweep(path: str | Path) -> SweepSpec:
             f"sweep file {src!r}: not valid YAML: {' '.join(str(exc).split())}"
         ) from None
     raw = {} if raw is None else raw
-    data = {"name": p.stem, **raw} if isinstance(raw, dict) else raw
+    data = raw
+    if isinstance(raw, dict):  # an empty section (``search:``) is the section's defaults
+        data = {"name": p.stem, **{k: v for k, v in raw.items() if v is not None or k == "budget"}}
     try:
         spec = check(SweepSpec, data, f"sweep file {src!r}")
     except TrainingError as exc:

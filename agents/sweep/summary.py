@@ -23,6 +23,18 @@ __all__ = ["best_recipe", "summarize_sweep"]
 TASK_FLAGS = ("split", "reward", "weights", "action_type")
 
 
+class _RecipeDumper(yaml.SafeDumper):
+    """YAML as the shipped recipes read: mappings in blocks, lists of values on one line."""
+
+
+def _list(dumper: yaml.SafeDumper, value: list[Any]) -> Any:
+    flat = not any(isinstance(v, dict | list) for v in value)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=flat)
+
+
+_RecipeDumper.add_representer(list, _list)
+
+
 def _status(spec: SweepSpec, failed: bool, stages: int, n: int) -> str:
     if failed:
         return "error"
@@ -162,15 +174,15 @@ def _write_best(out: Path, spec: SweepSpec, best: dict[str, Any]) -> dict[str, A
     command = " ".join(["python train.py", f"--recipe {out / 'best.yml'}",
                         f"--scenario {cfg.task.scenario}", f"--seed {cfg.seed}", *flags])  # fmt: skip
     header = [
-        f"# Best recipe of sweep {spec.name} ({out}): the resolved recipe of trial",
-        f"# {best['trial']} (run folder {run}), {spec.metric} {best['objective']:.6g} after",
-        f"# {best['timesteps']:,} steps ({best['status']}), on {o.episodes} validation episode(s)",
-        f"# from seed {o.seed} ({o.split} split). Train with it (--timesteps N for another budget):",
+        f"# Best recipe of sweep {spec.name} ({out}):",
+        f"# the resolved recipe of trial {best['trial']} (run folder {run}),",
+        f"# {spec.metric} {best['objective']:.6g} after {best['timesteps']:,} steps ({best['status']})",
+        f"# on {o.episodes} validation episode(s) from seed {o.seed} ({o.split} split).",
+        "# Train with it (add --timesteps N for another budget):",
         f"#   {command}",
     ]
-    (out / "best.yml").write_text(
-        "\n".join(header) + "\n" + yaml.safe_dump(recipe, sort_keys=False)
-    )
+    body = yaml.dump(recipe, Dumper=_RecipeDumper, sort_keys=False, width=96)
+    (out / "best.yml").write_text("\n".join(header) + "\n" + body)
     info = {
         "trial": best["trial"],
         "run_dir": str(run),
