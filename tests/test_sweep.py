@@ -1,7 +1,7 @@
-"""sweep.py on a real local Ray (two CPUs): trials are run folders, summaries, best config, resume.
+"""sweep.py on a real local Ray (two CPUs): trials are run folders, summaries, best recipe, resume.
 
-Budgets are tiny (8-step episodes, 8 instances, 128-256 steps per trial), so
-a trial is dominated by its worker's start-up.
+The sweeps train the ``ppo`` recipe with tiny settings (8-step episodes, 8 instances,
+16-step rollouts, 128-256 steps per trial), so a trial is dominated by its worker's start-up.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -22,33 +23,28 @@ import yaml
 ray = pytest.importorskip("ray")
 
 import sweep  # noqa: E402
-from agents.sweep import (  # noqa: E402
-    SweepError,
-    TrainHooks,
-    load_sweep,
+from agents.config import RunOptions  # noqa: E402
+from agents.config.load import resolve  # noqa: E402
+from agents.runs import read_config  # noqa: E402
+from agents.sweep.plan import (  # noqa: E402
+    command_line,
     param_space,
-    run_sweep,
+    plan_trial,
+    set_item,
+    validate_trials,
 )
-from envs import load_scenario  # noqa: E402
+from agents.sweep.run import make_scheduler, run_sweep  # noqa: E402
+from agents.sweep.spec import SweepError, load_sweep  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def short_scenario(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """kv-store cut to 8-step episodes on a small machine."""
-    sc = load_scenario("kv-store", episode_steps=8).model_dump(mode="json")
-    sc["hardware"] = {"preset": "spr-a1000", "nodes": {"dram0": {"capacity_gib": 8}}}
-    path = tmp_path_factory.mktemp("sc") / "short.yaml"
-    path.write_text(yaml.safe_dump(sc))
-    return path
-
-
 def write_sweep(folder: Path, short: Path, name: str = "tiny", **extra: object) -> Path:
-    """A sweep file: PPO on the short scenario, a tiny budget; ``extra`` replaces top-level keys."""
+    """A sweep file: the ppo recipe on the short scenario, a tiny budget; ``extra`` replaces
+    top-level keys."""
     spec: dict[str, object] = {
         "name": name,
-        "algo": "ppo",
+        "recipe": "ppo",
         "scenario": str(short),
         "seeds": [0, 1],
         "train": {"num_envs": 8},
@@ -103,12 +99,9 @@ def event_tags(run_dir: Path) -> set[str]:
 
 
 @pytest.mark.slow
-def test_two_trial_sweep_writes_run_folders_summary_and_best_config(
+def test_two_trial_sweep_writes_run_folders_summary_and_best_recipe(
     local_ray: None, short_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from agents.training import read_config
-
-    import train
     from agents.evaluation import load_policy
 
     path = write_sweep(tmp_path, short_scenario)
@@ -123,9 +116,16 @@ def test_two_trial_sweep_writes_run_folders_summary_and_best_config(
     for run in trials:
         # an ordinary run folder: config, checkpoints at each report, model, TensorBoard
         cfg = read_config(run)
-        assert cfg.total_timesteps == 256 and cfg.n_envs == 8
+        assert cfg.total_timesteps == 256 and cfg.n_envs == 8 and cfg.recipe.name == "ppo"
+        assert cfg.recipe.hyperparams.n_steps == 16 and cfg.options["compare_episodes"] == 0
         assert (run / "model.zip").is_file() and (run / "tiergym.json").is_file()
         assert len(list((run / "checkpoints").glob("step_*"))) >= 2
+        # command.txt: the train.py commands of the stages, a new run then a resume
+        commands = (run / "command.txt").read_text().splitlines()
+        assert (
+            len(commands) == 2 and "--run-dir" in commands[0] and "--set n_steps=16" in commands[0]
+        )
+        assert f"--resume {run} --timesteps 256" in commands[1]
         tags = event_tags(run)
         assert "sweep/geomean_perf" in tags and any(t.startswith("train/") for t in tags)
         stages = json.loads((run / "sweep_trial.json").read_text())["stages"]
@@ -137,23 +137,16 @@ def test_two_trial_sweep_writes_run_folders_summary_and_best_config(
     assert {r["seed"] for r in rows} == {"0", "1"} and "learning_rate" in rows[0]
     assert (out / "summary.md").read_text().count("| complete |") == 2
     assert (out / "summary.png").stat().st_size > 10_000
-    # the best configuration is a hyperparameter file train.py accepts, giving the best run's
+    # the best configuration is a recipe file train.py takes, giving the best run's recipe
     best = json.loads((out / "best.json").read_text())
-    assert best["trial"] == rows[0]["trial"]
+    assert best["trial"] == rows[0]["trial"] and best["recipe_file"] == str(out / "best.yml")
+    assert f"--recipe {out / 'best.yml'}" in best["command"]
     best_run = read_config(out / "trials" / best["trial"])
-    cfg = train.build_config(
-        train.parse_args(
-            [
-                "--algo",
-                "ppo",
-                "--scenario",
-                str(short_scenario),
-                "--hyperparams",
-                str(out / "best.yml"),
-            ]
-        )
-    )
-    assert cfg.hyperparams == best_run.hyperparams
+    best_recipe = {"recipe": str(out / "best.yml"), "scenario": str(short_scenario)}
+    cfg = resolve(RunOptions.model_validate(best_recipe))
+    assert cfg.recipe.name == "tiny-best"
+    same = {"name", "summary"}
+    assert cfg.recipe.model_dump(exclude=same) == best_run.recipe.model_dump(exclude=same)
     assert (cfg.n_envs, cfg.total_timesteps) == (best_run.n_envs, best_run.total_timesteps)
     # the same command again: the sweep is complete, nothing is trained again
     mtimes = {p.name: (p / "model.zip").stat().st_mtime_ns for p in trials}
@@ -210,6 +203,85 @@ def test_killed_sweep_resumes_where_it_stopped(
     ]
 
 
+# --------------------------------------------------------------------------- a trial's stages
+
+
+def test_a_trial_is_run_options_in_stages(short_scenario: Path, tmp_path: Path) -> None:
+    spec = load_sweep(write_sweep(tmp_path, short_scenario, train={"num_envs": 8, "split": "test"}))
+    point = {"recipe": "ppo", "scenario": str(short_scenario), "seed": 1,
+             "hp": {"n_steps": 16, "batch_size": 64, "learning_rate": 3.0e-4}}  # fmt: skip
+    plan = plan_trial(spec, point)
+    # the whole budget as train.py --timesteps 256 resolves it; stages end at whole rollouts
+    assert plan.config.total_timesteps == 256 and plan.targets == [128, 256]
+    first = plan.first
+    assert first["set"] == ["n_steps=16", "batch_size=64", "learning_rate=0.0003"]
+    assert (first["timesteps"], first["checkpoint_interval"], first["eval_interval"]) == (
+        128,
+        64,
+        0,
+    )
+    assert (first["split"], first["num_envs"], first["seed"]) == ("test", 8, 1)
+    assert first["compare_episodes"] == 0 and first["quiet"] and first["no_progress"]
+    opts = RunOptions(**first, run_dir=tmp_path / "run")
+    argv = command_line(opts, {*first, "run_dir"})
+    assert argv[:3] == ["train.py", "--recipe", "ppo"] and "--quiet" in argv
+    assert argv[argv.index("--run-dir") + 1] == str(tmp_path / "run")
+    # --set values read back as the sampled ones
+    for value in (1.0e-5, [0.5, "tpp"], "yes", None, 3):
+        assert yaml.safe_load(set_item("k", value).split("=", 1)[1]) == value
+
+
+def test_a_recipe_without_rl_trains_in_one_stage(tmp_path: Path) -> None:
+    path = tmp_path / "im.yml"
+    path.write_text("recipe: imitation\nscenario: mixed\nbudget: {timesteps: 3000}\n")
+    spec = load_sweep(path)
+    plan = plan_trial(spec, {"recipe": "imitation", "scenario": "mixed", "seed": 0, "hp": {}})
+    # budget.timesteps as train.py --timesteps: the imitation phase shrunk to fit, one stage
+    assert plan.targets == [0] and plan.first["timesteps"] == 3000
+    imitation = plan.config.recipe.imitation
+    assert plan.config.recipe.rl is None and imitation is not None and imitation.episodes < 256
+    path.write_text("recipe: imitation\nscenario: mixed\nbudget: {timesteps: 3000, reports: 2}\n")
+    with pytest.raises(SweepError, match=r"budget.reports: recipe 'imitation' has no RL phase"):
+        validate_trials(load_sweep(path))
+
+
+def test_stages_keep_the_imitation_phase_of_the_whole_budget(tmp_path: Path) -> None:
+    path = tmp_path / "ft.yml"
+    path.write_text(
+        "recipe: ppo-finetune\nscenario: mixed\ntrain: {num_envs: 8}\n"
+        "budget: {timesteps: 30000, reports: 3}\n"
+    )
+    point = {"recipe": "ppo-finetune", "scenario": "mixed", "seed": 0, "hp": {"batch_size": 256}}
+    plan = plan_trial(load_sweep(path), point)
+    assert "timesteps" not in plan.first and "rl.total_timesteps=10240" in plan.first["set"]
+    # the first stage is a shorter run, with the imitation phase --timesteps 30000 gives
+    first = resolve(RunOptions.model_validate(plan.first))
+    assert first.total_timesteps == plan.targets[0] < plan.config.total_timesteps
+    assert first.recipe.imitation == plan.config.recipe.imitation
+
+
+def test_the_example_sweeps_are_valid() -> None:
+    for path in sorted((ROOT / "examples" / "sweeps").glob("*.yml")):
+        validate_trials(load_sweep(path))
+
+
+def test_sweep_file_defaults_and_paths(tmp_path: Path) -> None:
+    (tmp_path / "mine.yml").write_text("name: mine\n")  # a recipe file beside the sweep file
+    path = tmp_path / "defaults.yml"
+    path.write_text("budget: {timesteps: 100}\nsearch:\nhyperparams:\n")
+    spec = load_sweep(path)
+    assert (spec.name, spec.recipe, spec.scenario, spec.seeds) == ("defaults", "ppo", "mixed", 0)
+    assert (spec.reports, spec.metric, spec.mode, spec.n_trials()) == (1, "geomean_perf", "max", 1)
+    assert spec.objective.seed == 50_000 and spec.objective.split == "train"
+    path.write_text(
+        "recipe: [mine.yml, ppo]\nscheduler: median\nbudget: {timesteps: 100}\n"
+        "objective: {metric: mean_latency_ns}\n"
+    )
+    spec = load_sweep(path)
+    assert spec.recipe.args == (str(tmp_path / "mine.yml"), "ppo")
+    assert (spec.reports, spec.mode, spec.scheduled) == (4, "min", "median")
+
+
 # --------------------------------------------------------------------------- errors
 
 
@@ -218,13 +290,18 @@ def test_unknown_keys_are_one_line(
 ) -> None:
     path = write_sweep(tmp_path, short_scenario, seed=[0])
     line = error_line([str(path)], capsys)
-    assert "top level: unknown key(s) ['seed']; expected some of" in line and "'seeds'" in line
+    assert "tiny.yml': seed: unknown key 'seed'; expected one of" in line and "'seeds'" in line
     path = write_sweep(tmp_path, short_scenario, budget={"timestep": 256})
-    assert "budget: unknown key(s) ['timestep']" in error_line([str(path)], capsys)
+    line = error_line([str(path)], capsys)
+    assert "budget.timestep: unknown key 'timestep'" in line and "'timesteps'" in line
     path = write_sweep(tmp_path, short_scenario, scheduler={"name": "asha", "grace": 1})
-    assert "scheduler (asha): unknown key(s) ['grace']" in error_line([str(path)], capsys)
+    line = error_line([str(path)], capsys)
+    assert "scheduler.grace: asha takes no 'grace'" in line and "'grace_period'" in line
+    path = write_sweep(tmp_path, short_scenario, train={"hyperparams": "base.yml"})
+    assert "train.hyperparams: unknown key 'hyperparams'" in error_line([str(path)], capsys)
     path = write_sweep(tmp_path, short_scenario, hyperparams={"learning_rat": 1e-3})
-    assert "learning_rat" in error_line([str(path)], capsys)  # train.py's own check, before Ray
+    line = error_line([str(path)], capsys)  # the recipe's own check (--set), before Ray
+    assert "--set learning_rat=0.001: unknown key 'learning_rat'" in line
 
 
 @pytest.mark.parametrize(
@@ -232,13 +309,16 @@ def test_unknown_keys_are_one_line(
     [
         ({"seeds": []}, "seeds: empty search space"),
         ({"hyperparams": {"n_epochs": {"choice": []}}}, "hyperparams.n_epochs: empty search space"),
-        ({"hyperparams": {"gamma": {"uniform": [0.99, 0.9]}}}, "empty search space"),
+        (
+            {"hyperparams": {"gamma": {"uniform": [0.99, 0.9]}}},
+            "hyperparams.gamma: empty search space",
+        ),
         ({"hyperparams": {"n_epochs": {"randint": [3, 3]}}}, "empty search space"),
         ({"search": {"num_samples": 0}}, "search.num_samples: empty search space"),
     ],
 )
 def test_an_empty_search_space_is_one_line(
-    extra: dict[str, object],
+    extra: dict[str, Any],
     message: str,
     short_scenario: Path,
     tmp_path: Path,
@@ -254,15 +334,26 @@ def test_other_bad_sweeps_are_one_line(
     path = write_sweep(
         tmp_path, short_scenario, scheduler="asha", budget={"timesteps": 256, "reports": 1}
     )
-    assert "expected at least 2" in error_line([str(path)], capsys)
+    assert "budget.reports: scheduler 'asha'" in (line := error_line([str(path)], capsys))
+    assert "expected at least 2 (got 1)" in line
     path = write_sweep(tmp_path, short_scenario, scheduler="pbt")
-    assert "unknown scheduler 'pbt'" in error_line([str(path)], capsys)
+    line = error_line([str(path)], capsys)
+    assert "scheduler.name: expected 'fifo', 'asha', 'hyperband' or 'median' (got pbt)" in line
     path = write_sweep(tmp_path, short_scenario, objective={"metric": "speed"})
-    assert "unknown metric 'speed'" in error_line([str(path)], capsys)
+    line = error_line([str(path)], capsys)
+    assert "objective.metric: expected 'reward', 'geomean_perf'" in line and "(got speed)" in line
+    path = write_sweep(tmp_path, short_scenario, search={"num_samples": "many"})
+    assert "search.num_samples: expected an integer (got many)" in error_line([str(path)], capsys)
     path = write_sweep(tmp_path, short_scenario, scenario="no-such-scenario")
     assert "no-such-scenario" in error_line([str(path)], capsys)
+    path = write_sweep(tmp_path, short_scenario, recipe="no-such-recipe")
+    assert "unknown recipe 'no-such-recipe'" in error_line([str(path)], capsys)
     path = write_sweep(tmp_path, short_scenario, search={"algorithm": "optuna"})
     assert "cannot take grids" in error_line([str(path)], capsys)
+    path = write_sweep(tmp_path, short_scenario, recipe="imitation", scenario="mixed",
+                       train={}, hyperparams={})  # fmt: skip
+    line = error_line([str(path)], capsys)
+    assert "budget.reports: recipe 'imitation' has no RL phase to report between" in line
     assert "does not exist" in error_line([str(tmp_path / "missing.yml")], capsys)
 
 
@@ -277,7 +368,7 @@ def test_a_missing_search_library_is_one_line(
         pass
     path = write_sweep(tmp_path, short_scenario, seeds=0, search={"algorithm": "optuna"})
     line = error_line([str(path)], capsys)
-    assert "search.algorithm 'optuna' cannot be set up" in line and "pip install optuna" in line
+    assert "search.algorithm: 'optuna' cannot be set up" in line and "pip install optuna" in line
 
 
 def test_a_folder_of_another_sweep_is_refused(
@@ -323,9 +414,8 @@ def test_a_cluster_without_the_package_is_one_line_before_any_trial(
     local_ray: None, short_scenario: Path, tmp_path: Path
 ) -> None:
     path = write_sweep(tmp_path, short_scenario)
-    hooks = TrainHooks(build=sweep.build_config, train=sweep.run_training)
     with pytest.raises(ValueError, match=r"lacks \['tiergym_missing'\]") as info:
-        run_sweep(path, hooks, output=tmp_path / "out", modules=("agents", "tiergym_missing"))
+        run_sweep(path, output=tmp_path / "out", modules=("agents", "tiergym_missing"))
     assert "\n" not in str(info.value)
     assert not (tmp_path / "out" / "trials").exists()
 
@@ -334,29 +424,30 @@ def test_search_space_and_scheduler_follow_the_file(short_scenario: Path, tmp_pa
     from ray import tune
     from ray.tune.schedulers import AsyncHyperBandScheduler
 
-    from agents.sweep import _scheduler
-
     path = write_sweep(
         tmp_path,
         short_scenario,
-        algo=["ppo", "a2c"],
+        recipe=["ppo", "a2c"],
         hyperparams={
             "n_epochs": {"grid": [1, 2]},
             "gamma": {"uniform": [0.9, 0.99]},
             "ent_coef": 0.01,
+            "env.base_policy": {"choice": ["colloid", "tpp"]},
         },
         search={"num_samples": 3},
         scheduler={"name": "asha", "grace_period": 1, "reduction_factor": 3},
     )
     spec = load_sweep(path)
-    assert spec.n_trials() == 2 * 2 * 2 * 3  # algo x seeds x n_epochs grids x samples
-    assert spec.reports == 2 and spec.varying() == ["algo", "seed", "n_epochs", "gamma"]
+    assert spec.n_trials() == 2 * 2 * 2 * 3  # recipe x seeds x n_epochs grids x samples
+    assert spec.reports == 2
+    assert spec.varying() == ["recipe", "seed", "n_epochs", "gamma", "env.base_policy"]
     space = param_space(spec)
-    assert space["algo"] == {"grid_search": ["ppo", "a2c"]}
+    assert space["recipe"] == {"grid_search": ["ppo", "a2c"]}
     assert space["hp"]["ent_coef"] == 0.01
     assert isinstance(space["hp"]["gamma"], tune.search.sample.Float)
-    sched = _scheduler(spec)
+    assert isinstance(space["hp"]["env.base_policy"], tune.search.sample.Categorical)
+    sched = make_scheduler(spec)
     assert isinstance(sched, AsyncHyperBandScheduler)
     assert sched._max_t == 2 and sched._reduction_factor == 3
-    with pytest.raises(SweepError):
+    with pytest.raises(SweepError, match=r"hyperparams: expected"):
         load_sweep(write_sweep(tmp_path, short_scenario, hyperparams=[1]))

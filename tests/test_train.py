@@ -255,7 +255,7 @@ def test_set_one_entry_of_a_recipe() -> None:
 
     base, _ = load_recipe("imitation")
     sets = [
-        "env.base_policy=[tpp, colloid]",
+        "env.base_policy=[tpp, dram-first]",
         "policy_kwargs.log_std_init=-0.5",
         "imitation.rounds=1",
     ]

@@ -188,14 +188,19 @@ def resolve(opts: RunOptions) -> RunConfig:
             f"--num-envs {opts.num_envs}: recipe {recipe.name!r} has no RL phase to run in parallel"
         )
     env = recipe.env.given()
-    slots = opts.max_tenants or env.get("max_tenants") or family.max_tenants
-    if slots < family.max_tenants:
+    # one set of tenant slots for the scenario and every family trained beside it
+    most = max(
+        [family.max_tenants]
+        + [make_family(f, pool_size=8).max_tenants for f in env.get("train_families") or []]
+    )
+    slots = opts.max_tenants or env.get("max_tenants") or most
+    if slots < most:
         where = (
             f"--max-tenants {slots}" if opts.max_tenants else f"recipe {source!r}: env.max_tenants"
         )
         raise TrainingError(
-            f"{where}: scenario {opts.scenario!r} has up to {family.max_tenants} tenants; "
-            f"expected max_tenants >= {family.max_tenants}"
+            f"{where}: scenario {opts.scenario!r} and the recipe's train_families have up to "
+            f"{most} tenants; expected max_tenants >= {most}"
         )
     update: dict[str, Any] = {"env": recipe.env.model_copy(update={"max_tenants": slots})}
     if recipe.rl is not None:
