@@ -51,7 +51,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A PPO run folder trained for a few rollouts (a learned policy to ship to the workers)."""
     run = tmp_path_factory.mktemp("model") / "ppo"
     args = [
-        "--scenario", "kv-store", "--max-tenants", "4", "--num-envs", "8", "--set", "n_steps=16", "--set",
+        "--recipe", "ppo", "--scenario", "kv-store", "--max-tenants", "4", "--num-envs", "8", "--set", "n_steps=16", "--set",
         "batch_size=64", "--set", "n_epochs=1", "--timesteps", "128", "--eval-interval", "0",
         "--compare-episodes", "0", "--run-dir", str(run), "--quiet", "--no-progress",
     ]  # fmt: skip

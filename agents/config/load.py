@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -112,22 +113,35 @@ def _override(data: dict[str, Any], item: str) -> None:
     node[path[-1]] = _parse_value(value)
 
 
-def load_recipe(spec: str, overrides: list[str] = ()) -> tuple[Recipe, str]:  # type: ignore[assignment]
+def load_recipe(spec: str, overrides: Sequence[str] = ()) -> tuple[Recipe, str]:
     """The recipe ``spec`` (a shipped name or a file) with the ``--set`` overrides applied,
-    checked; and its source. An error names the file and field, or the ``--set`` item that
-    made a valid recipe invalid."""
+    checked; and its source. An error names the file and the field; one that a ``--set``
+    item caused (its field, or a rule on it) names that item."""
     data, source = _read_recipe(spec)
     check(Recipe, data, f"recipe {source!r}")
     for item in overrides:
         _override(data, item)
-        try:
-            Recipe.model_validate(data)
-        except ValidationError as exc:
-            raise TrainingError(f"--set {item}: {describe(exc)}") from None
-        except ValueError as exc:
-            raise TrainingError(f"--set {item}: {exc}") from None
-    where = f"recipe {source!r}" + (" with --set" if overrides else "")
-    return check(Recipe, data, where), source
+    if not overrides:
+        return check(Recipe, data, f"recipe {source!r}"), source
+    try:
+        return Recipe.model_validate(data), source
+    except ValidationError as exc:
+        text = describe(exc)
+    except ValueError as exc:
+        text = str(exc)
+    field = text.split(": ", 1)[0]
+    keys = {item: _override_path(item) for item in overrides}
+    hit = [i for i, k in keys.items() if field.startswith(k) or k.startswith(field)]
+    where = f"--set {hit[-1]}" if hit else f"recipe {source!r} with --set {' '.join(overrides)}"
+    raise TrainingError(f"{where}: {text}") from None
+
+
+def _override_path(item: str) -> str:
+    """The recipe field a ``--set`` item sets, as a dotted path."""
+    key = item.split("=", 1)[0].strip()
+    if "." not in key and key not in Recipe.model_fields:
+        return f"rl.hyperparams.{key}"
+    return key
 
 
 def whole_rollouts(recipe: Recipe, total: int) -> int:
