@@ -149,6 +149,27 @@ def test_a_plan_runs_through_the_agent_interface_as_the_planner_scored_it(
     assert not res[:, -1].any()  # the plan keeps dram-first's tiering mode
 
 
+def test_the_recorded_rows_are_those_of_a_run_following_the_labels(
+    settings: ImitationSettings,
+) -> None:
+    """The labelled rows come from each expert's own run; a run in which every episode
+    follows its label (bases and plans mixed in one batch) records exactly the same."""
+    from agents.imitation import LabelFollower
+    from agents.rollout import make_params, rollout
+    from agents.view import LearnedPolicy, make_interface
+
+    n, seed = 12, 700
+    s = settings.updated(stride=3)
+    got = label_episodes(PLANNED, "mixed", n, seed, s, objective=LOG, plans=True)
+    assert len(set(got.labels.tolist())) > 2  # several bases and the plan in one batch
+    kw = {k: v for k, v in PLANNED.items() if k != "scenario"}
+    spaces = make_interface(kw).spaces(make_params(None, "mixed", "train", kw))
+    follower = LabelFollower(*spaces, got.labels, 3, got.episodes.plans)
+    follower.stride = s.stride
+    rollout(LearnedPolicy(follower, kw, "follower", "t"), "mixed", n, seed, "train", kw)
+    assert np.array_equal(np.concatenate(follower.seen), got.obs)
+
+
 def test_warm_start_with_plans_beats_every_base_on_its_episodes(
     settings: ImitationSettings,
 ) -> None:

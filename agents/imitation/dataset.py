@@ -45,7 +45,7 @@ from agents.imitation.experts import (
     plan_actions,
     train_env,
 )
-from agents.imitation.objective import check_objective
+from agents.imitation.objective import check_objective, scoring_env
 from agents.imitation.progress import phase_bar
 from agents.imitation.settings import ImitationSettings
 from agents.rollout import make_params, rollout
@@ -189,10 +189,20 @@ def label_episodes(
     scores = np.empty((episodes, k + int(plans)))
     plan: Plans | None = None
     seconds = 0.0
+    # each expert's run records the observations too: an episode that follows its label
+    # runs exactly as in its expert's run (every instance is independent of its batch), so
+    # those rows are the follower's, unless the scoring env differs from the training one
+    reuse = dict(scoring_env(kw, objective)) == dict(kw)
+    seen: list[list[NDArray[np.float32]]] = []
+
+    def score(j: int, follower: LabelFollower) -> None:
+        follower.stride = settings.stride if reuse else 0
+        scores[:, j] = expert_scores(follower, kw, family, episodes, seed, objective)
+        seen.append(follower.seen)
+
     with phase_bar(progress, k + 2 * int(plans) + 1, f"labelling {family}", "rollout") as bar:
         for j in range(k):
-            follower = LabelFollower(*spaces, np.full(episodes, j, dtype=np.int64), k)
-            scores[:, j] = expert_scores(follower, kw, family, episodes, seed, objective)
+            score(j, LabelFollower(*spaces, np.full(episodes, j, dtype=np.int64), k))
             bar.update()
         if plans:
             total = settings.plan_search.iterations + 1
@@ -207,8 +217,7 @@ def label_episodes(
                     on_iteration=search.update,
                 )
             bar.update()
-            follower = LabelFollower(*spaces, np.full(episodes, k, dtype=np.int64), k, plan)
-            scores[:, k] = expert_scores(follower, kw, family, episodes, seed, objective)
+            score(k, LabelFollower(*spaces, np.full(episodes, k, dtype=np.int64), k, plan))
             bar.update()
         near, planned, labels = _choose(scores, k, plans, settings.tie_tolerance)
         near[planned] = np.arange(k) == (plan.base if plan is not None else 0)
@@ -218,13 +227,32 @@ def label_episodes(
         from_plan = np.full(episodes, plans)
         fit = from_plan | (near & adjusted).any(axis=1) if hold_listed else from_plan
         per_episode = EpisodeTargets(mixing, fit, from_plan, plan, k)
-        model.stride = settings.stride
-        policy = LearnedPolicy(model, kw, "follower", "imitation")
-        rollout(policy, family, episodes, seed, "train", kw)
+        if reuse:
+            obs = _following(seen, labels)
+        else:
+            model.stride = settings.stride
+            rollout(
+                LearnedPolicy(model, kw, "follower", "imitation"),
+                family,
+                episodes,
+                seed,
+                "train",
+                kw,
+            )
+            obs = np.concatenate(model.seen)
         bar.update()
-    obs = np.concatenate(model.seen)
     targets, weights = per_episode.rows(obs)
     return Labelled(obs, targets, weights, labels, scores, per_episode, seconds)
+
+
+def _following(
+    seen: list[list[NDArray[np.float32]]], labels: NDArray[np.int64]
+) -> NDArray[np.float32]:
+    """The recorded rows of a run in which episode ``i`` follows expert ``labels[i]``, from
+    each expert's own recording ``seen[j]`` (a (B, D) array per recorded step): whole batches
+    in step order, as the follower's recording would be."""
+    rows = np.arange(len(labels))
+    return np.concatenate([np.stack(step)[labels, rows] for step in zip(*seen, strict=True)])
 
 
 class PolicyFollower(Recording):
