@@ -17,6 +17,7 @@ The policy is named by its recipe in the run folder, in TensorBoard and in the t
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -157,6 +158,7 @@ def _imitation(model: Any, cfg: RunConfig, run_dir: Path, out: _Out) -> dict[str
         objective=cfg.task.reward,
         checkpoint_dir=run_dir / "imitation",
         progress=out.progress,
+        workers=len(os.sched_getaffinity(0)),
     )
     warm["wall_s"] = round(time.time() - t0, 1)
     (run_dir / "warm_start.json").write_text(json.dumps(warm, indent=2))

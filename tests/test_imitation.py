@@ -170,6 +170,26 @@ def test_the_recorded_rows_are_those_of_a_run_following_the_labels(
     assert np.array_equal(np.concatenate(follower.seen), got.obs)
 
 
+def test_labelling_in_worker_processes_gives_the_same_policy(
+    settings: ImitationSettings,
+) -> None:
+    """The jobs labelled in two processes give the same data set, and so bit for bit the
+    same fitted weights, as labelled one after the other in this one."""
+    env = {**ENV, "train_families": ["mixed-2s"]}
+    s = settings.updated(
+        episodes=4, rounds=0, epochs=2, scenarios=["kv-store"], scenario_episodes=2
+    )
+    fitted = []
+    for workers in (1, 2):
+        model = _model(env)
+        summary = warm_start(model, env, s, seed=0, objective=LOG, workers=workers)
+        fitted.append((summary, model.policy.state_dict()))
+    (one, a), (two, b) = fitted
+    assert one["samples"] == two["samples"] and one["label_share"] == two["label_share"]
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
 def test_warm_start_with_plans_beats_every_base_on_its_episodes(
     settings: ImitationSettings,
 ) -> None:

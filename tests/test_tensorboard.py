@@ -351,7 +351,7 @@ def test_kill_9_and_resume_continue_tensorboard_without_duplicated_or_backwards_
     tmp_path: Path, short_scenario: Path
 ) -> None:
     run_dir = tmp_path / "run"
-    total, every, ck = 40 * ROLLOUT, 8 * ROLLOUT, 16 * ROLLOUT
+    total, every, ck = 24 * ROLLOUT, 4 * ROLLOUT, 8 * ROLLOUT
     extra = ["--timesteps", str(total), "--eval-interval", str(every)]
     extra += ["--checkpoint-interval", str(ck)]
     proc = subprocess.Popen(

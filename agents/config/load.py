@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from importlib import resources
@@ -80,10 +81,15 @@ def _read_recipe(spec: str) -> tuple[dict[str, Any], str]:
 
 
 def _parse_value(text: str) -> Any:
+    """A ``--set`` value as YAML reads it, and a number written as ``1e-4`` as a number
+    (YAML 1.1 reads exponents without a dot as text)."""
     try:
-        return yaml.safe_load(text)
+        value = yaml.safe_load(text)
     except yaml.YAMLError:
         return text
+    if isinstance(value, str) and re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+", value):
+        return float(value)
+    return value
 
 
 def _override(data: dict[str, Any], item: str) -> None:

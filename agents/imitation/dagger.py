@@ -26,8 +26,10 @@ continues where it stopped (:mod:`agents.imitation.checkpoint`).
 
 from __future__ import annotations
 
+import multiprocessing
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,13 @@ import numpy as np
 
 from agents.imitation.bc import fit_targets
 from agents.imitation.checkpoint import Checkpoint, checkpoint_key
-from agents.imitation.dataset import Chunk, EpisodeTargets, label_episodes, policy_observations
+from agents.imitation.dataset import (
+    Chunk,
+    EpisodeTargets,
+    Labelled,
+    label_episodes,
+    policy_observations,
+)
 from agents.imitation.objective import check_objective
 from agents.imitation.progress import phase_bar
 from agents.imitation.settings import ImitationSettings
@@ -63,6 +71,25 @@ def _jobs(
     return families, jobs
 
 
+def _label_job(
+    env: Mapping[str, Any],
+    family: str,
+    episodes: int,
+    seed: int,
+    settings: ImitationSettings,
+    objective: str,
+    plans: bool,
+    progress: bool,
+) -> tuple[Labelled, float]:
+    """One job's labels and the seconds they took (a worker process runs this)."""
+    t0 = time.time()
+    got = label_episodes(
+        env, family, episodes, seed, settings,
+        objective=objective, plans=plans, hold_listed=settings.plans, progress=progress,
+    )  # fmt: skip
+    return got, time.time() - t0
+
+
 class _Run:
     """One warm start's state: the data set so far, the fits' record and the timings."""
 
@@ -75,8 +102,10 @@ class _Run:
         objective: str,
         ckpt: Checkpoint,
         progress: bool,
+        workers: int,
     ) -> None:
         self.model, self.env, self.settings = model, env, settings
+        self.workers = workers
         self.seed = settings.seed + seed  # the first labelling seed; fit r shuffles with +r
         self.objective, self.ckpt, self.progress = objective, ckpt, progress
         self.names = base_names(env.get("base_policy"))
@@ -96,29 +125,21 @@ class _Run:
         return self.seed + JOB_SEED_STEP * n
 
     def label(self) -> None:
-        """Label every job (or read it back from the checkpoint)."""
-        s = self.settings
-        for n, (fam, count) in enumerate(self.jobs):
-            want = {"family": str(fam), "episodes": count, "seed": self.job_seed(n)}
-            saved = self.ckpt.load_job(n, want)
+        """Label every job (or read it back from the checkpoint), the jobs left over
+        :attr:`workers` processes; the data set is assembled in job order."""
+        done: dict[int, tuple[Labelled, dict[str, Any]]] = {}
+        for n in range(len(self.jobs)):
+            saved = self.ckpt.load_job(n, self._job_info(n))
             if saved is not None:
-                got, info = saved
+                done[n] = saved
                 self.resumed["jobs"] += 1
-            else:
-                t0 = time.time()
-                got = label_episodes(
-                    self.env,
-                    fam,
-                    count,
-                    self.job_seed(n),
-                    s,
-                    objective=self.objective,
-                    plans=s.plans and n < len(self.families),
-                    hold_listed=s.plans,
-                    progress=self.progress,
-                )
-                info = {**want, "label_seconds": time.time() - t0}
-                self.ckpt.save_job(n, got, info)
+        todo = [n for n in range(len(self.jobs)) if n not in done]
+        for n, got, seconds in self._label_jobs(todo):
+            info = {**self._job_info(n), "label_seconds": seconds}
+            self.ckpt.save_job(n, got, info)
+            done[n] = got, info
+        for n, (fam, _) in enumerate(self.jobs):
+            got, info = done[n]
             self.seconds["label"] += float(info["label_seconds"])
             self.parts.append([(got.obs, got.targets, got.fit_residual)])
             self.per_episode.append(got.episodes)
@@ -126,6 +147,35 @@ class _Run:
             share = np.bincount(got.labels, minlength=self.columns)
             self.counts += share
             self.per[fam] = (share / share.sum()).round(3).tolist()
+
+    def _job_info(self, n: int) -> dict[str, Any]:
+        fam, count = self.jobs[n]
+        return {"family": str(fam), "episodes": count, "seed": self.job_seed(n)}
+
+    def _job_args(self, n: int, progress: bool) -> tuple[Any, ...]:
+        s = self.settings
+        fam, count = self.jobs[n]
+        plans = s.plans and n < len(self.families)
+        return (self.env, fam, count, self.job_seed(n), s, self.objective, plans, progress)
+
+    def _label_jobs(self, todo: list[int]) -> Iterator[tuple[int, Labelled, float]]:
+        """``(job, labels, seconds)`` of the jobs ``todo`` as they finish: in this process
+        with one worker, else in ``workers`` processes (each job runs exactly as here: the
+        episodes are numpy alone, independent of the process)."""
+        workers = min(self.workers, len(todo))
+        if workers <= 1:
+            for n in todo:
+                yield (n, *_label_job(*self._job_args(n, self.progress)))
+            return
+        ctx = multiprocessing.get_context("spawn")
+        with (
+            phase_bar(self.progress, len(todo), f"labelling ({workers} processes)", "job") as bar,
+            ProcessPoolExecutor(workers, mp_context=ctx) as pool,
+        ):
+            futures = {pool.submit(_label_job, *self._job_args(n, False)): n for n in todo}
+            for future in as_completed(futures):
+                yield (futures[future], *future.result())
+                bar.update()
 
     def fit(self, r: int) -> None:
         """Fit ``r`` (0: the first; then DAgger round ``r``: the policy's own states first)."""
@@ -212,6 +262,7 @@ def warm_start(
     objective: str,
     checkpoint_dir: Path | str | None = None,
     progress: bool = False,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Fit ``model``'s action mean to the best expert of each training episode (see the module).
 
@@ -227,6 +278,7 @@ def warm_start(
     ``checkpoint_dir``: save each job's labels and each fit's weights there, and resume
     from what it holds (:mod:`agents.imitation.checkpoint`; the result is bit-identical to
     an uninterrupted run). ``progress``: a bar per phase on stderr (nothing otherwise).
+    ``workers``: processes that label the jobs (the result does not depend on it).
 
     Returns a summary: the experts (``bases``: the bases, then ``plan``), the episodes,
     families and scenarios, the share of each label overall and per job, the samples and
@@ -243,7 +295,8 @@ def warm_start(
     if len(base_names(env.get("base_policy"))) < 2:
         raise ValueError("imitation: needs base_policy with at least two heuristics")
     key = checkpoint_key(settings, env, seed, objective, model.policy)
-    run = _Run(model, env, settings, seed, objective, Checkpoint(checkpoint_dir, key), progress)
+    ckpt = Checkpoint(checkpoint_dir, key)
+    run = _Run(model, env, settings, seed, objective, ckpt, progress, workers)
     run.label()
     pending: dict[str, Any] | None = None  # weights read back, loaded before the next fit
     for r in range(settings.rounds + 1):
