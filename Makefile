@@ -20,7 +20,7 @@ train: $(STAMP)  ## the main job: the default recipe (imitation) on mixed, compa
 	$(PY) train.py $(ARGS)
 
 test: $(STAMP)  ## the test suite on every core (add ARGS="-m 'not slow'" for the quick part)
-	$(PY) -m pytest -q -n auto --dist loadfile $(ARGS)
+	$(PY) -m pytest -q -n auto --dist worksteal $(ARGS)
 
 evaluate: $(STAMP)
 	$(PY) evaluate.py $(ARGS)
