@@ -32,7 +32,7 @@ import yaml
 
 from agents import persist
 from agents.config import FORMAT_VERSION, EnvSettings, RunConfig, Task, TrainingError, check
-from agents.config.load import read_text
+from agents.config.load import read_text, yaml_mapping
 from agents.models import read_model_file, save_model
 
 __all__ = [
@@ -107,13 +107,7 @@ def read_config(run_dir: Path) -> RunConfig:
     if not path.is_file():
         raise TrainingError(f"{str(run_dir)!r} is not a run folder (no config.yml)")
     text = read_text(path, "run configuration", 4 << 20)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        msg = " ".join(str(exc).split())
-        raise TrainingError(f"run configuration {str(path)!r} is not valid YAML: {msg}") from None
-    if not isinstance(data, dict):
-        raise TrainingError(f"run configuration {str(path)!r}: expected a mapping")
+    data = yaml_mapping(text, f"run configuration {str(path)!r}")
     version = data.get("format", 1 if "algo" in data or "hyperparams" in data else None)
     if version != FORMAT_VERSION:
         raise TrainingError(

@@ -27,6 +27,7 @@ __all__ = [
     "recipe_names",
     "resolve",
     "whole_rollouts",
+    "yaml_mapping",
 ]
 
 #: The heuristics a run's evaluations score beside the learned policy.
@@ -70,14 +71,19 @@ def _read_recipe(spec: str) -> tuple[dict[str, Any], str]:
             f"--recipe {spec}: unknown recipe {spec!r}; expected one of {recipe_names()} "
             "or a YAML file"
         )
+    return yaml_mapping(text, f"recipe {source!r}"), source
+
+
+def yaml_mapping(text: str, what: str) -> dict[str, Any]:
+    """A YAML document that is a mapping, or a :class:`TrainingError` naming ``what``."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         msg = " ".join(str(exc).split())
-        raise TrainingError(f"recipe {source!r} is not valid YAML: {msg}") from None
+        raise TrainingError(f"{what} is not valid YAML: {msg}") from None
     if not isinstance(data, dict):
-        raise TrainingError(f"recipe {source!r}: expected a mapping of recipe keys")
-    return data, source
+        raise TrainingError(f"{what}: expected a mapping of keys")
+    return data
 
 
 def _parse_value(text: str) -> Any:
