@@ -110,6 +110,12 @@ def plan_resume(opts: RunOptions, given: set[str]) -> tuple[RunConfig, Path | No
                 "(start a new run to change them)"
             )
     ck = cks[-1] if cks else None
+    if ck is not None and cfg.recipe.rl is None:
+        raise TrainingError(
+            f"--resume {str(run_dir)!r}: the run is complete (recipe {cfg.recipe.name!r} has no "
+            "RL phase to continue); compare it again with: python evaluate.py --policies "
+            f"{run_dir}"
+        )
     if ck is not None:  # its model file is readable (never a pickle archive) before any work
         try:
             persist.read_model(ck / "model.zip")

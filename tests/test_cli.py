@@ -367,6 +367,7 @@ def test_an_interrupted_imitation_phase_resumes_from_its_parts(
     resumed = json.loads((run / "warm_start.json").read_text())["resumed"]
     assert resumed["jobs"] == 1 and resumed["fits"] == 2
     again = load_trained(run)[0]
+    assert train.main(["--resume", str(run)]) == 2  # complete: nothing left to resume
     for (k, a), (_, b) in zip(
         whole.policy.state_dict().items(), again.policy.state_dict().items(), strict=True
     ):
