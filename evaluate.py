@@ -72,7 +72,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-
     ap = _Parser(
         prog="evaluate.py",
         description=__doc__,

@@ -324,7 +324,6 @@ class EvalAgainstReferences(BaseCallback):
             self._next = 0 if (s == 0 and self.at_start) else _next_on_grid(s, self.interval)
 
     def _ratio(self, values: NDArray[np.float64], ref: str) -> tuple[float, float, float] | None:
-
         rv = self.references.get(ref)
         if rv is None or rv.shape != values.shape or values.size < 2:
             return None

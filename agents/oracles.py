@@ -59,7 +59,6 @@ class BestHeuristicPerEpisode:
     def __init__(
         self, heuristics: Sequence[str] = ORACLE_HEURISTICS, metric: str = "geomean_perf"
     ) -> None:
-
         known = set(policy_names())
         bad = [h for h in heuristics if h not in known or h in ("random", "planner")]
         if bad or not heuristics:

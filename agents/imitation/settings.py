@@ -145,7 +145,6 @@ class ImitationSettings(BaseModel):
     @field_validator("scenarios")
     @classmethod
     def _shipped(cls, v: list[str]) -> list[str]:
-
         shipped = scenario_names()
         bad = [s for s in v if s not in shipped]
         if bad:
