@@ -5,7 +5,7 @@ numbers), vectorized over episodes. Per scenario and policy: mean and
 interquartile mean of each episode metric with 95% percentile-bootstrap
 intervals over episodes, and the mean ratio of the primary metric to a
 reference policy on the same seeds; across scenarios, the geometric mean of
-those ratios with an interval stratified by scenario (README.md and
+those ratios with an interval stratified by scenario (docs/training.md and
 ``agents.report.summarize_records`` say exactly how). When ``planner`` and
 ``dram-first`` are both compared, each policy's share of the headroom,
 ``(policy - dram-first) / (planner - dram-first)`` on geomean_perf, per scenario

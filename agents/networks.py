@@ -24,7 +24,7 @@ latent is every slot's ``phi_t`` and ``g``) and ``action_net`` (the heads), so
 PPO and A2C train it unchanged and :mod:`agents.persist` saves it as data. The
 layout of the observation and action (:func:`agents.view.agent_layout`)
 is a ``policy_kwargs`` entry that ``train.py`` fills from the environment.
-Measured against ``MlpPolicy`` in the README ("Hyperparameters").
+Measured against ``MlpPolicy``: docs/experiments/2026-12-01-how-the-default-was-found.md.
 """
 
 from __future__ import annotations

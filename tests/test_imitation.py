@@ -193,7 +193,7 @@ def test_labelling_in_worker_processes_gives_the_same_policy(
 def test_warm_start_with_plans_beats_every_base_on_its_episodes(
     settings: ImitationSettings,
 ) -> None:
-    """Fitted to the plans as well (imitation_plans), the policy's own decisions on its
+    """Fitted to the plans as well (imitation.plans), the policy's own decisions on its
     training episodes score above every single base there and above the best base of
     each episode taken with hindsight: it learned placements no base makes."""
     from agents.evaluation import LearnedPolicy

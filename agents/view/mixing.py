@@ -19,7 +19,7 @@ counters, so each keeps its own controller state while another is followed.
 residual is scaled by their share of the decision (the gate), so with ``mixing: hard``
 a base outside the list runs exactly as that heuristic does whatever the residual
 entries hold, and a listed one is the start of the agent's own decision. The plan
-labels of the warm start (``imitation_plans``, :mod:`agents.imitation`) list
+labels of the imitation phase (``imitation.plans``, :mod:`agents.imitation`) list
 ``dram-first`` (local-first, promotion off: a static action) with a scale that spans
 the whole box (2.0): following it, the residual IS the agent's per-tenant placement
 and rate, fitted to a planner's plans.
