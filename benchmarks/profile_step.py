@@ -278,17 +278,23 @@ def env_case(steps: int, seed: int = 0) -> dict[str, Any]:
         env.reset(seed=seed)
         for a in acts[:5]:  # warm up (the env checker's first-step checks), not counted
             env.step(a)
-        for meter in meters:
+        env.reset(seed=seed)
+        for meter in meters:  # what the warm-up and the resets call is not counted
             meter.seconds.clear()
             meter.calls.clear()
-        env.reset(seed=seed)
         spent = 0.0
         for a in acts:
             t0 = time.perf_counter()
             _, _, term, trunc, _ = env.step(a)
             spent += time.perf_counter() - t0
             if term or trunc:
+                saved = [(dict(mt.seconds), dict(mt.calls)) for mt in meters]
                 env.reset()
+                for mt, (sec, calls) in zip(meters, saved, strict=True):
+                    mt.seconds.clear()
+                    mt.seconds.update(sec)
+                    mt.calls.clear()
+                    mt.calls.update(calls)
         return spent / steps
 
     plain = run()
