@@ -5,6 +5,12 @@
 
 Tables printed:
 
+0. the yardstick: Gymnasium's ``CartPoleVectorEnv`` (N = 4096, random actions,
+   best of 5 timings), stepped first in every run (every mode). Every rate in
+   steps/s of the tables below is printed beside it also as a percentage of
+   CartPole's rate in the same run ("x CartPole"), so that figures compare across
+   machines and runs (the layout table's sums/s are no steps: its own ratio is
+   already machine-independent);
 1. the model core (``envs.model.step``) on a 4-tenant ``spr-a1000`` scenario
    at B = 1, 64, 1024, 4096, against the same scenario stepped as B separate
    B=1 instances in a Python loop, with the ratio;
@@ -40,6 +46,7 @@ import time
 from typing import Any
 
 import numpy as np
+from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 from envs import Action, KernelConfig, compile_params, core, init_state, load_scenario, step
 from envs.gym_env import TieredMemoryVecEnv
@@ -105,6 +112,53 @@ KERNELS: dict[str, KernelConfig] = {
     "default (memcg_limits=total, numa_scan=task)": KernelConfig(),
     "memcg_limits=tier_aware, numa_scan=task": KernelConfig(memcg_limits="tier_aware"),
 }
+
+
+#: the yardstick: CartPoleVectorEnv's size, steps per timing and timings (best of)
+CARTPOLE_N = 4096
+CARTPOLE_STEPS = 500
+CARTPOLE_REPEATS = 5
+
+
+def cartpole_rate(
+    n: int = CARTPOLE_N, steps: int = CARTPOLE_STEPS, repeats: int = CARTPOLE_REPEATS
+) -> float:
+    """Steps per second (n x steps / s) of Gymnasium's ``CartPoleVectorEnv``, random actions.
+
+    The best of ``repeats`` timings of ``steps`` steps each, after one untimed
+    warm-up timing (the first one runs slower here: caches, CPU clock)."""
+    env = CartPoleVectorEnv(num_envs=n)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    acts = [env.action_space.sample() for _ in range(steps)]
+    best = 0.0
+    for _ in range(repeats + 1):
+        t0 = time.perf_counter()
+        for a in acts:
+            env.step(a)
+        best = max(best, n * steps / (time.perf_counter() - t0))
+    env.close()
+    return best
+
+
+def vs_cartpole(rate: float, cartpole: float) -> str:
+    """``rate`` as a percentage of CartPole's rate, three significant digits."""
+    return f"{100 * rate / cartpole:.3g}%"
+
+
+def cartpole_table(quick: bool) -> float:
+    """Table 0: the yardstick; returns its rate."""
+    steps = 50 if quick else CARTPOLE_STEPS
+    reps = 2 if quick else CARTPOLE_REPEATS
+    print(
+        f"## Yardstick: Gymnasium CartPoleVectorEnv, N = {CARTPOLE_N}, random actions, "
+        f"{steps} steps (best of {reps})\n"
+    )
+    print("| N | CartPole steps/s | x CartPole |")
+    print("|---:|---:|---:|")
+    cp = cartpole_rate(CARTPOLE_N, steps, reps)
+    print(f"| {CARTPOLE_N} | {cp:,.0f} | {vs_cartpole(cp, cp)} |\n")
+    return cp
 
 
 def model_rate(
@@ -255,8 +309,9 @@ def main() -> None:
     print(
         f"# TierGym speed ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, numpy {np.__version__})\n"
     )
+    cp = cartpole_table(args.quick)
     if args.topology:
-        topology_table(args.quick, rng)
+        topology_table(args.quick, rng, cp)
         return
 
     print("## Layout: a sum over a small axis (4 entries) of a batch of 4096\n")
@@ -268,37 +323,48 @@ def main() -> None:
     sizes = [1, 64, 256] if args.quick else [1, 64, 1024, 4096]
     loop_b = 16 if args.quick else 64
     print("## Model core: 4 tenants on spr-a1000, random actions\n")
-    print("| B | model steps/s | B=1 loop steps/s | batched / loop |")
-    print("|---:|---:|---:|---:|")
+    print("| B | model steps/s | x CartPole | B=1 loop steps/s | x CartPole | batched / loop |")
+    print("|---:|---:|---:|---:|---:|---:|")
     loop = loop_rate(loop_b, 3 if args.quick else 10, rng)
     for b in sizes:
         steps = 3 if args.quick else max(10, min(200, 40000 // b))
         r = model_rate(b, steps, rng)
-        print(f"| {b} | {r:,.0f} | {loop:,.0f} | {r / loop:.1f}x |")
+        print(
+            f"| {b} | {r:,.0f} | {vs_cartpole(r, cp)} | {loop:,.0f} | {vs_cartpole(loop, cp)} "
+            f"| {r / loop:.1f}x |"
+        )
 
     b_k = 256 if args.quick else 4096
     print(f"\n## Model core by kernel option (memcg limits, NUMA-balancing scanning), B = {b_k}\n")
-    print("| kernel | model steps/s | vs before |")
-    print("|---|---:|---:|")
+    print("| kernel | model steps/s | x CartPole | vs before |")
+    print("|---|---:|---:|---:|")
     rates = {}
     for name, k in KERNELS.items():
         rates[name] = model_rate(b_k, 3 if args.quick else 40, rng, kernel=k)
         ref = next(iter(rates.values()))
-        print(f"| {name} | {rates[name]:,.0f} | {rates[name] / ref:.0%} |")
+        print(
+            f"| {name} | {rates[name]:,.0f} | {vs_cartpole(rates[name], cp)} "
+            f"| {rates[name] / ref:.0%} |"
+        )
     if args.model_only:
         return
 
     print(
         "\n## Environments: native vector env vs SyncVectorEnv (scenario `mixed`, obs and reward included)\n"
     )
-    print("| N | native steps/s | SyncVectorEnv steps/s | native / sync |")
-    print("|---:|---:|---:|---:|")
+    print(
+        "| N | native steps/s | x CartPole | SyncVectorEnv steps/s | x CartPole | native / sync |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|")
     for n in [16, 64] if args.quick else [64, 1024, 4096]:
         native = env_rate(
             n, 3 if args.quick else max(10, 20000 // n), "mixed", "vector_entry_point", 3
         )
         sync = env_rate(min(n, 256), 2 if args.quick else 4, "mixed", "sync", 2)
-        print(f"| {n} | {native:,.0f} | {sync:,.0f} | {native / sync:.0f}x |")
+        print(
+            f"| {n} | {native:,.0f} | {vs_cartpole(native, cp)} | {sync:,.0f} "
+            f"| {vs_cartpole(sync, cp)} | {native / sync:.0f}x |"
+        )
 
     n_over = 256 if args.quick else 4096
     steps_over = 5 if args.quick else 120
@@ -306,14 +372,23 @@ def main() -> None:
         f"\n## What the environment adds over the model (`mixed`, N = {n_over}, "
         f"{steps_over} steps, random actions)\n"
     )
-    print("| model core steps/s | env core steps/s | vector env steps/s | vector env / model |")
-    print("|---:|---:|---:|---:|")
+    print(
+        "| model core steps/s | x CartPole | env core steps/s | x CartPole "
+        "| vector env steps/s | x CartPole | vector env / model |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     m, c, v = overhead_rates(n_over, steps_over)
-    print(f"| {m:,.0f} | {c:,.0f} | {v:,.0f} | {v / m:.0%} |")
+    print(
+        f"| {m:,.0f} | {vs_cartpole(m, cp)} | {c:,.0f} | {vs_cartpole(c, cp)} "
+        f"| {v:,.0f} | {vs_cartpole(v, cp)} | {v / m:.0%} |"
+    )
 
     print("\n## PPO (stable-baselines3 MlpPolicy) on the native vector env through the adapter\n")
-    print("| num_envs | n_steps | batch | timesteps | env s | total s | env share | steps/s |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| num_envs | n_steps | batch | timesteps | env s | total s | env share | steps/s "
+        "| x CartPole |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     runs = (
         [(16, 64, 256, 2048)]
         if args.quick
@@ -322,10 +397,11 @@ def main() -> None:
     for n, ns, bs, total in runs:
         env_s, wall, sps = ppo_share(n, total, ns, bs)
         print(
-            f"| {n} | {ns} | {bs} | {total} | {env_s:.1f} | {wall:.1f} | {env_s / wall:.0%} | {sps:,.0f} |"
+            f"| {n} | {ns} | {bs} | {total} | {env_s:.1f} | {wall:.1f} | {env_s / wall:.0%} "
+            f"| {sps:,.0f} | {vs_cartpole(sps, cp)} |"
         )
     print()
-    topology_table(args.quick, rng)
+    topology_table(args.quick, rng, cp)
 
 
 def four_node_scenario() -> dict[str, Any]:
@@ -347,7 +423,7 @@ def four_node_scenario() -> dict[str, Any]:
     return {**SCENARIO, "name": "bench-4-node", "hardware": hw, "tenants": tenants}
 
 
-def topology_table(quick: bool, rng: np.random.Generator) -> None:
+def topology_table(quick: bool, rng: np.random.Generator, cartpole: float) -> None:
     """Table 5: the model core on the topology scenarios beside spr-a1000, same run.
 
     Each rate is the best of three short timings (the machine may be shared: the
@@ -355,8 +431,11 @@ def topology_table(quick: bool, rng: np.random.Generator) -> None:
     b = 256 if quick else 4096
     steps = 3 if quick else 10
     print(f"## Topology: model core at B = {b}, random actions (best of 3; spread)\n")
-    print("| scenario | nodes | sockets | tenants | model steps/s | spread | vs spr-a1000 |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| scenario | nodes | sockets | tenants | model steps/s | x CartPole | spread "
+        "| vs spr-a1000 |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     cases: list[tuple[str, Any]] = [
         ("spr-a1000 (table 1)", SCENARIO),
         ("4-node, table 1's tenants", four_node_scenario()),
@@ -373,7 +452,8 @@ def topology_table(quick: bool, rng: np.random.Generator) -> None:
         sockets = len(sc.hardware.sockets)
         spread = (best - min(rates)) / best
         print(
-            f"| {label} | {n} | {sockets} | {len(sc.tenants)} | {best:,.0f} | {spread:.0%} "
+            f"| {label} | {n} | {sockets} | {len(sc.tenants)} | {best:,.0f} "
+            f"| {vs_cartpole(best, cartpole)} | {spread:.0%} "
             f"| {best / base:.2f} |"
         )
 
