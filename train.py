@@ -21,43 +21,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, NoReturn
 
-from agents.config import RunOptions, TrainingError, check_flags
+from agents.config import RunOptions, TrainingError
+from agents.config.flags import flag_parser, parse_flags
 from agents.config.load import load_recipe, recipe_names
 from agents.interrupts import Interrupted, InterruptGuard
 from agents.trainer import run
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (``train.py: error: ...``), exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    """One flag per field of :class:`agents.config.RunOptions`, its help from the schema.
-
-    Values stay text here: the schema parses and checks them, with its defaults."""
-    ap = _Parser(
-        prog="train.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    for name, field in RunOptions.model_fields.items():
-        flag = "--" + name.replace("_", "-")
-        default = field.default if field.default is not None else "the recipe's"
-        text = f"{field.description} (default: {default})"
-        kind: dict[str, Any] = {"metavar": "KEY=VALUE", "action": "append"} if name == "set" else {}
-        if field.annotation is bool:
-            kind = {"action": "store_const", "const": True}
-        ap.add_argument(flag, dest=name, default=argparse.SUPPRESS, help=text, **kind)
-    return ap
+    """One flag per field of :class:`agents.config.RunOptions` (``None``: the recipe's)."""
+    return flag_parser(RunOptions, "train.py", __doc__, repeated=("set",))
 
 
 def parse(argv: list[str]) -> tuple[RunOptions, set[str]]:
     """The checked options of a command line and the names of those it gave."""
-    given = vars(build_parser().parse_args(argv))
-    return check_flags(RunOptions, given), set(given)
+    return parse_flags(RunOptions, build_parser(), argv)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -197,4 +197,4 @@ def test_unreachable_ray_address_is_one_line_before_any_work(how: str, tmp_path:
 def test_bad_worker_count_is_refused() -> None:
     done = run_eval(["--workers", "0", "--episodes", "1"])
     assert done.returncode == 2
-    assert "--workers must be at least 1" in done.stderr
+    assert "--workers 0: expected a value >= 1" in done.stderr

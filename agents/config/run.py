@@ -13,6 +13,8 @@ from pydantic import (
 
 from agents.config.fields import FORMAT_VERSION, Int, Name, _Strict
 from agents.config.recipe import EnvSettings, Recipe
+from agents.report.records import METRICS
+from envs.scenario import scenario_names
 from envs.spaces import REWARDS
 
 
@@ -95,11 +97,47 @@ class RunOptions(_Strict):
         )
 
 
-class EvaluateOptions(_Strict):
-    """The numeric flags of ``evaluate.py`` (its names are checked against the registry)."""
+#: The policies ``evaluate.py`` compares when none are named.
+DEFAULT_POLICIES = (
+    "dram-first", "interleave", "weighted-interleave", "numa-tiering", "tpp", "memcg-fair",
+    "colloid", "caption", "damon-tiering", "bw-aware-interleave", "static-best",
+    "best-heuristic-per-episode", "random", "planner",
+)  # fmt: skip
 
-    episodes: Int(1, 1 << 16) = Field(description="episodes per scenario and policy")
-    seed: Int(0, 2**31 - 1) = Field(description="seed of the first episode")
+
+class EvaluateOptions(_Strict):
+    """The command line of ``evaluate.py`` (each field is a flag, as for :class:`RunOptions`)."""
+
+    scenarios: Name = Field(
+        ",".join([*scenario_names(), "mixed"]),
+        description="comma-separated scenario names, YAML files or families (default: every "
+        "shipped scenario and mixed)",
+    )
+    policies: Name = Field(
+        ",".join(DEFAULT_POLICIES),
+        description="comma-separated baseline names, static:W1:W2[@RATE], or trained run "
+        "folders / model files, each optionally LABEL=... (default: every heuristic, "
+        "static-best, best-heuristic-per-episode and the clairvoyant planner)",
+    )
+    episodes: Int(1, 1 << 16) = Field(16, description="episodes per scenario and policy")
+    seed: Int(0, 2**31 - 1) = Field(0, description="seed; episode i runs with seed + i")
+    split: Literal["train", "test"] = Field("test", description="family split")
+    reference: Name = Field("dram-first", description="policy the ratios are taken against")
+    metric: Literal[METRICS] = Field("geomean_perf", description="primary metric")
+    output: Path = Field(Path("results"), description="output folder")
+    no_plots: bool = Field(False, description="skip the PNG plots")
+    no_progress: bool = Field(False, description="no progress bar")
+    workers: Int(1, 1 << 12) | None = Field(
+        None,
+        description="run the grid's cells (scenario x policy x seed block) as Ray tasks on N "
+        "local workers, Ray started in-process; results equal the single-process run's "
+        "(default: one process, no Ray; with --ray-address: at most N cells at once)",
+    )
+    ray_address: Name | None = Field(
+        None,
+        description="run the cells on the Ray cluster at ADDRESS (its head's HOST:PORT; "
+        "default: $RAY_ADDRESS if set)",
+    )
 
 
 #: Keyword arguments of the environments that a run records (and evaluation must reuse).
