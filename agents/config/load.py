@@ -168,13 +168,12 @@ def whole_rollouts(recipe: Recipe, total: int) -> int:
 
 def imitation_steps(recipe: Recipe, families: int) -> int:
     """About how many environment steps the recipe's imitation phase takes: each labelled
-    episode runs once per base (and once more planned), once following its label, and once
-    per DAgger round."""
+    episode runs once per base (and once more planned) and once per DAgger round."""
     im = recipe.imitation
     if im is None:
         return 0
     bases = len(recipe.env.given().get("base_policy") or [])
-    per_episode = (bases + 1 + im.rounds) * EPISODE_STEPS
+    per_episode = (bases + im.rounds) * EPISODE_STEPS
     planned = families * im.episodes * (per_episode + int(im.plans) * EPISODE_STEPS)
     return planned + len(im.scenarios) * im.scenario_episodes * per_episode
 
