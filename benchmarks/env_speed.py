@@ -43,9 +43,11 @@ import argparse
 import os
 import platform
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 from envs import Action, KernelConfig, compile_params, core, init_state, load_scenario, step
@@ -53,54 +55,10 @@ from envs.gym_env import TieredMemoryVecEnv
 from envs.model import step as model_step
 from envs.sb3 import make_vec_env
 
-SCENARIO: dict[str, Any] = {
-    "name": "bench-4-tenants",
-    "interval_s": 1.0,
-    "episode_steps": 1000,
-    "hardware": "spr-a1000",
-    "tenants": [
-        {
-            "name": "llm",
-            "threads": 24,
-            "mlp": 4,
-            "compute_ns": 90,
-            "read_fraction": 0.95,
-            "working_set_gib": 4,
-            "hotness": {"zipf_s": 0.0},
-            "churn_per_s": 0.02,
-        },
-        {
-            "name": "kv",
-            "threads": 16,
-            "mlp": 2,
-            "compute_ns": 150,
-            "read_fraction": 0.9,
-            "working_set_gib": 24,
-            "hotness": {"zipf_s": 0.99},
-            "churn_per_s": 0.005,
-        },
-        {
-            "name": "scan",
-            "threads": 16,
-            "mlp": 6,
-            "compute_ns": 60,
-            "read_fraction": 0.9,
-            "working_set_gib": 32,
-            "hotness": {"zipf_s": 0.1},
-            "churn_per_s": 0.02,
-        },
-        {
-            "name": "svc",
-            "threads": 8,
-            "mlp": 1,
-            "compute_ns": 60,
-            "read_fraction": 0.85,
-            "working_set_gib": 6,
-            "hotness": {"hot_fraction": 0.2, "hot_access_fraction": 0.9},
-            "start_s": 5,
-        },
-    ],
-}
+#: The 4-tenant spr-a1000 scenario both speed benchmarks step (one file, read by each).
+SCENARIO: dict[str, Any] = yaml.safe_load(
+    (Path(__file__).resolve().parent / "bench-4-tenants.yaml").read_text()
+)
 
 
 #: kernel options whose cost table 1b shows: TierGym before the memcg-limits and

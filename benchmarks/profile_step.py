@@ -3,9 +3,8 @@
     python benchmarks/profile_step.py            # spr-a1000 and cxl-spill at B = 4096, one env
     python benchmarks/profile_step.py --quick    # small sizes: a smoke run, not a measurement
 
-Cases: the 4-tenant ``spr-a1000`` scenario of ``benchmarks/env_speed.py`` (its
-``SCENARIO``, copied here: a benchmark imports no other benchmark; a test checks
-that the two agree) and the 6-node ``cxl-spill`` scenario, both through
+Cases: the 4-tenant ``spr-a1000`` scenario that ``benchmarks/env_speed.py`` steps
+too (``benchmarks/bench-4-tenants.yaml``, read by both) and the 6-node ``cxl-spill`` scenario, both through
 ``envs.model.step`` at B = 4096 with random actions every step (as env_speed's
 model tables), and one instance of ``gym.make("tiergym/TieredMemory-v0",
 scenario="mixed")`` stepped through ``env.step`` with random actions (reset,
@@ -60,10 +59,12 @@ import platform
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import yaml
 
 import envs.core
 import envs.model
@@ -73,54 +74,10 @@ from envs.gym_env import TieredMemoryEnv
 
 #: the 4-tenant spr-a1000 scenario of benchmarks/env_speed.py (tests/test_benchmarks.py
 #: checks that the two are equal)
-SCENARIO: dict[str, Any] = {
-    "name": "bench-4-tenants",
-    "interval_s": 1.0,
-    "episode_steps": 1000,
-    "hardware": "spr-a1000",
-    "tenants": [
-        {
-            "name": "llm",
-            "threads": 24,
-            "mlp": 4,
-            "compute_ns": 90,
-            "read_fraction": 0.95,
-            "working_set_gib": 4,
-            "hotness": {"zipf_s": 0.0},
-            "churn_per_s": 0.02,
-        },
-        {
-            "name": "kv",
-            "threads": 16,
-            "mlp": 2,
-            "compute_ns": 150,
-            "read_fraction": 0.9,
-            "working_set_gib": 24,
-            "hotness": {"zipf_s": 0.99},
-            "churn_per_s": 0.005,
-        },
-        {
-            "name": "scan",
-            "threads": 16,
-            "mlp": 6,
-            "compute_ns": 60,
-            "read_fraction": 0.9,
-            "working_set_gib": 32,
-            "hotness": {"zipf_s": 0.1},
-            "churn_per_s": 0.02,
-        },
-        {
-            "name": "svc",
-            "threads": 8,
-            "mlp": 1,
-            "compute_ns": 60,
-            "read_fraction": 0.85,
-            "working_set_gib": 6,
-            "hotness": {"hot_fraction": 0.2, "hot_access_fraction": 0.9},
-            "start_s": 5,
-        },
-    ],
-}
+#: The 4-tenant spr-a1000 scenario both speed benchmarks step (one file, read by each).
+SCENARIO: dict[str, Any] = yaml.safe_load(
+    (Path(__file__).resolve().parent / "bench-4-tenants.yaml").read_text()
+)
 
 #: the functions envs.model.step calls, in its order (names of envs.model); the docs'
 #: numbered phases and the helpers between them
