@@ -43,7 +43,7 @@ from agents.runs import (
     write_config,
 )
 from agents.view import core_kwargs, make_training_vec_env
-from envs.core import make_params
+from envs.core import EnvParams, make_params
 
 __all__ = ["UPPER_REFERENCES", "final_comparison", "plan_resume", "run", "train"]
 
@@ -59,9 +59,9 @@ COMPARE_SEED = 20_000
 class _Out:
     """What a run prints (nothing but errors and the final table with ``quiet``)."""
 
-    def __init__(self, opts: RunOptions) -> None:
-        self.quiet = opts.quiet
-        self.progress = not (opts.no_progress or opts.quiet)
+    def __init__(self, quiet: bool, no_progress: bool) -> None:
+        self.quiet = quiet
+        self.progress = not (no_progress or quiet)
 
     def __call__(self, msg: str) -> None:
         if not self.quiet:
@@ -116,9 +116,9 @@ def plan_resume(opts: RunOptions, given: set[str]) -> tuple[RunConfig, Path | No
             "RL phase to continue); compare it again with: python evaluate.py --policies "
             f"{run_dir}"
         )
-    if ck is not None:  # its model file is readable (never a pickle archive) before any work
+    if ck is not None:  # never a pickle archive: refused before anything is written
         try:
-            persist.read_model(ck / "model.zip")
+            persist.require_safe(ck / "model.zip")
         except persist.ModelFileError as exc:
             raise TrainingError(str(exc)) from None
     update: dict[str, Any] = {k: getattr(opts, k) for k in given & set(RESUME_OVERRIDES)}
@@ -187,12 +187,16 @@ def _training_env(cfg: RunConfig) -> tuple[Any, Any]:
 
 
 def _callbacks(
-    cfg: RunConfig, run_dir: Path, norm: Any, warm: dict[str, Any] | None, argv: list[str]
+    cfg: RunConfig,
+    params: EnvParams,
+    run_dir: Path,
+    norm: Any,
+    warm: dict[str, Any] | None,
+    argv: list[str],
 ) -> tuple[list[Any], cb.StopOnSignal]:
-    """The run's callbacks: the TensorBoard card, env metrics, evaluations, checkpoints, stop."""
-
+    """The run's callbacks: the TensorBoard card, env metrics, evaluations, checkpoints, stop
+    (``params``: the scenario's, which the tags and the layout name nodes and slots by)."""
     label, eval_seed = cfg.recipe.name, EVAL_SEED + cfg.seed
-    params = make_params(**core_kwargs(cfg.env))
     nodes, slots = params.node_names, params.n_tenants
     held_out = cb.HeldOutEvaluation(cfg.task.scenario, cfg.env, label, cfg.eval_episodes, eval_seed)
     refs = held_out.references(cfg.references) if cfg.eval_interval > 0 else {}
@@ -270,10 +274,12 @@ def train(
 ) -> Path | None:
     """Train the run in ``run_dir`` (already holding its ``config.yml``); its folder, or
     ``None`` if it was interrupted (a checkpoint, or the imitation phase's parts, kept)."""
-    spaces = agent_spaces(cfg.env)
     venv = norm = None
     if cfg.recipe.rl is not None:
         venv, norm = _training_env(cfg)
+        params = venv.params
+    else:  # the imitation phase alone: no training env, only its spaces and parameters
+        params = make_params(**core_kwargs(cfg.env))
     env = norm if norm is not None else venv
     warm = None
     if resume_from is not None:
@@ -283,7 +289,9 @@ def train(
         venv.seed(cfg.seed + done)  # fresh episodes, seeded from where the run stands
         out(f"resuming {run_dir} from {resume_from.name}")
     else:
-        model = build_model(cfg.recipe, env or persist.SpacesOnlyEnv(1, *spaces), cfg.seed)
+        model = build_model(
+            cfg.recipe, env or persist.SpacesOnlyEnv(1, *agent_spaces(cfg.env)), cfg.seed
+        )
         done = 0
         if cfg.recipe.imitation is not None:
             warm = _imitation(model, cfg, run_dir, out)
@@ -297,7 +305,7 @@ def train(
         _hparams(model, cfg)
     if cfg.eval_interval > 0:
         out(f"scoring the reference heuristics on {cfg.eval_episodes} held-out episodes ...")
-    callbacks, stopper = _callbacks(cfg, run_dir, norm, warm, argv)
+    callbacks, stopper = _callbacks(cfg, params, run_dir, norm, warm, argv)
     guard.defer()  # StopOnSignal takes the signals inside learn; a signal before it is noted
     wall = 0.0
     if cfg.recipe.rl is None:
@@ -371,12 +379,12 @@ def run(opts: RunOptions, given: set[str], argv: list[str], guard: InterruptGuar
     """Check everything, then start (or resume) the run, train it and compare it; its folder
     (``None``: interrupted). ``given``: the options the command line gave; ``argv``: the
     command line with the script first."""
-    out = _Out(opts)
+    out = _Out(opts.quiet, opts.no_progress)
     resume_from = None
     if opts.resume is not None:
         cfg, resume_from = plan_resume(opts, given)
         run_dir = opts.resume
-        out = _Out(RunOptions(**{k: cfg.options[k] for k in ("quiet", "no_progress")}))
+        out = _Out(cfg.options["quiet"], cfg.options["no_progress"])  # as recorded, or given
     else:
         cfg = resolve(opts)
         run_dir = run_dir_path(

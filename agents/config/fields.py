@@ -158,7 +158,7 @@ def describe(exc: ValidationError) -> str:
     """A validation error as ``{field.path}: expected ... (got ...)``, the most specific first."""
     errors = exc.errors()
     # a union reports each branch: the last branch's error speaks of the general case
-    err = min(errors, key=lambda e: (e["type"] in ("int_type", "float_type", "string_type"), 0))
+    err = min(errors, key=lambda e: e["type"] in ("int_type", "float_type", "string_type"))
     path = _field_path(tuple(err["loc"]))
     expected = _expected(err)
     if err["type"] == "value_error" and re.match(r"^[\w.]+: ", expected):

@@ -178,15 +178,20 @@ def imitation_steps(recipe: Recipe, families: int) -> int:
     return planned + len(im.scenarios) * im.scenario_episodes * per_episode
 
 
+def _with_rl_steps(recipe: Recipe, total: int) -> Recipe:
+    """The recipe with ``total`` RL steps in whole rollouts (unchanged without an RL phase)."""
+    if recipe.rl is None:
+        return recipe
+    rl = recipe.rl.model_copy(update={"total_timesteps": whole_rollouts(recipe, total)})
+    return recipe.model_copy(update={"rl": rl})
+
+
 def _fit_budget(recipe: Recipe, budget: int, families: int) -> Recipe:
     """The recipe with its phases sized to ``budget`` environment steps (``--timesteps``):
     the RL steps, and an imitation phase that would take more shrunk to fit (its episode
     counts scaled down, at least one episode per family)."""
+    recipe = _with_rl_steps(recipe, budget)
     update: dict[str, Any] = {}
-    if recipe.rl is not None:
-        update["rl"] = recipe.rl.model_copy(
-            update={"total_timesteps": whole_rollouts(recipe, budget)}
-        )
     planned = imitation_steps(recipe, families)
     if recipe.imitation is not None and planned > budget:
         im, f = recipe.imitation, budget / planned
@@ -237,11 +242,8 @@ def resolve(opts: RunOptions) -> RunConfig:
     families = 1 + len([f for f in env.get("train_families") or [] if f != opts.scenario])
     if opts.timesteps is not None:
         recipe = _fit_budget(recipe, opts.timesteps, families)
-    elif recipe.rl is not None:  # whole rollouts
-        rl = recipe.rl.model_copy(
-            update={"total_timesteps": whole_rollouts(recipe, recipe.total_timesteps)}
-        )
-        recipe = recipe.model_copy(update={"rl": rl})
+    else:
+        recipe = _with_rl_steps(recipe, recipe.total_timesteps)
     recipe = with_policy_layout(recipe, {**opts.task().given(), **recipe.env.given()})
     total = recipe.total_timesteps
     cfg = check(

@@ -232,6 +232,22 @@ def _read_member(zf: zipfile.ZipFile, name: str, limit: int, path: Path) -> byte
     return data
 
 
+def require_safe(path: Path) -> None:
+    """Nothing, if ``path`` is a safe ``model.zip`` by its ZIP directory (nothing is read
+    from its members).
+
+    Raises:
+        UntrustedFileError: the file is stable-baselines3's pickle archive.
+        ModelFileError: it is no ZIP archive, or one of other members.
+    """
+    if archive_kind(path) == "sb3":
+        raise UntrustedFileError(
+            f"model file {_q(path)} is a stable-baselines3 pickle archive (written by "
+            "stable-baselines3 itself, or by TierGym before its safe model format); loading it "
+            "could run arbitrary code, so it is never read: train the policy again"
+        )
+
+
 def read_model(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(meta, tensors)`` of a safe ``model.zip``; the JSON is checked for form, not meaning.
 
@@ -240,13 +256,7 @@ def read_model(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         ModelFileError: anything else wrong with the file.
     """
     p = Path(path)
-    kind = archive_kind(p)
-    if kind == "sb3":
-        raise UntrustedFileError(
-            f"model file {_q(p)} is a stable-baselines3 pickle archive (written by "
-            "stable-baselines3 itself, or by TierGym before its safe model format); loading it "
-            "could run arbitrary code, so it is never read: train the policy again"
-        )
+    require_safe(p)
     try:
         with zipfile.ZipFile(p) as zf:
             raw_meta = _read_member(zf, META_NAME, MAX_META_BYTES, p)
