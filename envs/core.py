@@ -36,6 +36,7 @@ from numpy.typing import ArrayLike, NDArray
 from envs.families import ScenarioFamily, make_family
 from envs.hardware import firmware_bandwidth
 from envs.model import (
+    Action,
     KernelConfig,
     Outputs,
     Params,
@@ -47,6 +48,7 @@ from envs.model import (
     with_kernel_rows,
 )
 from envs.model import step as model_step
+from envs.plugins import make_baseline_policy
 from envs.rng import splitmix
 from envs.scenario import Scenario
 from envs.spaces import (
@@ -64,6 +66,7 @@ __all__ = [
     "Hardware",
     "Metrics",
     "ScenarioSpec",
+    "TwinState",
     "hardware",
     "make_params",
     "reset",
@@ -101,6 +104,8 @@ class EnvParams:
     reward: str
     jitter: float
     mode_table: dict[str, NDArray[Any]] | None = None  # kernel arrays of codec.modes (M,)
+    reward_baseline: str | None = None  # the heuristic of the paired-seed twins
+    twin: EnvParams | None = None  # the twins' environment: the heuristic's kernel, box actions
 
     @property
     def n_tenants(self) -> int:
@@ -129,6 +134,7 @@ class EnvParams:
             "pool_size": self.family.pool_size,
             "tiering_modes": list(self.codec.modes),
             "observation": self.encoder.version,
+            "reward_baseline": self.reward_baseline,
         }
 
 
@@ -145,6 +151,7 @@ def make_params(
     pool_size: int = 512,
     tiering_modes: Sequence[str] | None = None,
     observation: str = "full",
+    reward_baseline: str | None = None,
 ) -> EnvParams:
     """Frozen parameters of an environment (the arguments are those of ``gymnasium.make``).
 
@@ -152,6 +159,11 @@ def make_params(
     an action entry that picks the kernel's tiering mode each interval, over
     ``kernel``; ``observation`` is the layout, ``"full"`` (tenant descriptors from the
     step before a tenant starts, capacities, the promotion limit) or ``"basic"``.
+
+    ``reward_baseline`` names a heuristic (:func:`envs.plugins.make_baseline_policy`):
+    every instance then has a twin on the same episode seed, run by that heuristic
+    under its own kernel configuration in the same model call, and the reward is the
+    agent's minus the twin's (:class:`Twin`, :func:`step`).
     """
     if reward not in REWARDS:
         raise ValueError(f"reward: got {reward!r}, expected one of {list(REWARDS)}")
@@ -167,6 +179,21 @@ def make_params(
     pool = family.pool(split, T, kern, jitter)
     modes = tuple(tiering_modes or ())
     codec = ActionCodec(T, pool.n_nodes, weights, action_type, max_promote_mbps, modes)
+    twin = None
+    if reward_baseline is not None:
+        policy = make_baseline_policy(reward_baseline)
+        twin = make_params(
+            family,
+            split,
+            max_tenants=T,
+            reward=reward,
+            max_promote_mbps=max_promote_mbps,
+            kernel=policy.kernel,
+            jitter=jitter,
+            pool_size=pool_size,
+            tiering_modes=getattr(policy, "tiering_modes", None),
+            observation=observation,
+        )
     return EnvParams(
         family=family,
         split=split,
@@ -177,6 +204,8 @@ def make_params(
         reward=reward,
         jitter=jitter,
         mode_table=kernel_arrays(mode_kernels(kern, modes)) if modes else None,
+        reward_baseline=reward_baseline,
+        twin=twin,
     )
 
 
@@ -190,6 +219,7 @@ class EnvState:
     episode: NDArray[np.uint64]  # (B,) episodes started since that reset (seeds the draw)
     weights: NDArray[np.int64]  # (B, T, N) integer interleave weights in force
     promote_mbps: F64  # (B,) promotion rate limit in force
+    twin: TwinState | None = None  # the paired-seed twins (``reward_baseline``)
 
     @property
     def num_envs(self) -> int:
@@ -223,6 +253,20 @@ class Hardware:
     def machine_read_gbps(self) -> F64:
         """(B,) the machine's read peak: the sum of its nodes' read peaks."""
         return self.read_gbps.sum(axis=1)
+
+
+@dataclass(frozen=True)
+class TwinState:
+    """The paired-seed twins of a batch: their state, observations and last metrics.
+
+    Twin ``i`` runs the episode of instance ``i`` (the same pool row and episode seed,
+    so the same arrivals, departures, phases and jitter) under the heuristic that
+    ``params.reward_baseline`` names; its actions never depend on the agent's.
+    """
+
+    state: EnvState
+    obs: NDArray[np.float32]  # (B, size) the twins' observations (the heuristic reads them)
+    metrics: Metrics | None  # the twins' last interval (None right after reset)
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -270,7 +314,10 @@ class Metrics(Outputs):
 
     Added by the environment: every reward term (``reward_log_geomean``,
     ``reward_throughput``, ``reward_weighted_speedup``, ``reward_harmonic``), the
-    action in force (``interleave_weights`` (B, T, N) integers, 0 everywhere
+    paired-seed baseline (``reward_baseline`` (B,): the twin's value of the
+    environment's reward term, so ``reward == reward_<name> - reward_baseline``;
+    ``tenant_norm_perf_baseline`` (B, T): the twin's per-tenant performance; both 0
+    without a baseline), the action in force (``interleave_weights`` (B, T, N) integers, 0 everywhere
     meaning local-first; ``promote_rate_mbps``), ``episode_step`` (steps done in
     the episode, this one included), ``node_capacity_gib`` and ``tiering_mode``
     (index in ``params.codec.modes`` of the mode in force; 0 without modes).
@@ -288,6 +335,8 @@ class Metrics(Outputs):
     episode_step: NDArray[np.int64]
     node_capacity_gib: F64
     tiering_mode: NDArray[np.int64]
+    reward_baseline: F64
+    tenant_norm_perf_baseline: F64
 
     def __getitem__(self, key: str) -> Any:
         if key not in _METRIC_NAMES:
@@ -324,6 +373,7 @@ class Metrics(Outputs):
 _METRIC_NAMES = tuple(f.name for f in dataclasses.fields(Metrics))
 _METRIC_SET = frozenset(_METRIC_NAMES)
 _OUTPUT_NAMES = tuple(f.name for f in dataclasses.fields(Outputs))
+_REWARD_FIELD = {name: "reward_" + name.replace("-", "_") for name in REWARDS}
 
 
 # --------------------------------------------------------------------------- the functions
@@ -426,6 +476,10 @@ def reset(params: EnvParams, seeds: ArrayLike) -> tuple[EnvState, NDArray[np.flo
     ep_seeds = _episode_seeds(base, episode)
     rows = (ep_seeds % np.uint64(params.pool.batch_size)).astype(np.int64)
     inst = params.pool.subset(rows)
+    twin = None
+    if params.twin is not None:
+        tstate, tobs = reset(params.twin, base)
+        twin = TwinState(tstate, tobs, None)
     state = EnvState(
         instance=inst,
         model=init_state(inst, ep_seeds),
@@ -433,6 +487,7 @@ def reset(params: EnvParams, seeds: ArrayLike) -> tuple[EnvState, NDArray[np.flo
         episode=episode,
         weights=np.zeros((B, T, N), dtype=np.int64),
         promote_mbps=np.zeros(B),
+        twin=twin,
     )
     return state, observe(params, state, None)
 
@@ -457,6 +512,12 @@ def reset_where(
     weights[idx] = 0
     promote = state.promote_mbps.copy()
     promote[idx] = 0.0
+    twin = state.twin
+    if params.twin is not None and twin is not None:
+        tstate, tfirst = reset_where(params.twin, twin.state, done)
+        tobs = twin.obs.copy()
+        tobs[idx] = tfirst
+        twin = TwinState(tstate, tobs, twin.metrics)
     new = EnvState(
         instance=inst,
         model=reset_rows(inst, state.model, idx, ep_seeds),
@@ -464,22 +525,16 @@ def reset_where(
         episode=episode,
         weights=weights,
         promote_mbps=promote,
+        twin=twin,
     )
     return new, observe(params, new, None)[idx]
 
 
-def step(
+def _decode(
     params: EnvParams, state: EnvState, action: ArrayLike
-) -> tuple[EnvState, NDArray[np.float32], F64, NDArray[np.bool_], NDArray[np.bool_], Metrics]:
-    """One interval of every instance: ``(state, obs, reward, terminated, truncated, metrics)``.
-
-    ``action`` is the batch of policy actions (B, action size) in the codec's
-    space. Instances whose episode has ended must be restarted first
-    (:func:`reset_where`); this function does not restart them.
-
-    Raises:
-        ValueError: a wrong action shape, NaN, or choices out of range.
-    """
+) -> tuple[Params, Action, NDArray[np.int64], NDArray[np.int64]]:
+    """An interval's action for the model: the instances' parameters (with the tiering mode
+    chosen), the model's action, the integer weights (B, T, N) and the mode (B,)."""
     B = state.num_envs
     a = np.asarray(action).reshape(B, -1)
     act, w = params.codec.decode(a)
@@ -488,10 +543,30 @@ def step(
     inst = state.instance
     if params.mode_table is not None:  # the tiering mode chosen for this interval
         inst = with_kernel_rows(inst, params.mode_table, mode)
-    model, out = model_step(inst, state.model, act, check=False)
+    return inst, act, weights, mode
+
+
+def _account(
+    params: EnvParams,
+    state: EnvState,
+    model: State,
+    out: Outputs,
+    act: Action,
+    weights: NDArray[np.int64],
+    mode: NDArray[np.int64],
+    twin: TwinState | None,
+) -> tuple[EnvState, NDArray[np.float32], F64, Metrics]:
+    """The state, observations, reward and metrics after the model ran an interval."""
     c = state.instance.curves
     peak = np.minimum(c.mem_read, c.link_read).sum(0)
     terms = reward_terms(out, peak)
+    reward = terms[params.reward].astype(np.float64)
+    if twin is None or twin.metrics is None:
+        base = np.zeros_like(reward)
+        base_perf = np.zeros_like(out.tenant_norm_perf)
+    else:
+        base = twin.metrics[_REWARD_FIELD[params.reward]]
+        base_perf = twin.metrics.tenant_norm_perf
     new = EnvState(
         instance=state.instance,
         model=model,
@@ -499,6 +574,7 @@ def step(
         episode=state.episode,
         weights=weights,
         promote_mbps=act.promote_mbps,
+        twin=twin,
     )
     metrics = Metrics(
         **{k: getattr(out, k) for k in _OUTPUT_NAMES},
@@ -506,6 +582,8 @@ def step(
         reward_throughput=terms["throughput"],
         reward_weighted_speedup=terms["weighted-speedup"],
         reward_harmonic=terms["harmonic"],
+        reward_baseline=base.copy(),
+        tenant_norm_perf_baseline=base_perf.copy(),
         # copies: what a step returns never aliases the state (users keep it)
         interleave_weights=weights.copy(),
         promote_rate_mbps=act.promote_mbps.copy(),
@@ -513,14 +591,62 @@ def step(
         node_capacity_gib=state.instance.capacity_gib.T.copy(),
         tiering_mode=mode,
     )
-    reward = terms[params.reward].astype(np.float64)
+    return new, observe(params, new, out), reward - base, metrics
+
+
+def step(
+    params: EnvParams,
+    state: EnvState,
+    action: ArrayLike,
+    twin_action: ArrayLike | None = None,
+) -> tuple[EnvState, NDArray[np.float32], F64, NDArray[np.bool_], NDArray[np.bool_], Metrics]:
+    """One interval of every instance: ``(state, obs, reward, terminated, truncated, metrics)``.
+
+    ``action`` is the batch of policy actions (B, action size) in the codec's
+    space. Instances whose episode has ended must be restarted first
+    (:func:`reset_where`); this function does not restart them.
+
+    With a ``reward_baseline``, ``twin_action`` is the twins' batch of box actions
+    (B, twin action size), which their heuristic chose from ``state.twin.obs``
+    (:class:`envs.paired.BaselineTwin` does that for the adapters). Instances and
+    twins run in one call of the model (its rows are independent), and the reward is
+    the agent's ``reward_<name>`` minus the twin's, ``metrics.reward_baseline``.
+
+    Raises:
+        ValueError: a wrong action shape, NaN, or choices out of range; a
+            ``twin_action`` missing with a ``reward_baseline`` or given without one.
+    """
+    B = state.num_envs
+    inst, act, weights, mode = _decode(params, state, action)
+    twin = None
+    if params.twin is None:
+        if twin_action is not None:
+            raise ValueError("twin_action: this environment has no reward_baseline")
+        model, out = model_step(inst, state.model, act, check=False)
+    else:
+        if twin_action is None or state.twin is None:
+            raise ValueError(
+                f"twin_action: the environment has reward_baseline={params.reward_baseline!r}; "
+                "give the twins' actions (envs.paired.BaselineTwin.act)"
+            )
+        tw = state.twin.state
+        tinst, tact, tweights, tmode = _decode(params.twin, tw, twin_action)
+        both = Action(
+            np.concatenate([act.weights, tact.weights]),
+            np.concatenate([act.promote_mbps, tact.promote_mbps]),
+        )
+        pair, pout = model_step(inst.concat(tinst), state.model.concat(tw.model), both, check=False)
+        (model, tmodel), (out, tout) = pair.split(B), pout.split(B)
+        tnew, tobs, _, tmetrics = _account(params.twin, tw, tmodel, tout, tact, tweights, tmode, None)
+        twin = TwinState(tnew, tobs, tmetrics)
+    new, obs, reward, metrics = _account(params, state, model, out, act, weights, mode, twin)
     truncated = model.t >= state.instance.episode_steps
     terminated = np.zeros(B, dtype=bool)
-    return new, observe(params, new, out), reward, terminated, truncated, metrics
+    return new, obs, reward, terminated, truncated, metrics
 
 
 def step_autoreset(
-    params: EnvParams, state: EnvState, action: ArrayLike
+    params: EnvParams, state: EnvState, action: ArrayLike, twin_action: ArrayLike | None = None
 ) -> tuple[
     EnvState,
     NDArray[np.float32],
@@ -537,7 +663,7 @@ def step_autoreset(
     the last observation of every instance (``None`` when none finished).
     ``metrics`` are those of the interval just run, finished instances included.
     """
-    state, obs, reward, term, trunc, metrics = step(params, state, action)
+    state, obs, reward, term, trunc, metrics = step(params, state, action, twin_action)
     done = term | trunc
     final_obs = None
     if done.any():

@@ -19,6 +19,7 @@ from gymnasium.vector.utils import batch_space
 
 from envs import core
 from envs.core import EnvParams, EnvState, Hardware, ScenarioSpec
+from envs.paired import BaselineTwin
 
 __all__ = ["ENV_ID", "ScenarioSpec", "TieredMemoryEnv", "TieredMemoryVecEnv"]
 
@@ -47,7 +48,14 @@ _DOC_ARGS = """
       that picks the kernel's tiering mode each interval (default none);
     - ``observation``: ``"full"`` (default, tenant descriptors from the step before a
       tenant starts), ``"cgroup"`` (``"full"`` plus each tenant's memory.low and
-      memory.high) or ``"basic"`` (the layout before the descriptors).
+      memory.high) or ``"basic"`` (the layout before the descriptors);
+    - ``reward_baseline``: a heuristic's name (``baselines.policy_names()``, e.g.
+      ``"colloid"``; default none): every instance gets a twin on the same episode seed
+      run by that heuristic, and the reward is the agent's minus the twin's
+      (``info["reward_baseline"]``, per tenant ``tenant_norm_perf_baseline``). The
+      twin's inputs are the agent's, its reward does not depend on the agent's
+      actions, so the best policy is the same and the reward's variance from the
+      episode's input is gone.
 """
 
 
@@ -179,6 +187,7 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
         self.action_space = self.params.codec.space()
         self.observation_space = self.params.encoder.space()
         self.state: EnvState | None = None
+        self.twin = BaselineTwin.of(self.params, 1)
 
     def _state(self) -> EnvState:
         if self.state is None:
@@ -204,8 +213,13 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
         if seed is not None or self.state is None:
             base = seed if seed is not None else int(self.np_random.integers(2**63))
             self.state, obs = core.reset(self.params, np.array([base], dtype=np.uint64))
+            if self.twin is not None:
+                self.twin.reset(self.state)
         else:
-            self.state, obs = core.reset_where(self.params, self.state, np.ones(1, dtype=bool))
+            done = np.ones(1, dtype=bool)
+            self.state, obs = core.reset_where(self.params, self.state, done)
+            if self.twin is not None:
+                self.twin.restarted(self.state, done)
         inst = self.state.instance
         return obs[0], {"scenario": inst.scenario_names[0], "tenant_names": inst.tenant_names[0]}
 
@@ -216,7 +230,12 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
         a = np.asarray(action)
         if a.shape != self.action_space.shape:
             raise ValueError(f"action: got shape {a.shape}, expected {self.action_space.shape}")
-        self.state, obs, reward, term, trunc, metrics = core.step(self.params, state, a[None])
+        twin_action = None if self.twin is None else self.twin.act(state)
+        self.state, obs, reward, term, trunc, metrics = core.step(
+            self.params, state, a[None], twin_action
+        )
+        if self.twin is not None:
+            self.twin.observe(self.state, term | trunc)
         info = {k: v[0] for k, v in metrics.items()}
         return obs[0], float(reward[0]), bool(term[0]), bool(trunc[0]), info
 
@@ -250,6 +269,7 @@ class TieredMemoryVecEnv(VectorEnv):
         self.single_observation_space = self.params.encoder.space()
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.state: EnvState | None = None
+        self.twin = BaselineTwin.of(self.params, num_envs)
         self._mask = np.ones(num_envs, dtype=bool)
         self._mask.flags.writeable = False
 
@@ -279,6 +299,8 @@ class TieredMemoryVecEnv(VectorEnv):
             if seeds.shape != (self.num_envs,):
                 raise ValueError(f"seed: got {len(seeds)} seeds, expected {self.num_envs}")
         self.state, obs = core.reset(self.params, seeds)
+        if self.twin is not None:
+            self.twin.reset(self.state)
         infos: dict[str, Any] = {}
         for k, v in self._reset_info(np.arange(self.num_envs)).items():
             infos[k] = v
@@ -301,10 +323,14 @@ class TieredMemoryVecEnv(VectorEnv):
         a = np.asarray(actions)
         if a.shape != self.action_space.shape:
             raise ValueError(f"actions: got shape {a.shape}, expected {self.action_space.shape}")
+        state = self._state()
+        twin_action = None if self.twin is None else self.twin.act(state)
         self.state, obs, reward, term, trunc, metrics, final_obs = core.step_autoreset(
-            self.params, self._state(), a
+            self.params, state, a, twin_action
         )
         done = term | trunc
+        if self.twin is not None:
+            self.twin.observe(self.state, done)
         # The layout of SyncVectorEnv in SAME_STEP mode: a finished instance's step
         # info moves to final_info, and its top-level entries are its reset info.
         infos: dict[str, Any] = {}

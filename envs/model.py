@@ -335,6 +335,26 @@ class Params:
                 kw[f.name] = a
         return Params(**kw)
 
+    def concat(self, other: Params) -> Params:
+        """The batch of ``self`` followed by the batch of ``other`` (same nodes, T and P)."""
+        if other.node_names != self.node_names:
+            raise ValueError(f"node layout differs: {other.node_names} vs {self.node_names}")
+        kw: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            a = getattr(self, f.name)
+            b = getattr(other, f.name)
+            if isinstance(a, np.ndarray):
+                kw[f.name] = np.concatenate([a, b], axis=-1)
+            elif isinstance(a, NodeCurves):
+                kw[f.name] = NodeCurves(
+                    **{g: np.concatenate([getattr(a, g), getattr(b, g)], -1) for g in _CURVE_FIELDS}
+                )
+            elif f.name in ("tenant_names", "scenario_names"):
+                kw[f.name] = [*a, *b]
+            else:
+                kw[f.name] = a
+        return Params(**kw)
+
     def subset(self, idx: Sequence[int] | NDArray[np.int64]) -> Params:
         """The parameters of batch elements ``idx`` (a copy)."""
         idx = np.asarray(idx, dtype=np.int64)
@@ -378,6 +398,20 @@ class State:
     def placement(self) -> F64:
         """Page placement, batch-first: (B, T, K, N) GiB."""
         return np.moveaxis(self.place, -1, 0)
+
+    def concat(self, other: State) -> State:
+        """The batch of ``self`` followed by the batch of ``other``."""
+        return State(
+            **{
+                f.name: np.concatenate([getattr(self, f.name), getattr(other, f.name)], axis=-1)
+                for f in dataclasses.fields(self)
+            }
+        )
+
+    def split(self, n: int) -> tuple[State, State]:
+        """The first ``n`` batch elements and the rest (views; a step never writes a state)."""
+        fields = [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)]
+        return State(**{k: a[..., :n] for k, a in fields}), State(**{k: a[..., n:] for k, a in fields})
 
     def replace_rows(self, idx: NDArray[np.int64], other: State) -> State:
         """A copy whose batch elements ``idx`` are the elements of ``other``."""
@@ -431,6 +465,11 @@ class Outputs:
     solver_residual: F64  # (B,)
     solver_iterations: NDArray[np.int64]  # (B,)
     solver_converged: NDArray[np.bool_]  # (B,) residual within the solver's tolerance
+
+    def split(self, n: int) -> tuple[Outputs, Outputs]:
+        """The outputs of the first ``n`` batch elements and of the rest (views)."""
+        fields = [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)]
+        return Outputs(**{k: a[:n] for k, a in fields}), Outputs(**{k: a[n:] for k, a in fields})
 
     def row(self, i: int) -> dict[str, Any]:
         """The outputs of batch element ``i``."""

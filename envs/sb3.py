@@ -28,6 +28,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices,
 
 from envs import core
 from envs.core import EnvParams, EnvState, Hardware
+from envs.paired import BaselineTwin
 
 __all__ = ["TierGymVecEnv", "make_vec_env"]
 
@@ -42,6 +43,7 @@ class TierGymVecEnv(VecEnv):
         self.render_mode = None
         super().__init__(num_envs, self.params.encoder.space(), self.params.codec.space())
         self.state: EnvState | None = None
+        self.twin = BaselineTwin.of(self.params, num_envs)
         self._actions: np.ndarray | None = None
         self.env_seconds = 0.0  # wall time spent stepping the environment
         self.env_steps = 0  # environment steps taken (instances x steps)
@@ -61,6 +63,8 @@ class TierGymVecEnv(VecEnv):
         else:
             raise ValueError("seed(): give every instance a seed or none")
         self.state, obs = core.reset(self.params, base)
+        if self.twin is not None:
+            self.twin.reset(self.state)
         self._reset_seeds()
         self.reset_infos = [{} for _ in range(self.num_envs)]
         return obs
@@ -77,9 +81,12 @@ class TierGymVecEnv(VecEnv):
         if isinstance(self.action_space, gym.spaces.Box):
             actions = actions.reshape((self.num_envs, *self.action_space.shape))
         t0 = time.perf_counter()
+        twin_action = None if self.twin is None else self.twin.act(self.state)
         self.state, obs, reward, term, trunc, metrics, final_obs = core.step_autoreset(
-            self.params, self.state, actions
+            self.params, self.state, actions, twin_action
         )
+        if self.twin is not None:
+            self.twin.observe(self.state, term | trunc)
         self.env_seconds += time.perf_counter() - t0
         self.env_steps += self.num_envs
         self._actions = None

@@ -275,6 +275,8 @@ def test_metrics_is_the_documented_record_and_a_mapping() -> None:
         "episode_step",
         "node_capacity_gib",
         "tiering_mode",
+        "reward_baseline",
+        "tenant_norm_perf_baseline",
     ]
     assert list(m.keys()) == out_names + extra
     assert len(m) == len(m.keys()) and list(m) == list(m.keys())

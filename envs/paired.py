@@ -1,0 +1,80 @@
+"""The paired-seed reward baseline's controller: the heuristic that drives the twins.
+
+With ``reward_baseline`` set (:func:`envs.core.make_params`), every instance has a twin
+on the same episode seed (:class:`envs.core.TwinState`), and the reward is the agent's
+minus the twin's. The input (which tenants arrive, when, how large) swings the reward
+of a step far more than any action does; the twin sees the same input, so the paired
+reward keeps what the actions changed (an input-dependent baseline: Mao et al., ICLR
+2019). The twin's reward never depends on the agent's actions, so the paired reward
+has the same optimal policy.
+
+The heuristic keeps controller state between steps, so it lives beside the pure
+core, in the adapters (``gym.make``, ``gym.make_vec``, the SB3 VecEnv), which all
+call it the same way::
+
+    twin = BaselineTwin.of(params, num_envs)          # None without a baseline
+    state, obs = core.reset(params, seeds); twin.reset(state)
+    state, ... = core.step_autoreset(params, state, action, twin.act(state))
+    twin.observe(state, done)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from envs import core
+from envs.core import EnvParams, EnvState
+from envs.plugins import make_baseline_policy
+
+__all__ = ["BaselineTwin"]
+
+
+class BaselineTwin:
+    """The ``reward_baseline`` heuristic of an environment's twins, bound to their batch."""
+
+    def __init__(self, params: EnvParams, num_envs: int) -> None:
+        if params.twin is None or params.reward_baseline is None:
+            raise ValueError("BaselineTwin: the environment has no reward_baseline")
+        self.params = params.twin
+        self.num_envs = num_envs
+        self.policy: Any = make_baseline_policy(params.reward_baseline)
+        self._start = np.ones(num_envs, dtype=bool)
+
+    @classmethod
+    def of(cls, params: EnvParams, num_envs: int) -> BaselineTwin | None:
+        """The twins' controller, or ``None`` when the environment has no baseline."""
+        return None if params.twin is None else cls(params, num_envs)
+
+    def _twin(self, state: EnvState) -> core.TwinState:
+        if state.twin is None:
+            raise RuntimeError("the state has no twins: reset it with the same parameters")
+        return state.twin
+
+    def reset(self, state: EnvState) -> None:
+        """After :func:`envs.core.reset`: every twin starts a new episode."""
+        self.policy.bind(self.params, self.num_envs)
+        self.policy.observe(None, core.hardware(self._twin(state).state))
+        self._start = np.ones(self.num_envs, dtype=bool)
+
+    def restarted(self, state: EnvState, done: NDArray[np.bool_]) -> None:
+        """After :func:`envs.core.reset_where` (``done``): those twins start new episodes."""
+        self.policy.observe(None, core.hardware(self._twin(state).state))
+        self._start = self._start | np.asarray(done, dtype=bool)
+
+    def act(self, state: EnvState) -> NDArray[np.float32]:
+        """The twins' actions for the next interval (B, twin action size)."""
+        action, _ = self.policy.predict(
+            self._twin(state).obs, episode_start=self._start, deterministic=True
+        )
+        self._start = np.zeros(self.num_envs, dtype=bool)
+        return np.asarray(action)
+
+    def observe(self, state: EnvState, done: NDArray[np.bool_]) -> None:
+        """After a step: the heuristic reads the twins' metrics (their episodes restart
+        where ``done``, as :func:`envs.core.step_autoreset` restarted them)."""
+        tw = self._twin(state)
+        self.policy.observe(tw.metrics, core.hardware(tw.state))
+        self._start = np.asarray(done, dtype=bool).copy()
