@@ -214,7 +214,11 @@ class HeldOutEvaluation:
         metric: str = tb.METRIC,
     ) -> None:
         self.scenario = scenario
-        self.env_kwargs = {k: v for k, v in env_kwargs.items() if k not in ("scenario", "split")}
+        # the test split's own pool, as evaluate.py and the references use (a training pool
+        # size would draw other episodes for the learned policy than for the references)
+        self.env_kwargs = {
+            k: v for k, v in env_kwargs.items() if k not in ("scenario", "split", "pool_size")
+        }
         self.algo = algo
         self.episodes = episodes
         self.seed = seed

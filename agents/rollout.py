@@ -170,6 +170,7 @@ def make_params(
     if modes is not None and "tiering_modes" not in kw:
         kw["tiering_modes"] = list(modes)
     kw.setdefault("split", split)
+    kw.pop("reward_baseline", None)  # scores come from the policy's own metrics: no twins
     kw = core_kwargs(kw)  # a trained model's view (base policy, padding) is the policy's business
     return core.make_params(scenario=scenario, **kw)
 

@@ -29,6 +29,7 @@ from agents.config import ON_POLICY, RESUME_OVERRIDES, RunConfig, RunOptions, Tr
 from agents.config.build import agent_spaces
 from agents.config.load import resolve, whole_rollouts
 from agents.evaluation import load_policy, run_comparison
+from agents.finetune import FineTuneGuards, fix_log_std
 from agents.imitation import warm_start
 from agents.interrupts import InterruptGuard
 from agents.models import build_model
@@ -158,7 +159,8 @@ def _imitation(model: Any, cfg: RunConfig, run_dir: Path, out: _Out) -> dict[str
     t0 = time.time()
     warm = warm_start(
         model,
-        cfg.env,
+        # the labels and the DAgger rollouts score each policy alone: no paired twins
+        {k: v for k, v in cfg.env.items() if k != "reward_baseline"},
         im,
         seed=cfg.seed,
         objective=cfg.task.reward,
@@ -210,7 +212,20 @@ def _callbacks(
         **({"warm_start": tb.warm_start_markdown(warm)} if warm is not None else {}),
     }  # fmt: skip
     stopper = cb.StopOnSignal(on_policy=cfg.algo in ON_POLICY)
+    ft = cfg.recipe.rl.finetune if cfg.recipe.rl is not None else None
+    guards = []
+    if ft is not None:  # before the evaluation: it scores the policy after the anchor steps
+        guards.append(
+            FineTuneGuards(
+                ft.critic_warmup,
+                ft.anchor_coef,
+                ft.anchor_decay,
+                ft.anchor_steps,
+                learning_rate=ft.anchor_learning_rate,
+            )
+        )
     return [
+        *guards,
         cb.TensorBoardRunCard(
             tb.layout(label, cfg.references, nodes, slots, cfg.task.reward), texts
         ),
@@ -295,6 +310,9 @@ def train(
         done = 0
         if cfg.recipe.imitation is not None:
             warm = _imitation(model, cfg, run_dir, out)
+    ft = cfg.recipe.rl.finetune if cfg.recipe.rl is not None else None
+    if ft is not None and ft.log_std is not None:
+        fix_log_std(model.policy, ft.log_std)
     guard.save = lambda: save_checkpoint(run_dir, model, done, norm, cfg)
     # a resumed run drops what the killed process logged past its checkpoint's step
     purge = done + 1 if resume_from is not None else None

@@ -139,6 +139,11 @@ class EnvSettings(_Strict):
     observation: Literal[OBSERVATIONS] = Field(
         "full", description="the observation layout (envs.spaces.OBSERVATIONS)"
     )
+    reward_baseline: Name | None = Field(
+        None,
+        description="a heuristic whose twin on the same episode seed the reward is measured "
+        "against (the paired reward; training only, evaluation scores each policy alone)",
+    )
     base_policy: Name | NameList | None = Field(
         None, description="a heuristic (residual actions over it) or several (the agent mixes them)"
     )
@@ -241,6 +246,27 @@ def sb3_kwargs(hp: Hyperparams, pk: PolicyKwargs) -> dict[str, Any]:
     return out
 
 
+class FineTuneSettings(_Strict):
+    """Guards of the RL phase around the policy it starts from (:mod:`agents.finetune`)."""
+
+    critic_warmup: Int(0, 1 << 20) = Field(
+        0, description="rollouts whose update trains the value function alone (actor frozen)"
+    )
+    anchor_coef: Num(ge=0, le=1e6) = Field(
+        0.0,
+        description="weight of the squared distance of the action mean to the policy RL "
+        "started from, at the first update (0: no anchor)",
+    )
+    anchor_decay: Num(gt=0, le=1) = Field(1.0, description="the anchor's factor per update")
+    anchor_steps: Int(0, 1 << 12) = Field(
+        0, description="gradient steps on the anchor after each update"
+    )
+    anchor_learning_rate: Num(gt=0, le=1) = Field(1e-4, description="the anchor steps' Adam rate")
+    log_std: Num(ge=-20, le=2) | None = Field(
+        None, description="the Gaussian policy's log-std, fixed (not trained); null: trained"
+    )
+
+
 class RLSettings(_Strict):
     """The reinforcement-learning phase of a recipe."""
 
@@ -254,6 +280,9 @@ class RLSettings(_Strict):
         description="VecNormalize on rewards (observations are in [0, 1])"
     )
     hyperparams: Hyperparams = Field(description="the algorithm's constructor arguments")
+    finetune: FineTuneSettings | None = Field(
+        None, description="critic warm-up, an anchor to the starting policy, a fixed log-std"
+    )
 
 
 class Recipe(_Strict):
@@ -322,6 +351,11 @@ class Recipe(_Strict):
                     f"rl.hyperparams.batch_size: {hp.batch_size}: expected an integer >= 2 "
                     "(advantages are normalised per batch; or set normalize_advantage: false)"
                 )
+        if self.rl is not None and self.rl.finetune is not None and self.algo not in ("ppo", "a2c"):
+            raise ValueError(
+                f"rl.finetune: the guards act on an on-policy Gaussian policy (ppo, a2c), "
+                f"not {self.algo}'s"
+            )
         pk = self.policy_kwargs
         if self.algo == "recurrent-ppo" and pk.shared_lstm and pk.enable_critic_lstm is not False:
             raise ValueError("policy_kwargs.shared_lstm: true needs enable_critic_lstm: false")

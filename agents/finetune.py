@@ -1,0 +1,163 @@
+"""Fine-tuning that does not forget: the RL phase's guards around a pre-trained policy.
+
+PPO's first updates after a warm start follow advantages from a value function that has
+never been fitted, and nothing pulls the policy back when its mean drifts. Three guards,
+each a recipe key of ``rl.finetune`` (docs/training.md), each from the literature:
+
+- **critic warm-up** (PIRLNav, CVPR 2023): the first ``critic_warmup`` rollouts train the
+  value function alone; every parameter the action distribution depends on is frozen
+  (found by differentiating the distribution, so it holds for any policy class);
+- **an anchor to the pre-trained policy** (DAPG, Rajeswaran et al. 2018; Wolczyk et al.,
+  ICML 2024): after each PPO update, ``anchor_steps`` gradient steps on
+  ``anchor_coef * decay**k * mean ||mu(o) - mu_ref(o)||^2`` over the rollout's
+  observations, ``mu_ref`` the policy as RL found it (frozen), ``k`` the updates done.
+  With both policies' log-std fixed and equal this is their KL divergence up to a factor;
+- **a fixed log-std** (``log_std``): exploration stays as small as the recipe sets it, and
+  the KL above stays the squared distance of the means.
+
+PPO's own ``target_kl`` (``rl.hyperparams``) stops an update's epochs early as well.
+:class:`FineTuneGuards` is one stable-baselines3 callback that applies the first two;
+:func:`fix_log_std` the third.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch as th
+from stable_baselines3.common.callbacks import BaseCallback
+from torch import nn
+
+__all__ = ["FineTuneGuards", "actor_parameters", "fix_log_std"]
+
+
+def fix_log_std(policy: Any, value: float) -> None:
+    """Set a Gaussian policy's log-std to ``value`` everywhere and stop training it."""
+    log_std = getattr(policy, "log_std", None)
+    if not isinstance(log_std, nn.Parameter):
+        raise ValueError("rl.finetune.log_std: the policy has no state-independent log-std")
+    with th.no_grad():
+        log_std.fill_(value)
+    log_std.requires_grad_(False)
+
+
+def _mean_actions(policy: Any, obs: th.Tensor) -> th.Tensor:
+    """The mean (deterministic, before any squashing) action of ``policy`` for ``obs``."""
+    return policy.get_distribution(obs).distribution.mean
+
+
+def actor_parameters(policy: Any, obs: th.Tensor) -> list[nn.Parameter]:
+    """The trainable parameters the action distribution depends on (for ``obs``): those of
+    its mean and of its standard deviation."""
+    params = [p for p in policy.parameters() if p.requires_grad]
+    dist = policy.get_distribution(obs).distribution
+    grads = th.autograd.grad(dist.mean.sum() + dist.stddev.sum(), params, allow_unused=True)
+    return [p for p, g in zip(params, grads, strict=True) if g is not None]
+
+
+class FineTuneGuards(BaseCallback):
+    """Critic warm-up and the decaying anchor to the policy at the start of RL (on-policy).
+
+    ``critic_warmup``: rollouts whose update trains the value function only;
+    ``anchor_coef``, ``anchor_decay``, ``anchor_steps``: the anchor term's weight at the
+    first update, its factor per update, and the gradient steps it takes after each
+    update (0 or a zero coefficient: none); ``anchor_batch``: observations per step.
+    Logs ``train/anchor_coef``, ``train/anchor_mse`` and ``train/critic_warmup``.
+    """
+
+    def __init__(
+        self,
+        critic_warmup: int = 0,
+        anchor_coef: float = 0.0,
+        anchor_decay: float = 1.0,
+        anchor_steps: int = 0,
+        anchor_batch: int = 4096,
+        learning_rate: float = 1e-4,
+    ) -> None:
+        super().__init__()
+        self.critic_warmup = critic_warmup
+        self.anchor_coef = anchor_coef
+        self.anchor_decay = anchor_decay
+        self.anchor_steps = anchor_steps
+        self.anchor_batch = anchor_batch
+        self.learning_rate = learning_rate
+        self.updates = 0  # PPO updates this callback has seen end
+        self._reference: Any = None
+        self._actor: list[nn.Parameter] = []
+        self._obs: th.Tensor | None = None
+        self._optimizer: th.optim.Optimizer | None = None
+        self._frozen = False
+        self._updating = False  # a rollout ended: its update runs before the next one starts
+
+    @property
+    def anchoring(self) -> bool:
+        return self.anchor_steps > 0 and self.anchor_coef > 0
+
+    def _on_training_start(self) -> None:
+        policy = self.model.policy
+        self.updates = self.model.num_timesteps // max(self.model.n_steps * self.model.n_envs, 1)
+        if self.anchoring:
+            self._reference = copy.deepcopy(policy).requires_grad_(False)
+        obs_space = policy.observation_space
+        probe = th.as_tensor(np.stack([obs_space.sample() for _ in range(4)]), dtype=th.float32)
+        self._actor = actor_parameters(policy, probe)
+        if self.anchoring:
+            self._optimizer = th.optim.Adam(self._actor, lr=self.learning_rate)
+
+    def _set_actor_frozen(self, frozen: bool) -> None:
+        if frozen != self._frozen:
+            for p in self._actor:
+                p.requires_grad_(not frozen)
+            self._frozen = frozen
+
+    def _on_rollout_end(self) -> None:
+        # the update that follows this rollout: the critic alone during the warm-up
+        warm = self.updates < self.critic_warmup
+        self._set_actor_frozen(warm)
+        self.logger.record("train/critic_warmup", float(warm))
+        self._updating = True
+        if self.anchoring:  # the rollout's observations, for the anchor after the update
+            obs = self.model.rollout_buffer.observations
+            self._obs = th.as_tensor(obs.reshape(-1, *obs.shape[2:]).copy(), dtype=th.float32)
+
+    def _anchor(self) -> None:
+        if self._obs is None or self._optimizer is None:
+            return
+        coef = self.anchor_coef * self.anchor_decay**self.updates
+        self.logger.record("train/anchor_coef", coef)
+        if coef <= 0 or self._frozen:
+            return
+        policy = self.model.policy
+        gen = th.Generator().manual_seed(int(self.model.num_timesteps))
+        n = self._obs.shape[0]
+        mses = []
+        for _ in range(self.anchor_steps):
+            idx = th.randint(n, (min(self.anchor_batch, n),), generator=gen)
+            obs = self._obs[idx]
+            with th.no_grad():
+                target = _mean_actions(self._reference, obs)
+            mse = ((_mean_actions(policy, obs) - target) ** 2).sum(-1).mean()
+            self._optimizer.zero_grad()
+            (coef * mse).backward()
+            self._optimizer.step()
+            mses.append(float(mse.detach()))
+        self.logger.record("train/anchor_mse", float(np.mean(mses)))
+
+    def _update_ended(self) -> None:
+        if self._updating:
+            self._anchor()
+            self.updates += 1
+            self._obs = None
+            self._updating = False
+
+    def _on_rollout_start(self) -> None:
+        self._update_ended()
+
+    def _on_training_end(self) -> None:
+        self._update_ended()
+        self._set_actor_frozen(False)
+
+    def _on_step(self) -> bool:
+        return True

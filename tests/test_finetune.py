@@ -1,0 +1,76 @@
+"""The fine-tuning guards (agents.finetune): critic warm-up, the anchor, a fixed log-std."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch as th
+from stable_baselines3 import PPO
+
+from agents.finetune import FineTuneGuards, actor_parameters, fix_log_std
+from envs import load_scenario
+from envs.sb3 import make_vec_env
+
+SHORT = load_scenario("kv-store", episode_steps=8)
+
+
+def _model(seed: int = 0) -> PPO:
+    env = make_vec_env(4, scenario=SHORT, reward_baseline="colloid")
+    return PPO("MlpPolicy", env, n_steps=8, batch_size=16, n_epochs=2, seed=seed, device="cpu")
+
+
+def _state(model: PPO) -> dict[str, th.Tensor]:
+    return {k: v.clone() for k, v in model.policy.state_dict().items()}
+
+
+def _obs(model: PPO, n: int = 64) -> th.Tensor:
+    rng = np.random.default_rng(0)
+    space = model.observation_space
+    return th.as_tensor(rng.uniform(0, 1, (n, *space.shape)), dtype=th.float32)
+
+
+def test_actor_parameters_are_the_ones_the_action_distribution_depends_on() -> None:
+    model = _model()
+    names = {id(p): k for k, p in model.policy.named_parameters()}
+    actor = {names[id(p)] for p in actor_parameters(model.policy, _obs(model, 4))}
+    assert all(k.startswith(("mlp_extractor.policy_net", "action_net", "log_std")) for k in actor)
+    assert {"mlp_extractor.policy_net.0.weight", "action_net.weight", "log_std"} <= actor
+
+
+def test_critic_warmup_trains_the_value_function_alone_then_both() -> None:
+    model = _model()
+    before = _state(model)
+    guards = FineTuneGuards(critic_warmup=2)
+    model.learn(2 * 8 * 4, callback=[guards])  # two rollouts, both warm-up updates
+    after = _state(model)
+    changed = {k for k in before if not th.equal(before[k], after[k])}
+    assert changed and all(k.startswith(("mlp_extractor.value_net", "value_net")) for k in changed)
+    model.learn(8 * 4, callback=[guards], reset_num_timesteps=False)  # the third: both
+    assert not th.equal(after["action_net.weight"], model.policy.state_dict()["action_net.weight"])
+    assert guards.updates == 3
+
+
+@pytest.mark.parametrize("coef", [0.0, 50.0])
+def test_the_anchor_pulls_the_mean_back_to_the_starting_policy(coef: float) -> None:
+    model = _model()
+    start = PPO("MlpPolicy", model.env, seed=0, device="cpu").policy
+    start.load_state_dict(model.policy.state_dict())
+    model.learning_rate = 3e-3
+    model._setup_lr_schedule()
+    guards = FineTuneGuards(anchor_coef=coef, anchor_steps=20, learning_rate=3e-3)
+    model.learn(4 * 8 * 4, callback=[guards])
+    obs = _obs(model)
+    with th.no_grad():
+        d = (model.policy.get_distribution(obs).distribution.mean
+             - start.get_distribution(obs).distribution.mean).pow(2).sum(-1).mean()  # fmt: skip
+    # without the anchor PPO moves the mean; with it the mean stays near the start
+    assert (float(d) > 1e-3) if coef == 0 else (float(d) < 1e-3)
+
+
+def test_fixed_log_std_stays_fixed() -> None:
+    model = _model()
+    fix_log_std(model.policy, -2.5)
+    model.learn(2 * 8 * 4, callback=[FineTuneGuards(anchor_coef=1.0, anchor_steps=2)])
+    np.testing.assert_array_equal(model.policy.log_std.detach().numpy(), -2.5)
+    with pytest.raises(ValueError, match="log-std"):
+        fix_log_std(object(), -1.0)
