@@ -12,6 +12,7 @@ interval. Evaluations also run once at step 0 and at the end of training.
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 import warnings
@@ -283,7 +284,10 @@ class EvalAgainstReferences(BaseCallback):
     ``eval_ratio/<name>_vs_best_ref`` and ``eval_ratio/<name>_vs_<versus>`` with
     ``_low``/``_high`` bounds: the mean of the paired per-episode ratios and its
     percentile bootstrap interval (:func:`agents.stats.ratio_to_reference`).
-    The best reference is the one with the highest mean.
+    The best reference is the one with the highest mean. The evaluation at step 0 is kept
+    as ``start`` (the policy RL starts from: the imitation policy of a fine-tuning recipe),
+    in ``start_file`` when one is given, so a resumed run reads it back; later evaluations
+    log ``eval_ratio/<name>_vs_start`` against it, the learning curve.
 
     Evaluations run at rollout starts (the policy has then trained on every
     step before ``num_timesteps``) and at the end of training, at step 0 (with
@@ -303,6 +307,7 @@ class EvalAgainstReferences(BaseCallback):
         at_start: bool = True,
         n_boot: int = 2000,
         confidence: float = 0.95,
+        start_file: Path | None = None,
     ) -> None:
         super().__init__()
         self.evaluate = evaluate
@@ -321,6 +326,10 @@ class EvalAgainstReferences(BaseCallback):
         self.seconds = 0.0
         means = {k: float(np.nanmean(v)) for k, v in self.references.items()}
         self.best_reference = max(means, key=lambda k: means[k]) if means else None
+        self.start_file = start_file
+        self.start: NDArray[np.float64] | None = None
+        if start_file is not None and start_file.is_file():
+            self.start = np.asarray(json.loads(start_file.read_text())["values"], dtype=float)
 
     def _on_training_start(self) -> None:
         if self.interval > 0:
@@ -328,7 +337,7 @@ class EvalAgainstReferences(BaseCallback):
             self._next = 0 if (s == 0 and self.at_start) else _next_on_grid(s, self.interval)
 
     def _ratio(self, values: NDArray[np.float64], ref: str) -> tuple[float, float, float] | None:
-        rv = self.references.get(ref)
+        rv = self.start if ref == tb.START else self.references.get(ref)
         if rv is None or rv.shape != values.shape or values.size < 2:
             return None
         ok = np.isfinite(values) & np.isfinite(rv) & (rv > 0)
@@ -364,10 +373,15 @@ class EvalAgainstReferences(BaseCallback):
         values = np.atleast_1d(np.asarray(self.evaluate(self.model), dtype=float))
         score = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
         self.history.append((self.num_timesteps, score))
+        if self.num_timesteps == 0 and self.start is None:
+            self.start = values
+            if self.start_file is not None:
+                self.start_file.write_text(json.dumps({"values": values.tolist()}))
         self.logger.record(tb.eval_tag(self.name), score)
         for k, v in self.references.items():
             self.logger.record(tb.eval_tag(k), float(np.nanmean(v)))
-        for label, ref in (("best_ref", self.best_reference), (self.versus, self.versus)):
+        pairs = (("best_ref", self.best_reference), (self.versus, self.versus), (tb.START, tb.START))
+        for label, ref in pairs:
             r = self._ratio(values, ref) if ref is not None else None
             if r is not None:
                 for tag, x in zip(tb.ratio_tags(self.name, label), r, strict=True):

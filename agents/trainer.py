@@ -232,7 +232,9 @@ def _callbacks(
         cb.EnvMetricsCallback(nodes, slots, cfg.task.reward),
         # train/ at the step it trained on, written before a checkpoint at that step
         *([cb.LogUpdateAtItsStep()] if cfg.algo in ON_POLICY else []),
-        cb.EvalAgainstReferences(held_out, refs, cfg.eval_interval, label),
+        cb.EvalAgainstReferences(
+            held_out, refs, cfg.eval_interval, label, start_file=run_dir / "eval_start.json"
+        ),
         cb.CheckpointAtRollout(
             lambda m, steps: save_checkpoint(run_dir, m, steps, norm, cfg), cfg.checkpoint_interval
         ),

@@ -78,6 +78,10 @@ CARTPOLE_STEPS = 500
 CARTPOLE_REPEATS = 5
 
 
+#: The environment option of the paired-seed table.
+PAIRED = {"reward_baseline": "colloid"}
+
+
 def cartpole_rate(
     n: int = CARTPOLE_N, steps: int = CARTPOLE_STEPS, repeats: int = CARTPOLE_REPEATS
 ) -> float:
@@ -162,12 +166,16 @@ def loop_rate(batch: int, steps: int, rng: np.random.Generator) -> float:
     return batch * steps / (time.perf_counter() - t0)
 
 
-def env_rate(n: int, steps: int, scenario: str, mode: str, warmup: int) -> float:
+def env_rate(n: int, steps: int, scenario: str, mode: str, warmup: int, **kwargs: Any) -> float:
     """Environment steps per second of ``gym.make_vec`` with ``vectorization_mode=mode``."""
     import gymnasium as gym
 
     env = gym.make_vec(
-        "tiergym/TieredMemory-v0", num_envs=n, vectorization_mode=mode, scenario=scenario
+        "tiergym/TieredMemory-v0",
+        num_envs=n,
+        vectorization_mode=mode,
+        scenario=scenario,
+        **kwargs,
     )
     env.reset(seed=0)
     env.action_space.seed(0)
@@ -178,6 +186,22 @@ def env_rate(n: int, steps: int, scenario: str, mode: str, warmup: int) -> float
     for a in acts[warmup:]:
         env.step(a)
     return n * steps / (time.perf_counter() - t0)
+
+
+def single_rate(steps: int, scenario: str, **kwargs: Any) -> float:
+    """Steps per second of one ``gym.make`` instance (episodes restarted as they end)."""
+    import gymnasium as gym
+
+    env = gym.make("tiergym/TieredMemory-v0", scenario=scenario, **kwargs)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    acts = [env.action_space.sample() for _ in range(steps)]
+    t0 = time.perf_counter()
+    for a in acts:
+        _, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            env.reset()
+    return steps / (time.perf_counter() - t0)
 
 
 def layout_rates(batch: int, small: int, reps: int) -> tuple[float, float]:
@@ -323,6 +347,22 @@ def main() -> None:
             f"| {n} | {native:,.0f} | {vs_cartpole(native, cp)} | {sync:,.0f} "
             f"| {vs_cartpole(sync, cp)} | {native / sync:.0f}x |"
         )
+
+    print(
+        "\n## The paired-seed reward baseline (`reward_baseline=\"colloid\"`: a twin of every "
+        "instance under Colloid, in the same model call), scenario `mixed`\n"
+    )
+    print("| adapter | N | without steps/s | with steps/s | with / without |")
+    print("|---|---:|---:|---:|---:|")
+    steps_1 = 20 if args.quick else 400
+    plain, paired = (single_rate(steps_1, "mixed", **kw) for kw in ({}, PAIRED))
+    print(f"| gym.make | 1 | {plain:,.0f} | {paired:,.0f} | {paired / plain:.0%} |")
+    for n in [16] if args.quick else [256, 4096]:
+        steps_n = 3 if args.quick else max(10, 20000 // n)
+        plain, paired = (
+            env_rate(n, steps_n, "mixed", "vector_entry_point", 3, **kw) for kw in ({}, PAIRED)
+        )
+        print(f"| native vector env | {n} | {plain:,.0f} | {paired:,.0f} | {paired / plain:.0%} |")
 
     n_over = 256 if args.quick else 4096
     steps_over = 5 if args.quick else 120

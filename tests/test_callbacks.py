@@ -200,6 +200,31 @@ def test_eval_against_references_logs_score_and_references() -> None:
         assert d["eval/dram-first"] == 0.25 and d["eval/tpp"] == 0.75
 
 
+def test_eval_ratio_to_the_start_is_the_learning_curve_and_survives_a_resume(
+    tmp_path: Path,
+) -> None:
+    model, _, cap = tiny_ppo()
+    calls: list[int] = []
+
+    def evaluate(m: Any) -> np.ndarray:  # per-episode values that rise 10% per evaluation
+        calls.append(m.num_timesteps)
+        return np.array([1.0, 2.0, 4.0]) * 1.1 ** (len(calls) - 1)
+
+    start = tmp_path / "eval_start.json"
+    refs = {"dram-first": [0.5, 1.0, 2.0]}
+    cb = EvalAgainstReferences(evaluate, refs, 2 * ROLLOUT, "ppo", start_file=start)
+    model.learn(2 * ROLLOUT, callback=cb)
+    ratios = [d["eval_ratio/ppo_vs_start"] for _, d in cap.dumps if "eval/ppo" in d]
+    assert ratios == pytest.approx([1.0, 1.1])
+    assert start.is_file()
+    # a resumed run reads step 0's values back (it does not evaluate step 0 again)
+    resumed = EvalAgainstReferences(evaluate, refs, 2 * ROLLOUT, "ppo", start_file=start)
+    model.learn(2 * ROLLOUT, callback=resumed, reset_num_timesteps=False)
+    last = [d for _, d in cap.dumps if "eval/ppo" in d][-1]
+    assert len(calls) == 3 and last["eval_ratio/ppo_vs_start"] == pytest.approx(1.1**2)
+    assert last["eval_ratio/ppo_vs_dram-first"] == pytest.approx(2 * 1.1**2)
+
+
 def test_stop_on_signal_stops_at_the_next_step_and_restores_handlers() -> None:
     model, _, _ = tiny_ppo()
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)

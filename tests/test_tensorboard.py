@@ -114,6 +114,13 @@ def test_custom_scalars_overlay_every_eval_tag_and_group_nodes_and_slots(
     margin = [(s.value, s.lower, s.upper) for s in first[1].margin.series]
     assert margin == [tb.ratio_tags("ppo", "best_ref"), tb.ratio_tags("ppo", "dram-first")]
     assert {t for s in margin for t in s} <= scalars
+    learning = {
+        "rollout/ep_rew_mean",
+        "train/explained_variance",
+        tb.ratio_tags("ppo", "start")[0],
+        tb.ratio_tags("ppo", "best_ref")[0],
+    }
+    assert first[2].title == tb.LEARNING_CHART and matched(first[2], scalars) == learning
     nodes = ["dram0", "cxl0"]
     for q in tb.NODE_QUANTITIES:
         assert matched(charts[f"{q} (every node)"], scalars) == {tb.node_tag(n, q) for n in nodes}

@@ -20,12 +20,20 @@ The package's modules, each re-exported here:
 # Relative imports: a package's own re-exports are not import edges in
 # tests/test_layers.py; the modules below carry the edges with absolute imports.
 from .cards import guide_markdown, hparam_values, hyperparameter_markdown, warm_start_markdown
-from .custom_scalars import COMPARISON_CHART, MARGIN_CHART, layout, write_custom_scalars
+from .custom_scalars import (
+    COMPARISON_CHART,
+    LEARNING_CHART,
+    MARGIN_CHART,
+    layout,
+    write_custom_scalars,
+)
 from .logger import DescribedTensorBoardFormat, make_logger
 from .tags import (
     ACTION_PROMOTE,
     DEMOTION,
     ENV_SPS,
+    EPISODE_RETURN,
+    EXPLAINED_VARIANCE,
     EVAL_SECONDS,
     METRIC,
     NODE_QUANTITIES,
@@ -34,6 +42,7 @@ from .tags import (
     SLOT_QUANTITIES,
     SOLVER_MAX,
     SOLVER_MEAN,
+    START,
     THROUGHPUT,
     action_local_first_tag,
     action_page_tag,
@@ -50,7 +59,10 @@ __all__ = [
     "COMPARISON_CHART",
     "DEMOTION",
     "ENV_SPS",
+    "EPISODE_RETURN",
     "EVAL_SECONDS",
+    "EXPLAINED_VARIANCE",
+    "LEARNING_CHART",
     "MARGIN_CHART",
     "METRIC",
     "NODE_QUANTITIES",
@@ -59,6 +71,7 @@ __all__ = [
     "SLOT_QUANTITIES",
     "SOLVER_MAX",
     "SOLVER_MEAN",
+    "START",
     "THROUGHPUT",
     "DescribedTensorBoardFormat",
     "action_local_first_tag",

@@ -2,7 +2,9 @@
 
 :func:`layout` builds the Custom Scalars layout, in reading order: the learned
 policy and the references on one axis (:data:`COMPARISON_CHART`), the ratio
-with its interval (:data:`MARGIN_CHART`), then one chart per quantity with
+with its interval (:data:`MARGIN_CHART`), whether it is learning (:data:`LEARNING_CHART`:
+the paired return, the value function's explained variance, the ratio to itself at step 0
+and to the best heuristic), then one chart per quantity with
 every node or tenant slot, the migration and the policy's actions, the reward
 terms and the solver, and the training statistics.
 :func:`write_custom_scalars` writes a layout into a ``SummaryWriter``'s events.
@@ -22,6 +24,8 @@ from tensorboard.plugins.custom_scalar import layout_pb2
 from agents.tensorboard.tags import (
     ACTION_PROMOTE,
     DEMOTION,
+    EPISODE_RETURN,
+    EXPLAINED_VARIANCE,
     ENV_SPS,
     EVAL_SECONDS,
     NODE_QUANTITIES,
@@ -30,6 +34,7 @@ from agents.tensorboard.tags import (
     SLOT_QUANTITIES,
     SOLVER_MAX,
     SOLVER_MEAN,
+    START,
     THROUGHPUT,
     action_local_first_tag,
     action_page_tag,
@@ -40,10 +45,14 @@ from agents.tensorboard.tags import (
     slot_tag,
 )
 
-__all__ = ["COMPARISON_CHART", "MARGIN_CHART", "layout", "write_custom_scalars"]
+__all__ = ["COMPARISON_CHART", "LEARNING_CHART", "MARGIN_CHART", "layout", "write_custom_scalars"]
 
 COMPARISON_CHART = "learned policy and references: mean geomean_perf on held-out episodes"
 MARGIN_CHART = "beats the heuristics? ratio to the best reference and to dram-first (95% CI)"
+LEARNING_CHART = (
+    "is it learning? paired return, value explained variance, ratio to itself at step 0 "
+    "and to the best heuristic"
+)
 
 
 def _exact(tags: Sequence[str]) -> list[str]:
@@ -63,9 +72,16 @@ def _comparison_charts(algo: str, references: Sequence[str], versus: str) -> lis
             for v, lo, hi in (ratio_tags(algo, "best_ref"), ratio_tags(algo, versus))
         ]
     )
+    learning = [
+        EPISODE_RETURN,
+        EXPLAINED_VARIANCE,
+        ratio_tags(algo, START)[0],
+        ratio_tags(algo, "best_ref")[0],
+    ]
     return [
         _multiline(COMPARISON_CHART, _exact([eval_tag(p) for p in [algo, *references]])),
         layout_pb2.Chart(title=MARGIN_CHART, margin=margin),
+        _multiline(LEARNING_CHART, _exact(learning)),
     ]
 
 

@@ -28,6 +28,8 @@ import re
 __all__ = [
     "ACTION_PROMOTE",
     "DEMOTION",
+    "EPISODE_RETURN",
+    "EXPLAINED_VARIANCE",
     "ENV_SPS",
     "EVAL_SECONDS",
     "METRIC",
@@ -37,6 +39,7 @@ __all__ = [
     "SLOT_QUANTITIES",
     "SOLVER_MAX",
     "SOLVER_MEAN",
+    "START",
     "THROUGHPUT",
     "action_local_first_tag",
     "action_page_tag",
@@ -50,6 +53,11 @@ __all__ = [
 
 #: The metric of ``eval/`` and ``eval_ratio/`` (an episode's geometric-mean performance).
 METRIC = "geomean_perf"
+#: ``eval_ratio/<policy>_vs_start``: the policy over itself at step 0 of RL (the learning curve).
+START = "start"
+#: The paired return (with ``reward_baseline``: the agent's return minus the twin's).
+EPISODE_RETURN = "rollout/ep_rew_mean"
+EXPLAINED_VARIANCE = "train/explained_variance"
 
 # ---------------------------------------------------------------------------- tag names
 
@@ -143,7 +151,11 @@ _SB3 = {
     "time/total_timesteps": "Environment steps so far (instances x steps).",
     ENV_SPS: "Environment steps per second of wall time spent inside the environment.",
     EVAL_SECONDS: "Wall time of this evaluation (rollout of the learned policy, ratios), s.",
-    "rollout/ep_rew_mean": "Mean return of the episodes finished recently (VecMonitor).",
+    EPISODE_RETURN: (
+        "Mean return of the episodes finished recently (VecMonitor); with env.reward_baseline "
+        "the paired return: the policy's minus its twin's under the baseline heuristic, on "
+        "the same episode (0: as good as the heuristic)."
+    ),
     "rollout/ep_len_mean": "Mean length, in steps, of the episodes finished recently.",
     "train/learning_rate": "Learning rate of this update.",
     "train/n_updates": "Gradient steps so far.",
@@ -154,7 +166,10 @@ _SB3 = {
     "train/approx_kl": "Approximate KL divergence between the old and the new policy.",
     "train/clip_fraction": "Fraction of samples whose probability ratio was clipped.",
     "train/clip_range": "PPO's clip range.",
-    "train/explained_variance": "Explained variance of the value function on this rollout.",
+    EXPLAINED_VARIANCE: "Explained variance of the value function on this rollout.",
+    "train/critic_warmup": "1 while the update trains the value function alone (actor frozen).",
+    "train/anchor_coef": "Weight of the anchor to the policy RL started from, this update.",
+    "train/anchor_mse": "Squared distance of the action mean to the starting policy's.",
     "train/std": "Standard deviation of the Gaussian policy (mean over action entries).",
 }
 
@@ -208,7 +223,10 @@ def describe(tag: str) -> str | None:
         return f"Reward term: {what}, mean per step.{trained}"
     m = re.fullmatch(r"eval_ratio/(.+)_vs_(.+?)(_low|_high)?", tag)
     if m:
-        ref = "the best reference" if m.group(2) == "best_ref" else m.group(2)
+        ref = {
+            "best_ref": "the best reference",
+            START: "itself at step 0 of RL (a fine-tuning recipe: the imitation policy)",
+        }.get(m.group(2), m.group(2))
         bound = {"_low": "Lower bound of ", "_high": "Upper bound of ", None: ""}[m.group(3)]
         return (
             f"{bound}{m.group(1)} over {ref}: mean over the evaluation episodes of the paired "
