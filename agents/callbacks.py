@@ -380,7 +380,11 @@ class EvalAgainstReferences(BaseCallback):
         self.logger.record(tb.eval_tag(self.name), score)
         for k, v in self.references.items():
             self.logger.record(tb.eval_tag(k), float(np.nanmean(v)))
-        pairs = (("best_ref", self.best_reference), (self.versus, self.versus), (tb.START, tb.START))
+        pairs = (
+            ("best_ref", self.best_reference),
+            (self.versus, self.versus),
+            (tb.START, tb.START),
+        )
         for label, ref in pairs:
             r = self._ratio(values, ref) if ref is not None else None
             if r is not None:

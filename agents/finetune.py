@@ -97,7 +97,10 @@ class FineTuneGuards(BaseCallback):
 
     def _on_training_start(self) -> None:
         policy = self.model.policy
-        self.updates = self.model.num_timesteps // max(self.model.n_steps * self.model.n_envs, 1)
+        rollout = getattr(self.model, "n_steps", 0) * self.model.n_envs
+        if not hasattr(self.model, "rollout_buffer") or rollout < 1:
+            raise ValueError("rl.finetune: the guards need an on-policy algorithm (ppo, a2c)")
+        self.updates = self.model.num_timesteps // rollout
         if self.anchoring:
             self._reference = copy.deepcopy(policy).requires_grad_(False)
         obs_space = policy.observation_space
@@ -119,7 +122,7 @@ class FineTuneGuards(BaseCallback):
         self.logger.record("train/critic_warmup", float(warm))
         self._updating = True
         if self.anchoring:  # the rollout's observations, for the anchor after the update
-            obs = self.model.rollout_buffer.observations
+            obs = self.model.rollout_buffer.observations  # type: ignore[attr-defined]
             self._obs = th.as_tensor(obs.reshape(-1, *obs.shape[2:]).copy(), dtype=th.float32)
 
     def _anchor(self) -> None:

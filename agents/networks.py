@@ -17,7 +17,11 @@ is laid out:
 - with ``residual_codec: share``, each slot's share entry comes from one head
   shared by all slots on ``[phi_t, g]``; the rate, mode and mixing entries
   come from a linear head on ``g``;
-- the critic has encoders of its own and reads the value from its ``g``.
+- the critic has encoders of its own and reads the value from its ``g``; with
+  ``critic_tenant_features`` (``env.privileged_critic``) its slot network also reads each
+  slot's privileged entries at the end of the observation (what the episode still holds,
+  :func:`envs.core.coming_tenants`), which the actor never reads: an asymmetric
+  actor-critic (Pinto et al., 2018), whose value need not guess the coming arrivals.
 
 It is SB3's ``ActorCriticPolicy`` with another ``mlp_extractor`` (whose actor
 latent is every slot's ``phi_t`` and ``g``) and ``action_net`` (the heads), so
@@ -52,7 +56,10 @@ LAYOUT_KEYS = (
     "bases",  # K: base actions at the end of the observation
     "base_action",  # entries of one base action (padded box layout: T x M weights, then the rest)
     "shares",  # share entries at the start of the action (0: the box codec)
+    "critic_tenant_features",  # privileged entries per slot closing the observation (critic)
 )
+#: Layout keys a model saved before they existed lacks (their value then: 0).
+OPTIONAL_LAYOUT_KEYS = ("critic_tenant_features",)
 
 
 def check_layout(layout: Any) -> dict[str, int]:
@@ -63,6 +70,7 @@ def check_layout(layout: Any) -> dict[str, int]:
     """
     if not isinstance(layout, Mapping):
         raise ValueError(f"layout: got {layout!r}, expected a mapping of {list(LAYOUT_KEYS)}")
+    layout = {**dict.fromkeys(OPTIONAL_LAYOUT_KEYS, 0), **layout}
     missing = [k for k in LAYOUT_KEYS if k not in layout]
     unknown = [k for k in layout if k not in LAYOUT_KEYS]
     if missing or unknown:
@@ -79,17 +87,21 @@ def check_layout(layout: Any) -> dict[str, int]:
 
 
 class _Encoder(nn.Module):
-    """Observation (B, obs) -> per-slot embeddings (B, T, h) and the global latent (B, h)."""
+    """Observation (B, obs) -> per-slot embeddings (B, T, h) and the global latent (B, h).
 
-    def __init__(self, lay: Mapping[str, int], hidden: int) -> None:
+    ``privileged``: the slot network also reads the slots' privileged entries (the critic's).
+    """
+
+    def __init__(self, lay: Mapping[str, int], hidden: int, privileged: bool = False) -> None:
         super().__init__()
         self.lay = dict(lay)
         M, T, K = lay["nodes"], lay["tenants"], lay["bases"]
         self.rest = lay["base_action"] - T * M  # a base action's global entries
+        self.extra = lay["critic_tenant_features"] if privileged else 0
         node_h = max(hidden // 4, 8)
         self.node = nn.Sequential(nn.Linear(lay["node_features"], node_h), nn.Tanh())
         self.phi = nn.Sequential(
-            nn.Linear(lay["tenant_features"] + K * M, hidden),
+            nn.Linear(lay["tenant_features"] + K * M + self.extra, hidden),
             nn.Tanh(),
             nn.Linear(hidden, hidden),
             nn.Tanh(),
@@ -113,9 +125,14 @@ class _Encoder(nn.Module):
         slots = obs[:, at : at + T * P].reshape(B, T, P)
         at += T * P
         glob = obs[:, at : at + lay["globals"]]
-        bases = obs[:, obs.shape[1] - K * A :].reshape(B, K, A)
+        at += lay["globals"]
+        bases = obs[:, at : at + K * A].reshape(B, K, A)
         rows = bases[:, :, : T * M].reshape(B, K, T, M).permute(0, 2, 1, 3).reshape(B, T, K * M)
-        phi = self.phi(th.cat([slots, rows], dim=2))
+        inputs = [slots, rows]
+        if self.extra:
+            at += K * A
+            inputs.append(obs[:, at : at + T * self.extra].reshape(B, T, self.extra))
+        phi = self.phi(th.cat(inputs, dim=2))
         up = (
             (slots[:, :, lay["tenant_present"]] > 0.5) | (slots[:, :, lay["tenant_upcoming"]] > 0.5)
         ).to(phi.dtype)[..., None]
@@ -134,7 +151,7 @@ class TenantExtractor(nn.Module):
     def __init__(self, lay: Mapping[str, int], hidden: int) -> None:
         super().__init__()
         self.actor = _Encoder(lay, hidden)
-        self.critic = _Encoder(lay, hidden)
+        self.critic = _Encoder(lay, hidden, privileged=True)
         self.latent_dim_pi = (lay["tenants"] + 1) * hidden
         self.latent_dim_vf = hidden
 
@@ -228,6 +245,7 @@ class TenantPolicy(ActorCriticPolicy):
             + lay["tenants"] * lay["tenant_features"]
             + lay["globals"]
             + lay["bases"] * lay["base_action"]
+            + lay["tenants"] * lay["critic_tenant_features"]
         )
         if observation_space.shape != (want,):
             raise ValueError(

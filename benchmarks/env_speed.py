@@ -349,7 +349,7 @@ def main() -> None:
         )
 
     print(
-        "\n## The paired-seed reward baseline (`reward_baseline=\"colloid\"`: a twin of every "
+        '\n## The paired-seed reward baseline (`reward_baseline="colloid"`: a twin of every '
         "instance under Colloid, in the same model call), scenario `mixed`\n"
     )
     print("| adapter | N | without steps/s | with steps/s | with / without |")

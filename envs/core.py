@@ -61,12 +61,14 @@ from envs.spaces import (
 )
 
 __all__ = [
+    "COMING_FEATURES",
     "EnvParams",
     "EnvState",
     "Hardware",
     "Metrics",
     "ScenarioSpec",
     "TwinState",
+    "coming_tenants",
     "hardware",
     "make_params",
     "reset",
@@ -389,6 +391,65 @@ def _take(a: NDArray[Any], phase: NDArray[np.int64]) -> NDArray[Any]:
     return np.take_along_axis(a, phase[:, None, :], axis=1)[:, 0]
 
 
+#: Entries per tenant slot of :func:`coming_tenants`.
+COMING_FEATURES = 11
+
+
+def _tenant_specs(state: EnvState, now: F64) -> F64:
+    """Each tenant slot's spec at time ``now`` (T, B, 8) on [0, 1], for every slot: threads,
+    working set, working set over DRAM, read fraction, access share of its hottest 2%,
+    socket, demand alone over the peak (a slot not yet started: its first phase)."""
+    p, s = state.instance, state.model
+    phase = np.maximum((p.phase_at <= now).sum(axis=1) - 1, 0)  # (T, B)
+    cap = p.capacity_gib
+    dram = np.where(p.is_cxl, 0.0, cap).sum(0)  # (B,)
+    peak = np.minimum(p.curves.mem_read, p.curves.link_read).sum(0)
+    ws = _take(p.working_set_gib, phase) * s.jit[2]
+    hot = np.take_along_axis(p.access_share, phase[:, None, None, :], axis=1)[:, 0, :3].sum(1)
+    d = np.stack(
+        [
+            np.log2(1.0 + _take(p.threads, phase)) / 8.0,
+            np.log2(1.0 + ws) / GIB_SCALE,
+            ws / np.maximum(dram, 1e-9),
+            _take(p.read_fraction, phase),
+            hot,
+            _take(p.socket, phase).astype(float),
+            _take(s.solo_gbps, phase) / peak,
+        ],
+        axis=-1,
+    )
+    return np.clip(d, 0.0, 1.0)
+
+
+def coming_tenants(params: EnvParams, state: EnvState) -> NDArray[np.float32]:
+    """What the rest of every episode holds, per tenant slot (B, T, :data:`COMING_FEATURES`).
+
+    Privileged: a kernel cannot know it, so no policy may read it; an asymmetric critic
+    may (its value estimate then need not guess the coming arrivals). Per slot: whether a
+    tenant runs in it at or after the next interval, the time until it starts and the time
+    it has left (both over the episode's length, 0..1), its spec as :func:`descriptors`
+    gives it (its first phase if not started yet: 7 entries), and 1 if it has not started.
+    0 everywhere for a slot with nothing left to run.
+    """
+    p, s = state.instance, state.model
+    now = s.t * p.interval_s  # start of the next interval
+    length = np.maximum(p.episode_steps * p.interval_s, 1e-9)  # (B,)
+    later = p.present & (now < p.stop_s) & (p.start_s < length) & (now < length)  # (T, B)
+    stop = np.minimum(p.stop_s, length)
+    timing = np.stack(
+        [
+            later.astype(float),
+            np.clip((p.start_s - now) / length, 0.0, 1.0),
+            np.clip((stop - np.maximum(now, p.start_s)) / length, 0.0, 1.0),
+        ],
+        axis=-1,
+    )  # (T, B, 3)
+    pending = (p.start_s > now).astype(float)[..., None]
+    out = np.concatenate([timing, _tenant_specs(state, now), pending], axis=-1)
+    out = np.where(later[..., None], out, 0.0)
+    return np.moveaxis(out, 1, 0).astype(np.float32)
+
+
 def descriptors(params: EnvParams, state: EnvState) -> tuple[F64, F64]:
     """The ``"full"`` observation's tenant descriptors (B, T, 8; 10 with ``"cgroup"``) and
     extra globals (B, 4).
@@ -404,22 +465,8 @@ def descriptors(params: EnvParams, state: EnvState) -> tuple[F64, F64]:
     cap = p.capacity_gib
     dram = np.where(p.is_cxl, 0.0, cap).sum(0)  # (B,)
     cxl = np.where(p.is_cxl, cap, 0.0).sum(0)
-    peak = np.minimum(p.curves.mem_read, p.curves.link_read).sum(0)
     ws = _take(p.working_set_gib, phase) * s.jit[2]
-    hot = np.take_along_axis(p.access_share, phase[:, None, None, :], axis=1)[:, 0, :3].sum(1)
-    d = np.stack(
-        [
-            up.astype(float),
-            np.log2(1.0 + _take(p.threads, phase)) / 8.0,
-            np.log2(1.0 + ws) / GIB_SCALE,
-            ws / np.maximum(dram, 1e-9),
-            _take(p.read_fraction, phase),
-            hot,
-            _take(p.socket, phase).astype(float),
-            _take(s.solo_gbps, phase) / peak,
-        ],
-        axis=-1,
-    )  # (T, B, 8)
+    d = np.concatenate([up.astype(float)[..., None], _tenant_specs(state, now)], axis=-1)
     if params.encoder.version == "cgroup":  # memory.low / memory.high in force over the ws
         # as the kernel applies them (memcg_limits): the tier-aware mode scales both to the
         # DRAM share of the machine, so a memory.high at the working set still caps its DRAM
@@ -637,7 +684,9 @@ def step(
         )
         pair, pout = model_step(inst.concat(tinst), state.model.concat(tw.model), both, check=False)
         (model, tmodel), (out, tout) = pair.split(B), pout.split(B)
-        tnew, tobs, _, tmetrics = _account(params.twin, tw, tmodel, tout, tact, tweights, tmode, None)
+        tnew, tobs, _, tmetrics = _account(
+            params.twin, tw, tmodel, tout, tact, tweights, tmode, None
+        )
         twin = TwinState(tnew, tobs, tmetrics)
     new, obs, reward, metrics = _account(params, state, model, out, act, weights, mode, twin)
     truncated = model.t >= state.instance.episode_steps

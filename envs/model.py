@@ -411,7 +411,9 @@ class State:
     def split(self, n: int) -> tuple[State, State]:
         """The first ``n`` batch elements and the rest (views; a step never writes a state)."""
         fields = [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)]
-        return State(**{k: a[..., :n] for k, a in fields}), State(**{k: a[..., n:] for k, a in fields})
+        return State(**{k: a[..., :n] for k, a in fields}), State(
+            **{k: a[..., n:] for k, a in fields}
+        )
 
     def replace_rows(self, idx: NDArray[np.int64], other: State) -> State:
         """A copy whose batch elements ``idx`` are the elements of ``other``."""

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from envs import core
-from envs.core import EnvParams, EnvState, Metrics
+from envs.core import COMING_FEATURES, EnvParams, EnvState, Metrics, coming_tenants
 from envs.families import ScenarioFamily, mixed_scenario
 from envs.gym_env import TieredMemoryEnv, TieredMemoryVecEnv
 from envs.hardware import firmware_bandwidth
@@ -457,3 +457,26 @@ def test_observation_entries_equal_the_documented_normalisation() -> None:
         close("episode_time", m.episode_step / state.instance.episode_steps)
         seen_promotion |= bool((m.promotion_mbps > 0).any())
     assert seen_promotion and m.tenant_active.all()  # every entry was exercised
+
+
+def test_coming_tenants_say_what_the_episode_still_holds() -> None:
+    params = core.make_params("colocation")
+    state, _ = core.reset(params, [3])
+    p = state.instance
+    length = float(p.episode_steps[0] * p.interval_s[0])
+    late = int(np.argmax(np.where(p.present[:, 0], p.start_s[:, 0], -1.0)))
+    start = float(p.start_s[late, 0])
+    assert 0 < start < length  # the scenario has a latecomer
+    zero = np.zeros((1, params.codec.space().shape[0]), dtype=np.float32)
+    seen = []
+    while not state.done[0]:
+        c = coming_tenants(params, state)[0]
+        now = float(state.model.t[0] * p.interval_s[0])
+        assert c.shape == (params.n_tenants, COMING_FEATURES)
+        assert c[late, 0] == 1.0 and c[late, 1] == pytest.approx(max(start - now, 0) / length)
+        assert c[late, -1] == float(start > now)  # not started yet
+        np.testing.assert_array_equal(c[~p.present[:, 0]], 0.0)  # empty slots
+        seen.append(c[late, 2])
+        state, *_ = core.step(params, state, zero)
+    assert seen[-1] == pytest.approx(p.interval_s[0] / length)  # one interval left at the end
+    np.testing.assert_array_equal(coming_tenants(params, state), 0.0)  # nothing left after it

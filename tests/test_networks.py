@@ -13,7 +13,9 @@ from agents import persist
 from agents.config import Recipe, TrainingError
 from agents.config.build import with_policy_layout
 from agents.models import build_model, read_model_file
-from agents.view import make_training_vec_env
+from agents.networks import TenantPolicy
+from agents.view import agent_layout, make_training_vec_env
+from envs import core
 from envs.spaces import TIERING_MODES
 
 ENV = {
@@ -118,3 +120,34 @@ def test_errors_name_the_setting() -> None:
 def _model_arch(arch: list[int]) -> Any:
     recipe = with_policy_layout(_recipe(net_arch=arch), ENV)
     return build_model(recipe, make_training_vec_env(4, ENV), seed=0)
+
+
+def test_privileged_critic_entries_reach_the_critic_and_never_the_actor() -> None:
+    env = {
+        "scenario": "mixed",
+        "base_policy": ["colloid", "dram-first"],
+        "mixing": "hard",
+        "residual_bases": ["dram-first"],
+        "residual_codec": "share",
+        "pad_nodes": 6,
+        "tiering_modes": ["default", "tpp", "memcg-fair", "damon", "no-demotion"],
+        "privileged_critic": True,
+    }
+    venv = make_training_vec_env(4, env)
+    obs = venv.reset()
+    inner = venv.venv  # the agent's view over the SB3 adapter
+    coming = core.coming_tenants(inner.venv.params, inner.venv.state)
+    width = coming[0].size
+    np.testing.assert_array_equal(obs[:, -width:], coming.reshape(4, -1))
+    lay = agent_layout(inner.venv.params, inner.agent)
+    assert lay["critic_tenant_features"] == core.COMING_FEATURES
+    policy = TenantPolicy(
+        venv.observation_space, venv.action_space, lambda _: 1e-3, layout=lay, net_arch=[16, 16]
+    )
+    o = torch.as_tensor(obs)
+    other = o.clone()
+    other[:, -width:] = torch.rand(4, width)
+    with torch.no_grad():
+        assert torch.equal(policy.get_distribution(o).distribution.mean,
+                        policy.get_distribution(other).distribution.mean)  # fmt: skip
+        assert not torch.allclose(policy.predict_values(o), policy.predict_values(other))

@@ -118,7 +118,7 @@ def test_every_adapter_reports_the_same_paired_reward() -> None:
     steps = sb3.params.pool.episode_steps[0] + 3  # through an autoreset
     for _ in range(int(steps)):
         _, r1, _, trunc, info1 = single.step(zero)
-        _, r2, _, _, info2 = vec.step(np.stack([zero, zero]))
+        _, r2, _, _, _ = vec.step(np.stack([zero, zero]))
         _, r3, _, info3 = sb3.step(np.stack([zero, zero]))
         assert r1 == pytest.approx(info1["reward_log_geomean"] - info1["reward_baseline"], abs=0)
         assert r2[0] == r1 and r3[0] == np.float32(r1)

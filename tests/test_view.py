@@ -657,6 +657,7 @@ def test_agent_layout_is_the_saved_models() -> None:
         "bases": 6,
         "base_action": 26,
         "shares": 4,
+        "critic_tenant_features": 0,
     }
     with pytest.raises(ValueError, match=r"TenantPolicy: needs env\.pad_nodes"):
         agent_layout(params, make_interface({**env, "pad_nodes": None}))

@@ -152,6 +152,11 @@ class EnvSettings(_Strict):
     residual_bases: NameList | None = None
     residual_codec: Literal[RESIDUAL_CODECS] | None = None
     pad_nodes: Int(1, 64) | None = None
+    privileged_critic: bool | None = Field(
+        None,
+        description="the critic also reads what the episode still holds (coming tenants); "
+        "the actor never does (TenantPolicy)",
+    )
     train_families: NameList | None = Field(
         None, description="more scenario families trained at once (one batch each)"
     )
@@ -361,6 +366,11 @@ class Recipe(_Strict):
             raise ValueError("policy_kwargs.shared_lstm: true needs enable_critic_lstm: false")
         if self.policy == "TenantPolicy" and self.env.pad_nodes is None:
             raise ValueError("policy: TenantPolicy needs env.pad_nodes (the padded view it reads)")
+        if self.env.privileged_critic and self.policy != "TenantPolicy":
+            raise ValueError(
+                "env.privileged_critic: needs policy TenantPolicy (whose actor does not read the "
+                f"critic's entries; {self.policy} would)"
+            )
 
     def _imitation_rules(self) -> None:
         if len(base_names(self.env.base_policy)) < 2:

@@ -24,10 +24,10 @@ from tensorboard.plugins.custom_scalar import layout_pb2
 from agents.tensorboard.tags import (
     ACTION_PROMOTE,
     DEMOTION,
-    EPISODE_RETURN,
-    EXPLAINED_VARIANCE,
     ENV_SPS,
+    EPISODE_RETURN,
     EVAL_SECONDS,
+    EXPLAINED_VARIANCE,
     NODE_QUANTITIES,
     PROMOTION,
     REWARD_TERMS,

@@ -28,10 +28,10 @@ import re
 __all__ = [
     "ACTION_PROMOTE",
     "DEMOTION",
-    "EPISODE_RETURN",
-    "EXPLAINED_VARIANCE",
     "ENV_SPS",
+    "EPISODE_RETURN",
     "EVAL_SECONDS",
+    "EXPLAINED_VARIANCE",
     "METRIC",
     "NODE_QUANTITIES",
     "PROMOTION",

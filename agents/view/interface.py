@@ -33,7 +33,7 @@ from agents.view.mixing import mix_bases
 from agents.view.padding import PaddedLayout, pad_action, pad_observation, unpad_action
 from agents.view.spec import RESIDUAL_CODECS, ViewSpec, base_names
 from baselines import make_policy
-from envs.core import EnvParams, Hardware
+from envs.core import COMING_FEATURES, EnvParams, Hardware
 from envs.spaces import tiering_mode_of
 
 __all__ = ["AgentInterface", "agent_layout", "agent_spaces", "make_interface"]
@@ -44,16 +44,19 @@ def agent_spaces(
     base_policy: str | Sequence[str] | None,
     pad_nodes: int | None = None,
     residual_codec: str = RESIDUAL_CODECS[0],
+    privileged_critic: bool = False,
 ) -> tuple[spaces.Box, spaces.Space]:
     """The agent's observation and action spaces on ``params`` (bases and padding optional).
 
     With ``K`` bases the observation ends with the ``K`` base actions (box layout, padded)
     and the action with ``K - 1`` mixing entries; with ``residual_codec="share"`` the action's
-    weights are one entry per weight row.
+    weights are one entry per weight row; with ``privileged_critic`` the observation ends
+    with :data:`~envs.core.COMING_FEATURES` entries per tenant slot (the critic's).
     """
     k = len(base_names(base_policy))
     obs, act = params.encoder.space(), params.codec.space()
-    if k == 0 and pad_nodes is None:
+    extra = params.encoder.T * COMING_FEATURES if privileged_critic else 0
+    if k == 0 and pad_nodes is None and not extra:
         return obs, act
     c = params.codec
     if c.action_type != "box":
@@ -67,7 +70,7 @@ def agent_spaces(
     rows = c.n_weight_rows
     n_act = residual_width(residual_codec, rows, nodes, c.size - rows * c.n_nodes)
     return (
-        spaces.Box(0.0, 1.0, shape=(n_obs + k * n_box,), dtype=np.float32),
+        spaces.Box(0.0, 1.0, shape=(n_obs + k * n_box + extra,), dtype=np.float32),
         spaces.Box(-1.0, 1.0, shape=(n_act + max(k - 1, 0),), dtype=np.float32),
     )
 
@@ -86,7 +89,10 @@ def agent_layout(params: EnvParams, interface: AgentInterface) -> dict[str, int]
     if params.codec.n_weight_rows != params.encoder.T:
         raise ValueError("TenantPolicy: needs --weights per-tenant (a weight row per tenant slot)")
     lay = PaddedLayout.of(params, interface.pad_nodes, len(interface.names))
-    return lay.policy_layout(lay.weight_rows if interface.codec == "share" else 0)
+    return lay.policy_layout(
+        lay.weight_rows if interface.codec == "share" else 0,
+        COMING_FEATURES if interface.privileged_critic else 0,
+    )
 
 
 class AgentInterface:
@@ -144,12 +150,19 @@ class AgentInterface:
         return self.spec.active
 
     @property
+    def privileged_critic(self) -> bool:
+        """Whether the observation ends with the critic's privileged entries."""
+        return self.spec.privileged_critic
+
+    @property
     def share_span(self) -> float:
         """The share that a residual entry of 1 moves a weight row's DRAM share by."""
         return share_span(self.scale)
 
     def spaces(self, params: EnvParams) -> tuple[spaces.Box, spaces.Space]:
-        return agent_spaces(params, self.names or None, self.pad_nodes, self.codec)
+        return agent_spaces(
+            params, self.names or None, self.pad_nodes, self.codec, self.privileged_critic
+        )
 
     # ------------------------------------------------------------------ the environment
     def bind(self, params: EnvParams, num_envs: int) -> None:
@@ -211,9 +224,15 @@ class AgentInterface:
 
     # ------------------------------------------------------------------ the two directions
     def obs_to_agent(
-        self, obs: NDArray, base: NDArray | None, rows: NDArray | None = None
+        self,
+        obs: NDArray,
+        base: NDArray | None,
+        rows: NDArray | None = None,
+        coming: NDArray | None = None,
     ) -> NDArray[np.float32]:
-        """What the agent observes: the (padded) observation, then the base actions on [0, 1].
+        """What the agent observes: the (padded) observation, then the base actions on [0, 1],
+        then (``privileged_critic``) the critic's entries: ``coming`` (B, T, C) from
+        :func:`envs.core.coming_tenants`, zeros where not given (the actor never reads them).
 
         ``rows``: the instances ``obs`` belongs to (default: all, in order).
         """
@@ -221,12 +240,26 @@ class AgentInterface:
             o = pad_observation(self._padded(), obs, self._hardware(), rows)
         else:
             o = np.asarray(obs, np.float32)
-        if base is None:
+        parts = []
+        if base is not None:
+            parts = [base] if base.ndim == 2 else [base[:, k] for k in range(base.shape[1])]
+            if self.pad_nodes is not None:
+                parts = [self.pad_action(b, -1.0) for b in parts]
+            parts = [(b + 1.0) / 2.0 for b in parts]
+        if self.privileged_critic:
+            width = self._bound().encoder.T * COMING_FEATURES
+            if coming is None:
+                parts.append(np.zeros((o.shape[0], width), dtype=np.float32))
+            else:
+                parts.append(np.asarray(coming, np.float32).reshape(o.shape[0], width))
+        if not parts:
             return o.astype(np.float32)
-        parts = [base] if base.ndim == 2 else [base[:, k] for k in range(base.shape[1])]
-        if self.pad_nodes is not None:
-            parts = [self.pad_action(b, -1.0) for b in parts]
-        return np.concatenate([o, *((b + 1.0) / 2.0 for b in parts)], axis=1).astype(np.float32)
+        return np.concatenate([o, *parts], axis=1).astype(np.float32)
+
+    def _bound(self) -> EnvParams:
+        if self.params is None:
+            raise RuntimeError("AgentInterface: not bound; call bind(params, num_envs)")
+        return self.params
 
     def action_to_env(self, base: NDArray | None, action: NDArray) -> NDArray[np.float32]:
         """The action the environment runs: the residual (:mod:`agents.view.codec`) over the

@@ -225,9 +225,10 @@ class PaddedLayout:
         """The agent's whole observation."""
         return self.base_actions.stop
 
-    def policy_layout(self, shares: int) -> dict[str, int]:
+    def policy_layout(self, shares: int, critic_features: int = 0) -> dict[str, int]:
         """The entries of :class:`agents.networks.TenantPolicy`'s ``policy_kwargs.layout``
-        (:data:`agents.networks.LAYOUT_KEYS`), ``shares`` share entries opening the action."""
+        (:data:`agents.networks.LAYOUT_KEYS`), ``shares`` share entries opening the action,
+        ``critic_features`` privileged entries per tenant slot closing the observation."""
         return {
             "nodes": self.pad_nodes,
             "node_features": self.obs.node_width,
@@ -241,6 +242,7 @@ class PaddedLayout:
             "bases": self.bases,
             "base_action": self.action.size,
             "shares": shares,
+            "critic_tenant_features": critic_features,
         }
 
 

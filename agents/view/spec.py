@@ -49,6 +49,7 @@ RESIDUAL_KEYS = (
     "residual_codec",
     "pad_nodes",
     "train_families",
+    "privileged_critic",
 )
 DEFAULT_RESIDUAL_SCALE = 1.0
 #: How the mixing entries combine several bases (the first is the default): ``soft`` moves
@@ -113,6 +114,9 @@ class ViewSpec:
     mixing: str = MIXINGS[0]
     residual_bases: tuple[str, ...] | None = None
     residual_codec: str = RESIDUAL_CODECS[0]
+    #: the observation ends with what the episode still holds (:func:`envs.core.coming_tenants`),
+    #: for the critic of an asymmetric actor-critic; zeros where it is not known (evaluation)
+    privileged_critic: bool = False
     #: (K,) whether the residual adjusts each base (:func:`residual_base_mask`)
     adjusted: tuple[bool, ...] = field(init=False, repr=False, compare=False)
 
@@ -152,6 +156,7 @@ class ViewSpec:
             env_kwargs.get("mixing") or MIXINGS[0],
             env_kwargs.get("residual_bases"),
             env_kwargs.get("residual_codec") or RESIDUAL_CODECS[0],
+            bool(env_kwargs.get("privileged_critic") or False),
         )
 
     @property
@@ -167,4 +172,4 @@ class ViewSpec:
     @property
     def active(self) -> bool:
         """Whether the view differs from the environment's own (a base or node padding)."""
-        return self.base_policy is not None or self.pad_nodes is not None
+        return self.base_policy is not None or self.pad_nodes is not None or self.privileged_critic

@@ -19,7 +19,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvStepRetu
 
 from agents.view.interface import AgentInterface, make_interface
 from agents.view.spec import RESIDUAL_KEYS
-from envs.core import EnvParams
+from envs.core import EnvParams, coming_tenants
 from envs.sb3 import TierGymVecEnv
 
 __all__ = ["AgentVecEnv", "ConcatVecEnv", "core_kwargs", "make_training_vec_env"]
@@ -49,7 +49,13 @@ class AgentVecEnv(VecEnvWrapper):
         self.agent.observe(None, self.venv.hardware())  # type: ignore[attr-defined]
         self._base = self.agent.decide(obs, np.ones(self.num_envs, dtype=bool))
         self._ready = True
-        return self.agent.obs_to_agent(obs, self._base)
+        return self.agent.obs_to_agent(obs, self._base, coming=self._coming())
+
+    def _coming(self) -> NDArray[np.float32] | None:
+        """The critic's privileged entries of the episodes now running (training only)."""
+        if not self.agent.privileged_critic:
+            return None
+        return coming_tenants(self.venv.params, self.venv.state)  # type: ignore[attr-defined]
 
     def step_async(self, actions: np.ndarray) -> None:
         if not self._ready:
@@ -75,7 +81,7 @@ class AgentVecEnv(VecEnvWrapper):
             )
             for j, i in enumerate(ends):
                 infos[i]["terminal_observation"] = term[j]
-        return self.agent.obs_to_agent(obs, self._base), reward, done, infos
+        return self.agent.obs_to_agent(obs, self._base, coming=self._coming()), reward, done, infos
 
 
 class ConcatVecEnv(VecEnv):
