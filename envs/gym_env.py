@@ -174,7 +174,8 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
     {args}
     ## Version History
 
-    - v0: first release; the info gained every field of ``Metrics`` (added keys only).
+    - v0: first release; the info gained every field of ``Metrics`` (added keys only), then
+      the ``reward_baseline`` argument and its two info keys (0 without it).
     """
 
     metadata = {"render_modes": []}  # noqa: RUF012 - Gymnasium declares it as an instance attribute
