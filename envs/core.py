@@ -165,7 +165,7 @@ def make_params(
     ``reward_baseline`` names a heuristic (:func:`envs.plugins.make_baseline_policy`):
     every instance then has a twin on the same episode seed, run by that heuristic
     under its own kernel configuration in the same model call, and the reward is the
-    agent's minus the twin's (:class:`Twin`, :func:`step`).
+    agent's minus the twin's (:class:`TwinState`, :class:`envs.paired.BaselineTwin`, :func:`step`).
     """
     if reward not in REWARDS:
         raise ValueError(f"reward: got {reward!r}, expected one of {list(REWARDS)}")
