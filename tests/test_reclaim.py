@@ -347,3 +347,35 @@ def test_plentiful_free_space_promotes_without_the_hotness_test() -> None:
     assert p2.wm_high[0, 0] + 1.0 < free2 < mark  # room above HIGH, but not plentiful
     assert not pgdat_free_space_enough(free2, p2.wm_promo[0, 0], p2.capacity_gib[0, 0])
     assert out2.promotion_mbps[0] <= 1.0 + 1e-9
+
+
+def test_kswapd_balances_to_the_promo_watermark_in_tiering_mode() -> None:
+    """pgdat_balanced: with NUMA balancing in tiering mode (a promotion rate limit) kswapd
+    balances the node to PROMO, not HIGH; a failed promotion (free under HIGH) wakes it.
+    A cold tenant fills DRAM to LOW and spills to CXL: its CXL pages are candidates,
+    promotion finds free memory under HIGH and fails, kswapd demotes (the cold pages are
+    unreferenced) until free memory is at PROMO, and promotion then takes what lies above
+    HIGH."""
+    cold = {
+        "name": "cold",
+        "threads": 1,
+        "mlp": 1,
+        "compute_ns": 20000,
+        "read_fraction": 1.0,
+        "working_set_gib": 9.0,
+        "hotness": {"zipf_s": 0.0},
+    }
+    p, states, outs = _run(_scenario([cold]), 6)
+    free = np.array([p.capacity_gib[0, 0] - s.place[:, :, 0, 0].sum() for s in states[1:]])
+    dem = np.array([o.demotion_mbps[0] for o in outs])
+    # the first interval allocates down to LOW, kswapd (woken under HIGH) demotes up to PROMO
+    assert dem[0] > 0
+    assert free[0] == pytest.approx(p.wm_promo[0, 0], abs=1e-9)
+    assert p.wm_promo[0, 0] > p.wm_high[0, 0] + 0.005  # 8 MiB apart on this node
+    # from then on: PROMO minus what promotion took above HIGH, never under HIGH
+    assert (free >= p.wm_high[0, 0] - 1e-9).all()
+    assert (free <= p.wm_promo[0, 0] + 1e-9).all()
+    assert sum(o.promotion_mbps[0] for o in outs) > 0
+    # the same without promotion (rate 0): kswapd wakes only under LOW and stays asleep
+    _, _, outs0 = _run(_scenario([cold]), 6, rate=0.0)
+    assert all(o.demotion_mbps[0] == 0.0 for o in outs0)
