@@ -12,6 +12,7 @@ from numpy.typing import ArrayLike, NDArray
 __all__ = [
     "FALLBACK_LISTS",
     "LOCAL_DISTANCE",
+    "MAX_RECLAIM_RETRIES",
     "MAX_WEIGHT",
     "PAGE_BYTES",
     "PROMOTE_RATE_LIMIT_MBPS",
@@ -30,6 +31,10 @@ __all__ = [
     "default_min_free_kbytes",
     "find_next_best_node",
     "gcd_reduce",
+    "inactive_anon_target",
+    "inactive_ratio",
+    "kswapd_failures_after",
+    "kswapd_hopeless",
     "memcg_high_delay_s",
     "memcg_high_throttle",
     "memcg_promotion_scan_fraction",
@@ -178,6 +183,63 @@ def pgdat_free_space_enough(
 # --------------------------------------------------------------------------- mm/vmscan.c
 
 SWAP_CLUSTER_MAX = 32  # pages: the least a reclaim pass scans of an LRU it visits
+#: ``mm/internal.h``: fruitless ``balance_pgdat`` passes after which kswapd leaves a node
+#: alone ("hopeless node", ``wakeup_kswapd`` / ``prepare_kswapd_sleep``)
+MAX_RECLAIM_RETRIES = 16
+PAGES_PER_GIB_SHIFT = 30 - 12  # ``gb = pages >> (30 - PAGE_SHIFT)`` in inactive_is_low
+
+
+def inactive_ratio(lru_pages: ArrayLike) -> NDArray[np.float64]:
+    """Target active:inactive ratio of an anon LRU of ``lru_pages`` 4 KiB pages.
+
+    ``mm/vmscan.c`` ``inactive_is_low``: ``int_sqrt(10 * gb)`` with ``gb`` the LRU's
+    whole GiB (``(inactive + active) >> 18``), 1 under a GiB: 50 for 256 GiB, 11 for
+    14 GiB, 3 for 1 GiB.
+    """
+    gb = np.floor(np.asarray(lru_pages, dtype=float) / float(1 << PAGES_PER_GIB_SHIFT))
+    return np.where(gb >= 1.0, np.floor(np.sqrt(10.0 * np.maximum(gb, 1.0))), 1.0)
+
+
+def inactive_anon_target(lru_pages: ArrayLike) -> NDArray[np.float64]:
+    """Pages on the inactive anon list that ``inactive_is_low`` keeps an LRU at.
+
+    ``inactive_is_low`` is true while ``inactive * ratio < active``; reclaim then
+    deactivates (``shrink_active_list``, from ``shrink_lruvec`` and
+    ``kswapd_age_node``) until it is false, so the inactive list holds
+    ``lru / (1 + ratio)`` of the LRU (:func:`inactive_ratio`): about 5 GiB of 256.
+    """
+    lru = np.asarray(lru_pages, dtype=float)
+    return lru / (1.0 + inactive_ratio(lru))
+
+
+def kswapd_hopeless(failures: ArrayLike) -> NDArray[np.bool_]:
+    """Whether kswapd has given up on a node (``kswapd_failures >= MAX_RECLAIM_RETRIES``).
+
+    ``mm/vmscan.c`` ``wakeup_kswapd`` returns early for such a node ("hopeless node,
+    leave it to direct reclaim") and ``prepare_kswapd_sleep`` lets kswapd sleep on it,
+    so neither allocations nor failed promotions (``migrate_misplaced_folio_prepare``)
+    wake it until reclaim on the node succeeds (:func:`kswapd_failures_after`).
+    """
+    return np.asarray(failures, dtype=float) >= MAX_RECLAIM_RETRIES
+
+
+def kswapd_failures_after(
+    failures: ArrayLike, passes: ArrayLike, ran: ArrayLike, progress: ArrayLike
+) -> NDArray[np.float64]:
+    """A node's ``kswapd_failures`` after an interval.
+
+    ``mm/vmscan.c``: each ``balance_pgdat`` pass (priorities ``DEF_PRIORITY`` 12 down
+    to 1) that reclaims nothing adds one, and kswapd runs pass after pass until the
+    node is balanced or the count reaches ``MAX_RECLAIM_RETRIES``; ``shrink_node``
+    resets it to 0 whenever it reclaims anything on the node, whoever runs it
+    (kswapd, direct reclaim, memcg reclaim for ``memory.high``). ``passes`` is the
+    number of fruitless passes kswapd ran (fractions of a pass count as such),
+    ``ran`` whether it ran fruitlessly, ``progress`` whether any reclaim on the
+    node succeeded.
+    """
+    f = np.asarray(failures, dtype=float)
+    more = np.minimum(f + np.asarray(passes, dtype=float), float(MAX_RECLAIM_RETRIES))
+    return np.where(np.asarray(progress), 0.0, np.where(np.asarray(ran), more, f))
 
 
 def memcg_reclaim_scan(
@@ -188,10 +250,14 @@ def memcg_reclaim_scan(
 ) -> NDArray[np.float64]:
     """Pages of a cgroup's LRU that reclaim scans, given its protection (``memory.low``).
 
-    ``mm/vmscan.c`` ``apply_proportional_protection`` (with the tiering-fairness RFC's
-    DRAM protection): a cgroup at or under its protection is skipped; otherwise
+    ``mm/vmscan.c`` ``get_scan_count`` (``apply_proportional_protection`` in later
+    trees; with the tiering-fairness RFC's DRAM protection): a cgroup at or under its
+    protection is skipped (``mem_cgroup_below_low``: kswapd never sets
+    ``memcg_low_reclaim``); otherwise
     ``scan = size - size * protection / (usage + 1)``, at least ``SWAP_CLUSTER_MAX``
-    pages and at most ``size``. All in 4 KiB pages (the ``+ 1`` is one page).
+    pages and at most ``size``. All in 4 KiB pages (the ``+ 1`` is one page). A pass
+    scans this ``>> priority`` at each priority from 12 down to 1, about this once
+    in all.
     """
     size = np.asarray(size_pages, dtype=float)
     prot = np.asarray(protection_pages, dtype=float)

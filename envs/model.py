@@ -50,6 +50,9 @@ from envs.kernel import (
     THRESHOLD_START_MS,
     adapt_promotion_threshold,
     build_fallback_lists,
+    inactive_anon_target,
+    kswapd_failures_after,
+    kswapd_hopeless,
     memcg_high_delay_s,
     memcg_high_throttle,
     memcg_promotion_scan_fraction,
@@ -114,7 +117,21 @@ class KernelConfig:
     - ``promote_active_only``: TPP: a page must be seen twice (active LRU) before promotion.
     - ``threshold_adapt``: NUMA-balancing hot-threshold adaptation every ``threshold_period_s``.
     - ``promotion_throttle``: per-cgroup promotion throttle of the tiering-fairness RFC.
-    - ``kswapd_gibps``: most a node's kswapd demotes per second.
+    - ``kswapd_scan_pages_per_s``: ``R``, the 4 KiB pages of a node's inactive anon LRU
+      that its kswapd looks at per second (``shrink_folio_list``: the reference check,
+      and the demotion of what it lets go); the LRU's active list is refilled beside it
+      (``shrink_active_list``). No public source measures it: the bounds are 0.2M-1M
+      pages/s (0.8-4 GB/s; ``../shared/calibration/reclaim.md``: at least the ~180k
+      pages/s of demotion behind the 725.6 MB/s of promotion with DRAM full in Huang
+      Ying's "memory tiering: hot page selection" cover letter, linux-mm 2022; at most
+      one thread's 4 KiB ``move_pages()`` copy, 3.3-3.55 GB/s, Shivank Garg, lkml 2026).
+      The default 500,000 (2.05 GB/s) is near the middle of that range on a log scale
+      (0.45M), not a measurement and not fitted to any result; report conclusions
+      across the range (``python -m scripts.tiering_fairness --range``).
+      Pages are 4 KiB, not THP (see :func:`lru_reclaim`).
+    - ``kswapd_gibps``: a cap on what a node's kswapd demotes per second on top of the
+      scan throughput (DAMON's demotion quota, ``baselines``); the default 4 GiB/s lies
+      above the scan bound's top (1M pages/s = 3.8 GiB/s), so that ``R`` decides.
     - ``migrate_cpu_us_per_page``: CPU time charged to a tenant per promoted 4 KiB page
       (hint fault, copy, TLB shootdown).
     - ``detection_noise``: log-normal sigma of the sampled hotness detection.
@@ -156,7 +173,8 @@ class KernelConfig:
     threshold_adapt: bool = True
     threshold_period_s: float = 60.0
     promotion_throttle: bool = False
-    kswapd_gibps: float = 2.0
+    kswapd_scan_pages_per_s: float = 500_000.0
+    kswapd_gibps: float = 4.0
     migrate_cpu_us_per_page: float = 10.0
     detection_noise: float = 0.3
     scan_period_s: float = 1.0
@@ -184,7 +202,7 @@ class KernelConfig:
             raise ValueError(
                 f"KernelConfig.numa_scan: got {self.numa_scan!r}, expected 'task' or 'fixed'"
             )
-        for name in ("scan_period_min_ms", "scan_size_mb"):
+        for name in ("scan_period_min_ms", "scan_size_mb", "kswapd_scan_pages_per_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"KernelConfig.{name}: got {getattr(self, name)}, expected > 0")
         for f in dataclasses.fields(self):
@@ -257,6 +275,7 @@ class Params:
     threshold_period_s: F64
     promo_throttle: NDArray[np.bool_]
     kswapd_gibps: F64
+    kswapd_scan_pps: F64  # (B,) pages of the inactive anon LRU kswapd looks at per second
     migrate_cpu_us: F64
     detect_noise: F64
     scan_period_s: F64
@@ -390,6 +409,9 @@ class State:
     scan_next_s: F64  # (T, B) when scanning starts (start + numa_balancing_scan_delay)
     scan_offset_gib: F64  # (T, B) mm->numa_scan_offset within the address space
     numa_faults_mb: F64  # (T, B) recorded hint faults since the last period update
+    # kswapd (mm/vmscan.c): fruitless balance_pgdat passes per node since the last
+    # reclaim that succeeded there; at MAX_RECLAIM_RETRIES (16) kswapd gives up on it
+    kswapd_failures: F64  # (N, B)
 
     def copy(self) -> State:
         return State(**{f.name: getattr(self, f.name).copy() for f in dataclasses.fields(self)})
@@ -844,6 +866,7 @@ def kernel_arrays(kernels: Sequence[KernelConfig]) -> dict[str, NDArray[Any]]:
         "threshold_period_s": np.array([k.threshold_period_s for k in ks]),
         "promo_throttle": np.array([k.promotion_throttle for k in ks]),
         "kswapd_gibps": np.array([k.kswapd_gibps for k in ks]),
+        "kswapd_scan_pps": np.array([k.kswapd_scan_pages_per_s for k in ks]),
         "migrate_cpu_us": np.array([k.migrate_cpu_us_per_page for k in ks]),
         "detect_noise": np.array([k.detection_noise for k in ks]),
         "scan_period_s": np.array([k.scan_period_s for k in ks]),
@@ -939,6 +962,7 @@ def init_state(params: Params, seeds: ArrayLike) -> State:
         scan_next_s=params.start_s + params.scan_delay_s,
         scan_offset_gib=np.zeros((T, bsz)),
         numa_faults_mb=np.zeros((T, bsz)),
+        kswapd_failures=np.zeros((N, bsz)),
     )
 
 
@@ -994,14 +1018,31 @@ def validate_action(params: Params, action: Action) -> Action:
     return Action(weights=w, promote_mbps=r)
 
 
-def _take_coldest(pages: F64, amount: F64) -> F64:
-    """Pages taken coldest bucket first: pages (T, K, B), amount (T, B) -> (T, K, B)."""
-    take = np.empty_like(pages)
-    left = amount
-    for k in range(pages.shape[1] - 1, -1, -1):  # over the few buckets, coldest first
-        take[:, k] = np.minimum(left, pages[:, k])
-        left = left - take[:, k]
-    return take
+def access_probability(x: F64) -> F64:
+    """``1 - exp(-x)``: the chance that a page accessed at ``a`` per second (Poisson) is
+    accessed within ``w`` seconds, for ``x = a * w`` (any shape).
+
+    The one access model of the scanner's hint faults (:func:`promotion_candidates`)
+    and of reclaim's reference check (:func:`lru_reclaim`). Computed as
+    ``2 tanh(x/2) / (1 + tanh(x/2))`` in float32: plenty for a probability, exact for
+    small ``x``, and numpy vectorises float32 tanh (not expm1), 5x faster here.
+    """
+    th = np.tanh((0.5 * x).astype(np.float32))
+    return ((th + th) / (th + np.float32(1.0))).astype(float)
+
+
+def _take_in_proportion(pages: F64, weights: F64, amount: F64) -> F64:
+    """``amount`` (T, B) GiB taken from each tenant's ``pages`` (T, K, B) by ``weights``.
+
+    In proportion to ``weights`` (T, K, B; at most ``pages``) first, then whatever is
+    still missing in proportion to the pages left. Returns the take (T, K, B).
+    """
+    pages = np.maximum(pages, 0.0)
+    wsum = lsum(weights, 1)
+    first = np.minimum(pages, weights * (amount / np.maximum(wsum, 1e-300))[:, None])
+    rest = np.maximum(amount - lsum(first, 1), 0.0)
+    left = pages - first
+    return first + left * np.minimum(1.0, rest / np.maximum(lsum(left, 1), 1e-300))[:, None]
 
 
 # --------------------------------------------------------------------------- the step
@@ -1034,6 +1075,7 @@ class Candidates:
     plentiful: NDArray[np.bool_]  # (N, B) pgdat_free_space_enough on the node
     scan_gib: F64  # (T, B) address space the NUMA-balancing scanner covered this interval
     scan_bounds: tuple[F64, F64] | None  # task_scan_min/max (T, B) ms; None: no per-task scan
+    access_rate: F64  # (T, K, B) accesses per page per second of each bucket
 
 
 @dataclass(frozen=True)
@@ -1123,12 +1165,12 @@ def memcg_limits(p: Params, high: F64, low: F64) -> tuple[F64, F64, F64]:
 
 def allocate_pages(
     p: Params, state: State, action: Action, tn: Tenants, place: F64
-) -> tuple[F64, F64]:
+) -> tuple[F64, F64, F64]:
     """Phase 2: missing pages allocated by the interleave weights, local-first fallback.
 
-    Returns the weights in force (T, N, B) and the placement (``place`` is updated).
+    Returns the weights in force (T, N, B), the placement (``place`` is updated) and
+    the pages allocated (T, K, N, B GiB; reclaim finds them referenced).
     """
-    N = p.n_nodes
     # the action's weights count only on the nodes the tenant's mempolicy allows (a bind
     # or interleave mask); none there leaves the policy's own placement
     aw = np.ascontiguousarray(np.moveaxis(action.weights, 0, -1))
@@ -1140,9 +1182,9 @@ def allocate_pages(
     need = lsum(deficit, 1)
     got = _allocate(p, lsum(place, 1), need, w, tn.high)  # (T, N, B)
     frac = deficit / np.maximum(need, 1e-300)[:, None]
-    for n in range(N):
-        place[:, :, n] += got[:, n][:, None] * frac
-    return w, place
+    fresh = got[:, None] * frac[:, :, None]  # (T, K, N, B)
+    place += fresh
+    return w, place, fresh
 
 
 def promotion_candidates(
@@ -1165,17 +1207,17 @@ def promotion_candidates(
     dram_use = lsum((tenant_node * is_dram), 1)  # (T, B)
     loc1h = tn.loc1h
     share_k = _gather(p.access_share, tn.phase)  # (T, K, B)
-    lines_per_s = state.throughput * (1e9 / LINE_BYTES)
+    # accesses: last interval's throughput; in a tenant's first interval, before it has
+    # one, its throughput alone in local DRAM (the only estimate there is)
+    gbps = np.where(state.throughput > 0, state.throughput, _gather(state.solo_gbps, tn.phase))
+    lines_per_s = np.where(tn.active, gbps, 0.0) * (1e9 / LINE_BYTES)
     per_page = lines_per_s[:, None] * share_k / np.maximum(tn.bucket_size * PAGES_PER_GIB, 1.0)
     free = p.capacity_gib - used  # (N, B)
     plentiful = pgdat_free_space_enough(free, p.wm_promo, p.capacity_gib)
     plenty_t = lsum((loc1h * plentiful), 1) > 0  # (T, B)
     th_t = lsum((loc1h * state.threshold_ms), 1) / 1000.0
     window = np.where(plenty_t, p.scan_period_s, th_t)
-    # 1 - exp(-y) = 2 tanh(y/2) / (1 + tanh(y/2)): float32 is plenty for a detection
-    # probability, and numpy vectorises float32 tanh (not expm1), 5x faster here
-    th = np.tanh((per_page * (0.5 * window)[:, None]).astype(np.float32))
-    detect = ((th + th) / (th + np.float32(1.0))).astype(float)
+    detect = access_probability(per_page * window[:, None])
     if p.active_only.any():
         detect = np.where(p.active_only, detect * detect, detect)
     # sampling noise of the scanner: log-normal per tenant and interval, mean 1 (float32)
@@ -1214,7 +1256,9 @@ def promotion_candidates(
     rate_gib = rate_mbps * 1e6 / GIB * dt
     want = np.where(plentiful, cand_node, np.minimum(rate_gib, cand_node))  # (N, B)
     need_room = np.maximum(want - np.maximum(free - p.wm_high, 0.0), 0.0)
-    return Candidates(cand, tscale, cand_node, want, need_room, plentiful, scan_gib, bounds)
+    return Candidates(
+        cand, tscale, cand_node, want, need_room, plentiful, scan_gib, bounds, per_page
+    )
 
 
 def _scan_bounds(p: Params, rss_gib: F64) -> tuple[F64, F64]:
@@ -1282,33 +1326,123 @@ def numa_scan_update(
     )
 
 
+def lru_reclaim(
+    p: Params,
+    on_m: F64,
+    fresh_m: F64,
+    protected: F64,
+    usage: F64,
+    access_rate: F64,
+    dt: F64,
+) -> tuple[F64, F64, F64]:
+    """The reference check on one DRAM node's anon LRUs while its kswapd scans them.
+
+    ``on_m`` (T, K, B) GiB of each tenant's buckets on the node, ``fresh_m`` of them
+    allocated this interval: "all mapped folios start out with page table references
+    from the instantiating fault" (``folio_check_references``), so the first look at
+    such a page finds it referenced, which is a pass's share of the interval's looks
+    (all of them when a pass is longer than the interval ``dt``); ``protected`` and
+    ``usage`` (T, B) GiB: each cgroup's ``memory.low`` in force and the usage it
+    protects; ``access_rate`` (T, K, B) accesses per page per second. Returns the GiB
+    per second of scanning that the check lets go from each bucket (T, K, B), the pages
+    a whole pass would reclaim (B,) and the seconds a pass takes (B,).
+
+    The LRU of each cgroup on the node (its lruvec), at the balance reclaim keeps:
+
+    - sizes: ``inactive_is_low`` keeps the inactive anon list at ``lru / (1 + ratio)``,
+      ``ratio = int_sqrt(10 * GiB)`` (:func:`envs.kernel.inactive_anon_target`); the
+      rest is active.
+    - flows: ``shrink_active_list`` deactivates every anon folio it scans, referenced
+      or not, so the inactive list is refilled from the active list in LRU order, which
+      knows nothing of hotness: its buckets are those of the lruvec. A folio on it is
+      looked at once per age of the list; ``folio_check_references`` keeps or activates
+      (``FOLIOREF_KEEP`` on a first reference, ``FOLIOREF_ACTIVATE`` when
+      ``PG_referenced`` is already set, as it is on every folio deactivated after an
+      activation) a folio whose PTEs were referenced since the last look, and only an
+      unreferenced one is ``FOLIOREF_RECLAIM``: ``shrink_folio_list`` demotes it
+      (``demote_folio_list``) and counts it as reclaimed. Every folio looked at
+      leaves the inactive list one way or the other and deactivation replaces it.
+    - rates: kswapd looks at ``R = kswapd_scan_pages_per_s`` inactive pages a second,
+      spread over the lruvecs by ``get_scan_count``: each scans its inactive size,
+      scaled down by ``memory.low`` (:func:`envs.kernel.memcg_reclaim_scan`; skipped at
+      or under it). A pass (``balance_pgdat``, priorities 12 to 1, ``size >> priority``
+      each) looks at about the whole inactive list once, so the list's age is a pass's
+      length ``sum(scan) / R``, times ``inactive / scan`` for a protected cgroup.
+    - the check: a page of a bucket accessed at ``a`` per second is referenced within
+      the age with probability ``1 - exp(-a * age)`` (:func:`access_probability`);
+      the share ``exp(-a * age)`` of what is looked at is let go.
+
+    Pages are 4 KiB folios, as ``R`` counts them. With THP a folio is 512 pages: per
+    folio looked at the check sees 512 times the accesses and, at the same folios per
+    second, the list ages 512 times faster, so the chance of a reference is the same
+    for random access; the bytes looked at and moved per second would be up to 512
+    times more (a 2 MB folio migrates at 10.9 GB/s against 3.3-3.55 GB/s for 4 KiB
+    ones, ``../shared/calibration/reclaim.md``), which this model does not have.
+
+    Not modelled: new anon folios start on the inactive list and are kept on their
+    first referenced look, so right after a big allocation the inactive list is the
+    whole of it and ages far slower than at the balance; a cgroup whose pages turn
+    cold is demoted in proportion at once rather than as its folios reach the tail of
+    the active list; MGLRU's generations (``lru_gen_set_refs``).
+    """
+    on_m = np.maximum(on_m, 0.0)  # (a demotion's rounding may leave -1e-19 GiB)
+    size = lsum(on_m, 1)  # (T, B) GiB of each lruvec on the node
+    inactive = inactive_anon_target(size * PAGES_PER_GIB)  # (T, B) pages
+    scan = memcg_reclaim_scan(inactive, protected * PAGES_PER_GIB, usage * PAGES_PER_GIB)
+    pass_pages = lsum(scan, 0)  # (B,) pages a pass looks at
+    pass_s = pass_pages / p.kswapd_scan_pps
+    scanned = scan > 0
+    age = np.where(scanned, pass_s * inactive / np.where(scanned, scan, 1.0), 0.0)  # (T, B)
+    miss = 1.0 - access_probability(access_rate * age[:, None])  # no reference since
+    first_look = np.minimum(1.0, pass_s / dt)  # (B,) share of looks that are a page's first
+    let_go = np.maximum(on_m - fresh_m * first_look, 0.0) * miss  # (T, K, B) GiB let go
+    # of each lruvec's inactive list, R * scan / pass_pages pages a second, bucket by bucket
+    # as the lruvec: the GiB a second the check lets go
+    share = let_go / np.maximum(size, 1e-300)[:, None]  # (T, K, B) <= 1
+    gib_s = p.kswapd_scan_pps / PAGES_PER_GIB * scan / np.maximum(pass_pages, 1e-300)  # (T, B)
+    rate = share * gib_s[:, None]  # (T, K, B) GiB/s
+    per_pass = lsum(scan * lsum(share, 1), 0)  # (B,) pages
+    return rate, per_pass, pass_s
+
+
 def reclaim_and_demote(
     p: Params,
     tn: Tenants,
     place: F64,
-    need_room: F64,
+    fresh: F64,
+    cand: Candidates,
     promo_on: NDArray[np.bool_],
     dt: F64,
+    failures: F64,
     charged: F64 | None = None,
-) -> tuple[F64, F64, F64, F64]:
-    """Phase 4: DRAM above a tenant's memory.high, then kswapd back to its watermark.
+) -> tuple[F64, F64, F64, F64, F64]:
+    """Phase 4: DRAM above a tenant's memory.high, then kswapd, through the reference check.
 
-    kswapd wakes below LOW (HIGH while promotion runs; TPP's demotion
-    watermark when set), demotes to HIGH (PROMO; TPP's mark), at most
-    ``kswapd_gibps``, taking from each cgroup in proportion to what memcg
-    reclaim scans of it (``memory.low`` protection, :func:`memcg_reclaim_scan`),
-    coldest pages first, into the nearest CXL node, as far as both nodes'
-    bandwidth lets migration copy (:func:`migration_room`). Returns the
-    placement (``place`` is updated), GiB demoted from and to each node (N, B),
-    and the share of each node's bandwidth the demotion used.
+    kswapd wakes below LOW (HIGH while promotion runs: a promotion that finds free
+    memory under HIGH plus the folio fails and wakes it, ``migrate_misplaced_folio_prepare``
+    / ``migrate_balanced_pgdat``; TPP's demotion watermark when set) unless it has
+    given up on the node (:func:`envs.kernel.kswapd_hopeless`), and balances it to HIGH
+    (to PROMO in tiering mode, ``pgdat_balanced``; TPP's mark), plus the room the
+    wanted promotions need. It demotes only what the reference check lets go
+    (:func:`lru_reclaim`), at most that many GiB in the interval and ``kswapd_gibps``,
+    into the nearest CXL node, as far as both nodes' bandwidth lets migration copy
+    (:func:`migration_room`). A pass that would reclaim under one page reclaims
+    nothing: kswapd runs pass after pass for the whole interval and
+    ``kswapd_failures`` climbs to the give-up (16, :func:`envs.kernel.kswapd_failures_after`);
+    any reclaim that succeeds on the node, kswapd's or memory.high's, resets it.
+    Returns the placement (``place`` is updated), GiB demoted from and to each node
+    (N, B), the share of each node's bandwidth the demotion used, and the nodes'
+    ``kswapd_failures`` (N, B; ``failures`` is not modified).
 
     ``memory.high`` on total usage (``tn.tot_high``): a cgroup that charged
     pages this interval (``charged`` (T, B) GiB) and is over it reclaims in
     ``mem_cgroup_handle_over_high``; without swap, reclaim is demotion, which
     counts as progress (mm/vmscan.c ``shrink_folio_list``) but frees no charge,
     so while the sleep it owes exceeds 10 ms the retry loop demotes all of its
-    DRAM (as far as migration bandwidth goes). ``memory.low`` acts on total
-    usage with ``memcg_limits`` "total", else on DRAM usage.
+    DRAM (as far as migration bandwidth goes). Its own reclaim (down to priority
+    0, in the charging task) takes what the reference check lets go first, then
+    the rest. ``memory.low`` acts on total usage with ``memcg_limits`` "total",
+    else on DRAM usage.
     """
     N = p.n_nodes
     is_dram = ~p.is_cxl
@@ -1318,6 +1452,7 @@ def reclaim_and_demote(
     dem_from = np.zeros_like(p.capacity_gib)  # (N, B) GiB demoted from each node
     dem_to = np.zeros_like(p.capacity_gib)
     util = np.zeros_like(p.capacity_gib)  # share of each node's bandwidth migration uses
+    failures = failures.copy()
     over_high = np.maximum(dram_use - tn.high, 0.0) / np.maximum(dram_use, 1e-300)  # (T, B)
     total_use = lsum(tenant_node, 1)  # (T, B) demotion does not change it
     if charged is not None and np.isfinite(tn.tot_high).any():
@@ -1342,36 +1477,45 @@ def reclaim_and_demote(
         size_m = tenant_node[:, m]  # (T, B)
         # memory.high: the excess over the cgroup's whole DRAM usage at the start of
         # the phase, taken from each DRAM node in proportion to what the cgroup has there
-        excess = over_high * size_m
+        excess = np.where(can, over_high * size_m, 0.0)
         free_m = p.capacity_gib[m] - used[m]
         tpp = p.demote_wm_frac > 0
         tpp_mark = np.maximum(p.demote_wm_frac * p.capacity_gib[m], 2 * p.wm_high[m])
         wake = np.where(tpp, tpp_mark, np.where(promo_on, p.wm_high[m], p.wm_low[m]))
         target = np.where(tpp, tpp_mark, np.where(promo_on, p.wm_promo[m], p.wm_high[m]))
         kswapd = np.where(free_m < wake, np.maximum(target - free_m, 0.0), 0.0)
-        kswapd = np.where(p.demotion, np.maximum(kswapd, need_room[m]), 0.0)
-        kswapd = np.minimum(kswapd, p.kswapd_gibps * dt)
+        kswapd = np.maximum(kswapd, cand.need_room[m])
+        kswapd = np.where(p.demotion & can & ~kswapd_hopeless(failures[m]), kswapd, 0.0)
+        kswapd = np.minimum(kswapd, p.kswapd_gibps * dt)  # (B,) GiB it would demote
+        if not (kswapd > 0).any() and not (excess > 0).any():
+            continue  # kswapd asleep, no memory.high reclaim: nothing changes
         usage = np.where(low_on_total, total_use, dram_use)
-        scan = (
-            memcg_reclaim_scan(
-                size_m * PAGES_PER_GIB,
-                np.minimum(low, usage) * PAGES_PER_GIB,
-                usage * PAGES_PER_GIB,
-            )
-            / PAGES_PER_GIB
+        rate, per_pass, pass_s = lru_reclaim(
+            p, on_m, fresh[:, :, m], np.minimum(low, usage), usage, cand.access_rate, dt
         )
-        scan = np.maximum(scan - excess, 0.0)
-        amount = excess + np.minimum(kswapd * scan / np.maximum(lsum(scan, 0), 1e-300), scan)
-        total = lsum(amount, 0)
+        take = _take_in_proportion(on_m, rate, excess)  # memory.high reclaim first
+        high_gib = lsum(excess, 0)
+        cap = np.minimum(rate * dt, np.maximum(on_m - take, 0.0))  # kswapd's scan meanwhile
+        cap_sum = lsum(cap, (0, 1))
+        take = take + cap * np.minimum(1.0, kswapd / np.maximum(cap_sum, 1e-300))
+        take = np.minimum(take, np.maximum(on_m, 0.0))  # no rounding past the pages there
+        total = lsum(lsum(take, 1), 0)
         read_room, write_room = migration_room(p, util, dt)
         room = np.minimum(np.maximum(tfree, 0.0), read_room[m])
         room = np.minimum(room, lsum((write_room * dst), 0))
         fit = np.minimum(1.0, room / np.maximum(total, 1e-300))
-        amount = np.where(can, amount * fit, 0.0)
-        if not amount.any():
+        # kswapd_failures: a pass that reclaims under a page (nothing let go, or no room
+        # on the target) is fruitless, and kswapd then runs for the whole interval
+        ran = kswapd > 0
+        fruitless = np.minimum(per_pass, room * PAGES_PER_GIB) < 1.0
+        progress = (ran & ~fruitless) | (high_gib * fit * PAGES_PER_GIB >= 1.0)
+        failures[m] = kswapd_failures_after(
+            failures[m], dt / np.maximum(pass_s, 1e-300), ran & fruitless, progress
+        )
+        take *= fit
+        if not take.any():
             continue  # nothing to demote in any element (moving zeros changes nothing)
         demoted = True
-        take = _take_coldest(on_m, amount)  # (T, K, B)
         place[:, :, m] -= take
         for n in range(N):
             if dst[n].all():
@@ -1383,7 +1527,7 @@ def reclaim_and_demote(
         dem_to += moved * dst
         used = used + moved * (dst - (np.arange(N) == m)[:, None])
         util = _use_bandwidth(p, util, moved * (np.arange(N) == m)[:, None], moved * dst, dt)
-    return place, dem_from, dem_to, util
+    return place, dem_from, dem_to, util, failures
 
 
 def promote(
@@ -1496,10 +1640,10 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
 
     tn, place = tenant_phase(p, state, now, dt)  # 1
     charged = lsum(np.maximum(tn.bucket_size - lsum(place, 2), 0.0), 1)  # (T, B) GiB to charge
-    w, place = allocate_pages(p, state, action, tn, place)  # 2
+    w, place, fresh = allocate_pages(p, state, action, tn, place)  # 2
     cand = promotion_candidates(p, state, tn, place, rate_mbps, dt)  # 3
-    place, dem_from, dem_to, util = reclaim_and_demote(
-        p, tn, place, cand.need_room, promo_on, dt, charged
+    place, dem_from, dem_to, util, kswapd_failures = reclaim_and_demote(
+        p, tn, place, fresh, cand, promo_on, dt, state.kswapd_failures, charged
     )  # 4
     place, promo_from, promo_to, promo_t = promote(p, tn, place, cand, util, dt)  # 5
     mig = Migration(dem_from, dem_to, promo_from, promo_to, promo_t)
@@ -1603,6 +1747,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         scan_next_s=state.scan_next_s,
         scan_offset_gib=scan_offset,
         numa_faults_mb=faults,
+        kswapd_failures=kswapd_failures,
     )
     return new, out
 

@@ -206,24 +206,34 @@ def test_llm_inference_at_60_threads_interleave_beats_dram_only() -> None:
 
 
 def test_kv_store_promotion_beats_no_promotion_and_interleave_hurts() -> None:
+    """Promotion gains 17% (0.827 against 0.706); interleaving does not help without it
+    (equal within 0.1%: kswapd's reference check at the LOW watermark keeps demoting the
+    pages it finds unreferenced, and the two placements drift apart by 0.0006; before the
+    reference check they were equal)."""
     none = mean_active_perf("kv-store", [1, 0], 0.0)[0]
     promo = mean_active_perf("kv-store", [1, 0], 1024.0)[0]
     assert promo > none * 1.05
-    assert mean_active_perf("kv-store", [1, 1], 0.0)[0] <= none + 1e-9
+    assert mean_active_perf("kv-store", [1, 1], 0.0)[0] <= none * 1.001
 
 
 def test_analytics_scan_promotion_helps_little() -> None:
-    """No page is much hotter than another: promotion gains nothing. With the kernel's
-    per-task scanning (256 MB every 100 ms for 64 GiB) it swaps equally hot pages at up
-    to the rate limit and costs 7% (measured 0.687 against 0.738); with the old fixed
-    256 MB/s scan it changed performance by under 2%."""
+    """No page is much hotter than another: promotion gains nothing. Every DRAM page is
+    read many times a second, against an inactive list that ages in about a second, so
+    kswapd's reference check finds them all referenced, demotes nothing and gives up:
+    promotion finds no room and changes nothing, with either scanner (before the
+    reference check the oracle demotion let it swap equally hot pages at up to the rate
+    limit, -7% with per-task scanning)."""
     none = mean_active_perf("analytics-scan", [1, 0], 0.0)[0]
     promo = mean_active_perf("analytics-scan", [1, 0], 1024.0)[0]
-    assert none * 0.85 < promo < none
+    assert abs(promo - none) < 0.005 * none
     kernel = KernelConfig(numa_scan="fixed")
     none_fixed = mean_active_perf("analytics-scan", [1, 0], 0.0, kernel=kernel)[0]
     promo_fixed = mean_active_perf("analytics-scan", [1, 0], 1024.0, kernel=kernel)[0]
     assert abs(promo_fixed - none_fixed) < 0.02 * none_fixed
+    # the same machine with a kswapd 100x past its bounds swaps pages and costs
+    fast = KernelConfig(kswapd_scan_pages_per_s=1e8)
+    promo_fast = mean_active_perf("analytics-scan", [1, 0], 1024.0, kernel=fast)[0]
+    assert promo_fast < none * 0.97
 
 
 def test_colocation_late_tenant_loses_without_protection_and_recovers_with_it() -> None:

@@ -22,6 +22,11 @@ from envs.kernel import (
 from envs.scenario import ScenarioError
 
 MIB_PER_GIB = 1024.0 * 1024.0 * 1024.0 / 1e6  # MB in a GiB
+#: a kswapd scanning 100x the top of its bounds (0.2M-1M pages/s): its inactive list ages
+#: in 13 ms, so the reference check lets most of the streamer's pages go and the
+#: latecomer is promoted, as in the model before the reference check; the scanning tests
+#: below need promotions to happen
+FAST_KSWAPD = KernelConfig(kswapd_scan_pages_per_s=1e8)
 
 
 # --------------------------------------------------------------------------- kernel formulas
@@ -160,8 +165,10 @@ def test_scanning_starts_after_the_delay_and_adapts_per_task() -> None:
     """tiering-fairness: the streamer's 256 GiB scan at task_scan_min = task_scan_max =
     100 ms per window from 1 s on; the latecomer starts at 100 ms and, since its only
     recorded faults are promotions (remote, private: local + shared == 0), doubles its
-    period at each pass up to task_scan_max (1016 ms for 14 GiB) within two minutes."""
-    sim = Simulator("tiering-fairness", batch_size=1)
+    period at each pass up to task_scan_max (1016 ms for 14 GiB) within two minutes.
+    (With kswapd in its bounds nothing is promoted, no fault is recorded and the period
+    stays at 100 ms: test_tiering_fairness_latecomer_stays_on_cxl_across_the_scan_range.)"""
+    sim = Simulator("tiering-fairness", batch_size=1, kernel=FAST_KSWAPD)
     periods = []
     for _ in range(sim.scenarios[0].episode_steps):
         sim.step(np.zeros((1, 2, 2)), 65536.0)
@@ -178,17 +185,19 @@ def test_scanning_starts_after_the_delay_and_adapts_per_task() -> None:
 
 def test_fixed_scanning_is_the_old_rate() -> None:
     """numa_scan="fixed" scans 256 MB per second per tenant: the latecomer's 14 GiB take a
-    minute, against ~6 s with per-task scanning (task_scan_min 100 ms for 14 GiB)."""
+    minute, against ~6 s with per-task scanning (task_scan_min 100 ms for 14 GiB); with a
+    kswapd fast enough to make room (FAST_KSWAPD)."""
     share = {}
     for mode in ("task", "fixed"):
-        sim = Simulator("tiering-fairness", batch_size=1, kernel=KernelConfig(numa_scan=mode))
+        kernel = dataclasses.replace(FAST_KSWAPD, numa_scan=mode)
+        sim = Simulator("tiering-fairness", batch_size=1, kernel=kernel)
         dram = []
         for _ in range(24):  # to 120 s
             out = sim.step(np.zeros((1, 2, 2)), 65536.0)
             dram.append(out.tenant_dram_resident_gib[0, 1])
         share[mode] = np.array(dram)
     assert share["task"][13] > 8.0  # 70 s: 10 s after the start
-    assert share["fixed"][13] < 2.0
+    assert share["fixed"][13] < 2.5  # about 256 MB/s from 61 s (scan delay) to 70 s
     assert share["fixed"][-1] > share["fixed"][13] + 4.0  # still rising at 120 s
 
 
@@ -206,35 +215,53 @@ def variants() -> dict[str, Any]:
 
 
 def test_tiering_fairness_stacked_is_far_below_alone(variants: dict[str, Any]) -> None:
-    """The latecomer stacked on the streamer keeps about 70% of its performance alone."""
+    """The latecomer stacked on the streamer keeps under 60% of its performance alone: it
+    runs from CXL (before the reference check it reached DRAM and kept 70%)."""
     rel = variants["rel_alone"]
     assert rel[0] == 1.0
-    assert 0.6 < rel[1] < 0.8  # measured 0.695
+    assert 0.5 < rel[1] < 0.65  # measured 0.582
 
 
-def test_tiering_fairness_latecomer_reaches_dram_with_kernel_scanning(
-    variants: dict[str, Any],
+@pytest.fixture(scope="module")
+def scan_range() -> dict[float, dict[str, Any]]:
+    mod = importlib.import_module("scripts.tiering_fairness")
+    return dict(mod.run_range())
+
+
+def test_tiering_fairness_latecomer_stays_on_cxl_across_the_scan_range(
+    scan_range: dict[float, dict[str, Any]],
 ) -> None:
-    """What the model does NOT reproduce of the RFC: with the kernel's per-task scanning the
-    latecomer's pages are promoted within seconds (task_scan_min 100 ms for 14 GiB) and
-    memcg reclaim takes victims in proportion to DRAM usage, so from 2 minutes on it has
-    over 95% of its pages in DRAM in every variant; its loss is the streamer's DRAM
-    bandwidth, which memory.low does not touch (docs/validation.md)."""
-    t = variants["time_s"]
-    late = t >= 120
-    assert (variants["dram_gib"][late] > 0.95 * 14 * 0.999).all()
-    assert abs(variants["rel_alone"][2] - variants["rel_alone"][1]) < 0.01
+    """At every kswapd scan throughput of its bounds (0.2M, 0.5M, 1M pages/s), the streamer's
+    pages are all referenced within the inactive list's age (1.3-6.6 s against a page read
+    many times a second), so kswapd demotes nothing, gives up on DRAM (16 fruitless passes)
+    within two minutes, promotions fail for want of free memory above HIGH, and the
+    latecomer stays on CXL, stacked or with memory.low on both (which scans the streamer
+    at half the rate and only makes kswapd give up sooner). memory.high tier-aware holds
+    the streamer to 204.8 GiB of DRAM, so the latecomer allocates into DRAM at once."""
+    mod = importlib.import_module("scripts.tiering_fairness")
+    assert sorted(scan_range) == [2e5, 5e5, 1e6]
+    for rec in scan_range.values():
+        on = rec["time_s"] > 60
+        for b in (1, 2):  # stacked, memory.low
+            assert (rec["dram_gib"][on, b] < 0.5).all()
+            assert mod.gave_up_s(rec, b) <= 120.0
+        assert mod.gave_up_s(rec, 2) <= mod.gave_up_s(rec, 1)
+        assert abs(rec["rel_alone"][2] - rec["rel_alone"][1]) < 0.01  # low does not rescue
+        assert (rec["dram_gib"][on, 3] > 13.9).all()  # low + high tier-aware: in DRAM
+        assert rec["rel_alone"][3] > rec["rel_alone"][1] + 0.1
 
 
 def test_tiering_fairness_low_high_tier_aware_helps(variants: dict[str, Any]) -> None:
     """memory.high 256 GiB on the streamer, tier-aware: its DRAM is held to 256 * 256/320 =
-    204.8 GiB, 51 GiB of it streams from CXL, DRAM contention falls and the latecomer gains
-    8% (both tenants gain: the streamer's bandwidth now spans both tiers)."""
+    204.8 GiB, 51 GiB of it streams from CXL, and the latecomer allocates into the DRAM
+    left free: it gains 17% of its performance alone (0.752 against 0.582 on CXL; its
+    remaining loss is the streamer's load on DRAM). The streamer pays: stacked it had all
+    of its pages in DRAM and the DRAM's bandwidth nearly to itself."""
     sdram = variants["streamer_dram_gib"][variants["time_s"] >= 120, 3]
     assert (sdram <= 204.8 + 1e-6).all() and (sdram > 204.0).all()
     rel = variants["rel_alone"]
-    assert rel[3] > rel[1] + 0.04  # measured 0.752 against 0.695
-    assert variants["streamer_mean_perf"][3] > variants["streamer_mean_perf"][1] + 0.04
+    assert rel[3] > rel[1] + 0.1  # measured 0.752 against 0.582
+    assert variants["streamer_mean_perf"][3] < variants["streamer_mean_perf"][1] - 0.1
 
 
 def test_tiering_fairness_variants_load() -> None:

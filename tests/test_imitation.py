@@ -238,12 +238,14 @@ def test_unplanned_jobs_hold_the_residual_where_a_listed_base_is_best(
 ) -> None:
     """In a run with plans, a job without plans (a shipped scenario) fits the residual to 0
     on the episodes where a base it adjusts is near-best, so that base runs as it is there
-    (``cxl-spill``: ``dram-first`` is the best base); without ``hold_listed`` the residual
-    is not fitted at all."""
+    (``cxl-spill``: the three bases tie and the label is the first, ``colloid``: kswapd's
+    reference check finds every DRAM page referenced, so colloid and TPP no longer swap
+    equally hot pages, which cost them 9% against ``dram-first`` before it); without
+    ``hold_listed`` the residual is not fitted at all."""
     env = {**PLANNED, "residual_codec": "share", "scenario": "cxl-spill"}
     s = settings.updated(stride=10)
     held = label_episodes(env, "cxl-spill", 2, 900, s, objective=LOG, hold_listed=True)
-    assert (held.labels == 2).all()  # dram-first
+    assert (held.labels == 0).all()  # colloid, tied with tpp and dram-first
     assert held.fit_residual.all() and not held.targets[:, :-2].any()
     free = label_episodes(env, "cxl-spill", 2, 900, s, objective=LOG)
     assert not free.fit_residual.any()
@@ -285,10 +287,12 @@ def test_settings_need_every_value_within_its_bounds() -> None:
 def test_the_objective_ranks_the_experts(settings: ImitationSettings) -> None:
     """The labels follow the run's objective: on the same episodes, the episodes' throughput
     (the return under the ``throughput`` reward) ranks the bases otherwise than their
-    geomean_perf, and each episode's label is the best base of its scores."""
+    geomean_perf, and each episode's label is the best base of its scores. (Seed 713:
+    since the reclaim reference check the six episodes of seed 700 rank the bases alike
+    under both objectives.)"""
     s = settings.updated(stride=50)
-    geo = label_episodes(ENV, "mixed", 6, 700, s, objective=LOG)
-    thr = label_episodes(ENV, "mixed", 6, 700, s, objective="throughput")
+    geo = label_episodes(ENV, "mixed", 6, 713, s, objective=LOG)
+    thr = label_episodes(ENV, "mixed", 6, 713, s, objective="throughput")
     assert thr.labels.tolist() == np.argmax(thr.scores, axis=1).tolist()
     assert geo.labels.tolist() == np.argmax(geo.scores, axis=1).tolist()
     assert (geo.scores <= 1.0 + 1e-9).all() and (thr.scores > 1.0).all()  # other quantities

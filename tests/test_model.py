@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from envs import Action, KernelConfig, Simulator, compile_params, init_state, load_scenario, step
 from envs.families import mixed_scenario
 from envs.kernel import (
+    MAX_RECLAIM_RETRIES,
     PAGE_BYTES,
     THRESHOLD_MAX_MS,
     THRESHOLD_START_MS,
@@ -539,7 +540,11 @@ def test_memory_low_protects_from_kswapd_demotion(kernel: KernelConfig) -> None:
 def test_memory_low_shipped_colocation_protected(dram_gib: float | None) -> None:
     """colocation-protected: the service (memory.low 6 GiB) never loses DRAM to demotion. As
     shipped (32 GiB) the batch tenant's memory.high leaves it room; with 26 GiB of DRAM
-    kswapd demotes all along, from the batch tenant only."""
+    kswapd is woken all along but finds every batch page referenced within the inactive
+    list's age (each is read tens of times a second) and gives up on the node: the
+    service's DRAM is safe without its protection being tested by kswapd (before the
+    reference check the oracle demotion took from the batch tenant all along;
+    test_memory_low_protects_from_kswapd_demotion keeps a tenant cold enough to demote)."""
     sc = load_scenario("colocation-protected").model_dump(mode="json")
     if dram_gib is not None:
         sc["hardware"]["nodes"][0]["capacity_gib"] = dram_gib
@@ -547,13 +552,13 @@ def test_memory_low_shipped_colocation_protected(dram_gib: float | None) -> None
     p = sim.params
     low = in_force(p, p.memory_low_gib, np.zeros(16, dtype=np.int64))[0]
     svc = int(np.flatnonzero(low > 0)[0])
-    s, batch = dram[:, :, svc], dram[:, :, 1 - svc]
+    s = dram[:, :, svc]
     floor = np.minimum(s[:-1], low[svc]) - RECLAIM_SLACK_GIB - 1e-9
     assert (s[1:] >= floor).all(), (s[1:] - floor).min()
     if dram_gib is not None:
-        demoting = (dem[1:] > 0) & (s[:-1] > 0)  # steps starting with the service in DRAM
-        assert demoting.sum() > 100
-        assert ((batch[1:] < batch[:-1] - 1e-3) & demoting).any()
+        assert (sim.state.kswapd_failures[0] == MAX_RECLAIM_RETRIES).all()
+        # after the first intervals' memory.high reclaim kswapd demotes under 1 MB/s
+        assert (dem[10:] < 1.0).all()
 
 
 # --------------------------------------------------------------------------- NUMA-balancing threshold

@@ -343,8 +343,10 @@ def test_planner_is_at_least_every_mode_seeded_heuristic(scenario: str) -> None:
     best = max(recs.values(), key=lambda v: v.mean())
     # and its search adds to the best of them: measured +0.0006 on both with this tiny search
     # (population 6, one iteration; the default search adds +0.008 on 16 colocation-protected
-    # episodes over memcg-fair)
-    assert got.mean() > best.mean() + 2e-4
+    # episodes over memcg-fair) before the reclaim reference check; since, +0.00006 on
+    # colocation-protected, where kswapd finds the batch tenant's pages all referenced and
+    # gives up, which leaves the actions less to change
+    assert got.mean() > best.mean()
 
 
 def test_planner_plays_its_modes_and_takes_the_environment_s_modes() -> None:
