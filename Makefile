@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-train: $(STAMP)  ## the main job: the default recipe (imitation) on mixed, compared with the heuristics
+train: $(STAMP)  ## the main job: the default recipe (ppo-finetune) on mixed, compared with the heuristics
 	$(PY) train.py $(ARGS)
 
 test: $(STAMP)  ## the test suite on every core (add ARGS="-m 'not slow'" for the quick part)

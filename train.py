@@ -1,8 +1,8 @@
 """Train a policy on TierGym with a named recipe and compare it with the kernel heuristics.
 
-With no arguments: the ``imitation`` recipe on the ``mixed`` family (train split), then the
-learned policy against the heuristic baselines on the test split (the code path of
-``evaluate.py``). Each recipe is one file in ``agents/recipes/`` (``--list-recipes``;
+With no arguments: the ``ppo-finetune`` recipe (imitation, then PPO) on the ``mixed`` family
+(train split), then the learned policy against the heuristic baselines on the test split
+(the code path of ``evaluate.py``). Each recipe is one file in ``agents/recipes/`` (``--list-recipes``;
 docs/training.md). Watch a run with ``tensorboard --logdir runs``.
 
 Examples::
@@ -10,7 +10,7 @@ Examples::
     python train.py
     python train.py --recipe ppo --scenario kv-store --timesteps 200000
     python train.py --recipe imitation --set imitation.rounds=1 --set env.mixing=soft
-    python train.py --resume runs/mixed__imitation__0__20261201-101500
+    python train.py --resume runs/mixed__ppo-finetune__0__20261201-101500
 
 Ctrl-C or SIGTERM keeps what is done (a checkpoint, or the finished parts of the imitation
 phase); ``--resume RUN`` continues from there with the options the run was started with.

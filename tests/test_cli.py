@@ -138,9 +138,10 @@ def test_the_budget_lives_in_the_recipe(tmp_path: Path) -> None:
 
     root = {"runs_root": tmp_path}
     default = resolve(RunOptions(**root))
-    assert default.recipe.name == "imitation" and default.recipe.trainers == ["imitation"]
-    assert default.total_timesteps == 0 and default.recipe.rl is None
-    written = load_recipe("imitation")[0].imitation
+    assert default.recipe.name == "ppo-finetune"
+    assert default.recipe.trainers == ["imitation", "ppo"] and default.total_timesteps == 524_288
+    assert resolve(RunOptions(recipe="imitation", **root)).recipe.rl is None
+    written = load_recipe("ppo-finetune")[0].imitation
     assert default.recipe.imitation == written  # the recipe's phase, whole
     ppo = resolve(RunOptions(recipe="ppo", **root))
     epochs = resolve(RunOptions(recipe="ppo", set=["n_epochs=2"], **root))
@@ -151,7 +152,8 @@ def test_the_budget_lives_in_the_recipe(tmp_path: Path) -> None:
     small = resolve(RunOptions(timesteps=512, **root)).recipe
     assert small.imitation is not None and written is not None
     assert small.imitation.episodes == 1 and small.imitation.scenario_episodes == 0
-    assert small.imitation.rounds == written.rounds and small.total_timesteps == 0
+    assert small.imitation.rounds == written.rounds
+    assert small.total_timesteps == 8192  # one rollout of 256 x 32 steps
     families = 3  # mixed, mixed-2s, mixed-4cxl
     half = resolve(RunOptions(timesteps=imitation_steps(default.recipe, families) // 2, **root))
     assert half.recipe.imitation is not None and half.recipe.imitation.episodes == 128

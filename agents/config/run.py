@@ -36,7 +36,7 @@ class RunOptions(_Strict):
 
     ``None``: the recipe's value (or the rule in the field's description)."""
 
-    recipe: Name = Field("imitation", description="recipe name (agents/recipes/) or YAML file")
+    recipe: Name = Field("ppo-finetune", description="recipe name (agents/recipes/) or YAML file")
     scenario: Name = Field("mixed", description="scenario name, YAML file or family")
     split: Literal["train", "test"] = Field("train", description="family split to train on")
     reward: Literal[REWARDS] = Field(
