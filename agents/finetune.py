@@ -22,7 +22,6 @@ PPO's own ``target_kl`` (``rl.hyperparams``) stops an update's epochs early as w
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import numpy as np
@@ -101,8 +100,11 @@ class FineTuneGuards(BaseCallback):
         if not hasattr(self.model, "rollout_buffer") or rollout < 1:
             raise ValueError("rl.finetune: the guards need an on-policy algorithm (ppo, a2c)")
         self.updates = self.model.num_timesteps // rollout
-        if self.anchoring:
-            self._reference = copy.deepcopy(policy).requires_grad_(False)
+        if self.anchoring:  # a frozen copy, rebuilt as SB3 loads a policy (no deepcopy of
+            # tensors an imitation fit may have left in the module's attributes)
+            self._reference = type(policy)(**policy._get_constructor_parameters())
+            self._reference.load_state_dict(policy.state_dict())
+            self._reference.requires_grad_(False)
         obs_space = policy.observation_space
         probe = th.as_tensor(np.stack([obs_space.sample() for _ in range(4)]), dtype=th.float32)
         self._actor = actor_parameters(policy, probe)

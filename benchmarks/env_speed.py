@@ -271,6 +271,25 @@ def ppo_share(n_envs: int, total: int, n_steps: int, batch_size: int) -> tuple[f
     return spent[0], wall, total / wall
 
 
+def paired_table(quick: bool) -> None:
+    """Steps/s with and without ``reward_baseline`` (the twins), measured side by side."""
+    print(
+        '\n## The paired-seed reward baseline (`reward_baseline="colloid"`: a twin of every '
+        "instance under Colloid, in the same model call), scenario `mixed`\n"
+    )
+    print("| adapter | N | without steps/s | with steps/s | with / without |")
+    print("|---|---:|---:|---:|---:|")
+    steps_1 = 20 if quick else 400
+    plain, paired = (single_rate(steps_1, "mixed", **kw) for kw in ({}, PAIRED))
+    print(f"| gym.make | 1 | {plain:,.0f} | {paired:,.0f} | {paired / plain:.0%} |")
+    for n in [16] if quick else [256, 4096]:
+        steps_n = 3 if quick else max(10, 20000 // n)
+        plain, paired = (
+            env_rate(n, steps_n, "mixed", "vector_entry_point", 3, **kw) for kw in ({}, PAIRED)
+        )
+        print(f"| native vector env | {n} | {plain:,.0f} | {paired:,.0f} | {paired / plain:.0%} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -286,11 +305,19 @@ def main() -> None:
     ap.add_argument(
         "--topology", action="store_true", help="only the topology table (model core, B = 4096)"
     )
+    ap.add_argument(
+        "--paired",
+        action="store_true",
+        help="only the paired-seed reward baseline's table (reward_baseline, with and without)",
+    )
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     print(
         f"# TierGym speed ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, numpy {np.__version__})\n"
     )
+    if args.paired:
+        paired_table(args.quick)
+        return
     cp = cartpole_table(args.quick)
     if args.topology:
         topology_table(args.quick, rng, cp)
@@ -348,21 +375,7 @@ def main() -> None:
             f"| {vs_cartpole(sync, cp)} | {native / sync:.0f}x |"
         )
 
-    print(
-        '\n## The paired-seed reward baseline (`reward_baseline="colloid"`: a twin of every '
-        "instance under Colloid, in the same model call), scenario `mixed`\n"
-    )
-    print("| adapter | N | without steps/s | with steps/s | with / without |")
-    print("|---|---:|---:|---:|---:|")
-    steps_1 = 20 if args.quick else 400
-    plain, paired = (single_rate(steps_1, "mixed", **kw) for kw in ({}, PAIRED))
-    print(f"| gym.make | 1 | {plain:,.0f} | {paired:,.0f} | {paired / plain:.0%} |")
-    for n in [16] if args.quick else [256, 4096]:
-        steps_n = 3 if args.quick else max(10, 20000 // n)
-        plain, paired = (
-            env_rate(n, steps_n, "mixed", "vector_entry_point", 3, **kw) for kw in ({}, PAIRED)
-        )
-        print(f"| native vector env | {n} | {plain:,.0f} | {paired:,.0f} | {paired / plain:.0%} |")
+    paired_table(args.quick)
 
     n_over = 256 if args.quick else 4096
     steps_over = 5 if args.quick else 120

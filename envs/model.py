@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -317,6 +317,35 @@ class Params:
     def n_phases(self) -> int:
         return int(self.phase_at.shape[1])
 
+    def _zip(
+        self,
+        other: Params,
+        arrays: Callable[[str, np.ndarray, np.ndarray], np.ndarray],
+        names: Callable[[list[Any], list[Any]], list[Any]],
+    ) -> Params:
+        """A new batch from this one's and ``other``'s fields: ``arrays(name, a, b)`` for
+        each array (the node curves' too), ``names(a, b)`` for the per-element names."""
+        if other.node_names != self.node_names:
+            raise ValueError(f"node layout differs: {other.node_names} vs {self.node_names}")
+        kw: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            a = getattr(self, f.name)
+            b = getattr(other, f.name)
+            if isinstance(a, np.ndarray):
+                kw[f.name] = arrays(f.name, a, b)
+            elif isinstance(a, NodeCurves):
+                kw[f.name] = NodeCurves(
+                    **{
+                        g: arrays(f"{f.name}.{g}", getattr(a, g), getattr(b, g))
+                        for g in _CURVE_FIELDS
+                    }
+                )
+            elif f.name in ("tenant_names", "scenario_names"):
+                kw[f.name] = names(a, b)
+            else:
+                kw[f.name] = a
+        return Params(**kw)
+
     def replace_rows(self, idx: Sequence[int] | NDArray[np.int64], other: Params) -> Params:
         """A copy whose batch elements ``idx`` are the elements of ``other`` (same T, N, P).
 
@@ -324,55 +353,27 @@ class Params:
         a new object (:func:`envs.core.reset_where`).
         """
         idx = np.asarray(idx, dtype=np.int64)
-        if other.node_names != self.node_names:
-            raise ValueError(f"node layout differs: {other.node_names} vs {self.node_names}")
-        kw: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            a = getattr(self, f.name)
-            b = getattr(other, f.name)
-            if isinstance(a, np.ndarray):
-                if a.shape[:-1] != b.shape[:-1]:
-                    raise ValueError(
-                        f"Params.{f.name}: shape {b.shape[:-1]} does not fit {a.shape[:-1]}"
-                    )
-                new = a.copy()
-                new[..., idx] = b
-                kw[f.name] = new
-            elif isinstance(a, NodeCurves):
-                curves = {}
-                for g in _CURVE_FIELDS:
-                    c = getattr(a, g).copy()
-                    c[..., idx] = getattr(b, g)
-                    curves[g] = c
-                kw[f.name] = NodeCurves(**curves)
-            elif f.name in ("tenant_names", "scenario_names"):
-                names = list(a)
-                for i, j in enumerate(idx):
-                    names[j] = b[i]
-                kw[f.name] = names
-            else:
-                kw[f.name] = a
-        return Params(**kw)
+
+        def rows(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            if a.shape[:-1] != b.shape[:-1]:
+                raise ValueError(f"Params.{name}: shape {b.shape[:-1]} does not fit {a.shape[:-1]}")
+            new = a.copy()
+            new[..., idx] = b
+            return new
+
+        def names(a: list[Any], b: list[Any]) -> list[Any]:
+            out = list(a)
+            for i, j in enumerate(idx):
+                out[j] = b[i]
+            return out
+
+        return self._zip(other, rows, names)
 
     def concat(self, other: Params) -> Params:
         """The batch of ``self`` followed by the batch of ``other`` (same nodes, T and P)."""
-        if other.node_names != self.node_names:
-            raise ValueError(f"node layout differs: {other.node_names} vs {self.node_names}")
-        kw: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            a = getattr(self, f.name)
-            b = getattr(other, f.name)
-            if isinstance(a, np.ndarray):
-                kw[f.name] = np.concatenate([a, b], axis=-1)
-            elif isinstance(a, NodeCurves):
-                kw[f.name] = NodeCurves(
-                    **{g: np.concatenate([getattr(a, g), getattr(b, g)], -1) for g in _CURVE_FIELDS}
-                )
-            elif f.name in ("tenant_names", "scenario_names"):
-                kw[f.name] = [*a, *b]
-            else:
-                kw[f.name] = a
-        return Params(**kw)
+        return self._zip(
+            other, lambda _, a, b: np.concatenate([a, b], axis=-1), lambda a, b: [*a, *b]
+        )
 
     def subset(self, idx: Sequence[int] | NDArray[np.int64]) -> Params:
         """The parameters of batch elements ``idx`` (a copy)."""
