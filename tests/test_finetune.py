@@ -74,3 +74,17 @@ def test_fixed_log_std_stays_fixed() -> None:
     np.testing.assert_array_equal(model.policy.log_std.detach().numpy(), -2.5)
     with pytest.raises(ValueError, match="log-std"):
         fix_log_std(object(), -1.0)
+
+
+def test_the_anchor_reference_is_a_frozen_copy_of_the_weights_alone() -> None:
+    model = _model()
+    # what an imitation fit can leave on a module: a tensor inside an autograd graph, which
+    # copy.deepcopy refuses
+    model.policy.leftover = th.ones(1, requires_grad=True) * 2.0
+    start = _state(model)
+    guards = FineTuneGuards(anchor_coef=1.0, anchor_steps=1)
+    model.learn(8 * 4, callback=[guards])
+    ref = guards._reference
+    assert ref is not model.policy and not any(p.requires_grad for p in ref.parameters())
+    assert not hasattr(ref, "leftover")
+    assert all(th.equal(v, start[k]) for k, v in ref.state_dict().items())
