@@ -25,7 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 from stable_baselines3.common.callbacks import BaseCallback
 
 from agents import tensorboard as tb
-from agents.evaluation import LearnedPolicy, load_policy
+from agents.evaluation import LearnedPolicy, evaluation_env_kwargs, load_policy
 from agents.rollout import make_params, rollout, run_episodes
 from agents.stats import ratio_to_reference
 
@@ -215,11 +215,7 @@ class HeldOutEvaluation:
         metric: str = tb.METRIC,
     ) -> None:
         self.scenario = scenario
-        # the test split's own pool, as evaluate.py and the references use (a training pool
-        # size would draw other episodes for the learned policy than for the references)
-        self.env_kwargs = {
-            k: v for k, v in env_kwargs.items() if k not in ("scenario", "split", "pool_size")
-        }
+        self.env_kwargs = evaluation_env_kwargs(env_kwargs)
         self.algo = algo
         self.episodes = episodes
         self.seed = seed

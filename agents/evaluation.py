@@ -42,6 +42,7 @@ __all__ = [
     "check_output_dir",
     "check_runs",
     "compare",
+    "evaluation_env_kwargs",
     "load_policy",
     "run_comparison",
 ]
@@ -99,12 +100,19 @@ def load_policy(spec: str, label: str | None = None) -> tuple[Any, dict[str, Any
     except TrainingError as exc:
         raise PolicyError(str(exc)) from None
     name = label or (path.name if path.is_dir() else path.parent.name or algo)
-    env_kwargs = {
+    env_kwargs = evaluation_env_kwargs(env)
+    return LearnedPolicy(model, env_kwargs, name, str(path)), env_kwargs
+
+
+def evaluation_env_kwargs(env: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's env settings as evaluation uses them: the environment's and the view's, not
+    the task's scenario and split, nor the training pool's size (evaluation draws the test
+    split's own pool, the one the references are scored on)."""
+    return {
         k: v
         for k, v in env.items()
         if k in ENV_KEYS and k not in ("scenario", "split", "pool_size")
     }
-    return LearnedPolicy(model, env_kwargs, name, str(path)), env_kwargs
 
 
 def check_runs(

@@ -197,6 +197,17 @@ HOT = {  # a streamer: every page of its 9 GiB many times a second
 }
 
 
+COLD = {  # one thread, 20 us between misses: each page a few times a minute
+    "name": "cold",
+    "threads": 1,
+    "mlp": 1,
+    "compute_ns": 20000,
+    "read_fraction": 1.0,
+    "working_set_gib": 4.0,
+    "hotness": {"zipf_s": 0.0},
+}
+
+
 def _run(sc: Any, steps: int, kernel: KernelConfig | None = None, rate: float = 65536.0) -> Any:
     p = compile_params(sc, batch_size=1, kernel=kernel)
     s = init_state(p, [0])
@@ -234,17 +245,8 @@ def test_hopeless_kswapd_is_not_woken_until_reclaim_succeeds() -> None:
     """A node kswapd has given up on (16 failures) is not woken by failed promotions even
     when cold pages sit there to demote: wakeup_kswapd returns early. One failure less and
     it runs, demotes the cold pages and resets the count."""
-    cold = {
-        "name": "cold",
-        "threads": 1,
-        "mlp": 1,
-        "compute_ns": 20000,
-        "read_fraction": 1.0,
-        "working_set_gib": 4.0,
-        "hotness": {"zipf_s": 0.0},
-    }
     late = dict(HOT, name="late", working_set_gib=4.0, start_s=3.0)
-    sc = _scenario([cold, dict(HOT, working_set_gib=3.5), late], steps=10)
+    sc = _scenario([COLD, dict(HOT, working_set_gib=3.5), late], steps=10)
     p, states, _ = _run(sc, 3)
     s = states[3]  # DRAM holds both; the newcomer allocates (on CXL) in the next step
     assert p.capacity_gib[0, 0] - s.place[:, :, 0, 0].sum() > p.wm_promo[0, 0]
@@ -262,17 +264,8 @@ def test_a_cold_tenant_is_demoted_first_by_the_reference_check() -> None:
     streamer share DRAM; a third tenant's hot pages wait on CXL. kswapd's looks find the
     streamer's pages referenced and the cold tenant's not: the cold tenant's DRAM goes,
     the streamer keeps all of its own, the newcomer is promoted into the room."""
-    cold = {
-        "name": "cold",
-        "threads": 1,
-        "mlp": 1,
-        "compute_ns": 20000,
-        "read_fraction": 1.0,
-        "working_set_gib": 4.0,
-        "hotness": {"zipf_s": 0.0},
-    }
     late = dict(HOT, name="late", working_set_gib=2.0, start_s=3.0)
-    sc = _scenario([cold, dict(HOT, working_set_gib=3.5), late])
+    sc = _scenario([COLD, dict(HOT, working_set_gib=3.5), late])
     _, states, outs = _run(sc, 30)
     dram = np.array([o.tenant_dram_resident_gib[0] for o in outs])  # (steps, T)
     assert dram[3, 2] < 0.5  # the newcomer starts on CXL
