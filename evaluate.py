@@ -41,7 +41,8 @@ from agents import report
 from agents.config import EvaluateOptions
 from agents.config.flags import flag_parser, parse_flags
 from agents.distributed import ray_runner  # --workers / --ray-address: Ray tasks
-from agents.evaluation import check_output_dir, run_comparison
+from agents.evaluation import check_output_dir, leaderboard_text, run_comparison
+from envs.generator import expand_family_names
 
 
 def parse_args(argv: list[str]) -> EvaluateOptions:
@@ -55,7 +56,7 @@ def validate_args(args: EvaluateOptions) -> tuple[list[str], list[str]]:
     """The output folder checked (nothing run, nothing written); the policy and scenario lists."""
     check_output_dir(args.output, "--output")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    scenarios = expand_family_names(s.strip() for s in args.scenarios.split(",") if s.strip())
     if not policies:
         raise ValueError(f"--policies {args.policies!r}: expected at least one policy")
     if not scenarios:
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(report.markdown_table(summary, metric=args.metric))
     print()
-    print(report.leaderboard_markdown(summary))
+    print(leaderboard_text(summary), end="")
     return 0
 
 

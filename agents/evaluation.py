@@ -29,7 +29,7 @@ from agents.config import ENV_KEYS, TrainingError
 from agents.oracles import BestHeuristicPerEpisode
 from agents.report import METRICS
 from agents.rollout import make_params, rollout
-from agents.runs import load_trained
+from agents.runs import load_trained, trained_on
 from agents.static_best import StaticBest
 from agents.view import LearnedPolicy, PolicyError
 from baselines import make_policy, policy_names
@@ -101,7 +101,22 @@ def load_policy(spec: str, label: str | None = None) -> tuple[Any, dict[str, Any
         raise PolicyError(str(exc)) from None
     name = label or (path.name if path.is_dir() else path.parent.name or algo)
     env_kwargs = evaluation_env_kwargs(env)
-    return LearnedPolicy(model, env_kwargs, name, str(path)), env_kwargs
+    policy = LearnedPolicy(model, env_kwargs, name, str(path))
+    policy.trained_on = trained_on(path)
+    return policy, env_kwargs
+
+
+def trained_on_of(loaded: Sequence[tuple[Any, dict[str, Any]]]) -> dict[str, list[str]]:
+    """What each learned policy among ``loaded`` trained on, by its name."""
+    return {
+        p.name: list(p.trained_on) for p, _ in loaded if getattr(p, "trained_on", None) is not None
+    }
+
+
+def deployable_heuristics() -> list[str]:
+    """The single heuristics a learned policy is measured against: every baseline but the
+    clairvoyant ``planner`` and ``random`` (neither deployable nor a heuristic)."""
+    return [n for n in policy_names() if n not in ("planner", "random") and ":" not in n]
 
 
 def evaluation_env_kwargs(env: Mapping[str, Any]) -> dict[str, Any]:
@@ -300,7 +315,18 @@ def run_comparison(
         confidence=confidence,
         command=command,
         plots=plots,
+        trained_on=trained_on_of(loaded),
     )
+
+
+def leaderboard_text(summary: Mapping[str, Any]) -> str:
+    """The leaderboard and, with learned policies, what they trained on and where they stand
+    against the best heuristic (the text of ``leaderboard.md``; the commands print it)."""
+    text = report.leaderboard_markdown(summary)
+    gen = summary.get("generalisation")
+    if gen:
+        text += "\n" + report.generalisation_markdown(gen, summary["reference"])
+    return text + "\n"
 
 
 def write_results(
@@ -314,8 +340,14 @@ def write_results(
     confidence: float,
     command: Sequence[str] | None,
     plots: bool,
+    trained_on: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """Summarise ``records`` and write every result file into ``out``; returns the summary.
+
+    With ``trained_on`` (what each learned policy trained on) the summary also has
+    ``"generalisation"`` (:func:`agents.report.generalisation_summary`: trained,
+    held-out and other scenarios apart, each against the best single heuristic), which
+    ``leaderboard.md`` renders below the ranking.
 
     The one writer of a comparison's files, whichever way the records were made
     (one process, :func:`run_comparison`; Ray cells, :func:`agents.distributed.run_comparison_ray`).
@@ -344,7 +376,11 @@ def write_results(
     )
     report.write_csv(records, out / "results.csv")
     (out / "table.md").write_text(report.markdown_table(summary, metric=metric) + "\n")
-    (out / "leaderboard.md").write_text(report.leaderboard_markdown(summary) + "\n")
+    if trained_on:
+        summary["generalisation"] = report.generalisation_summary(
+            summary, trained_on, deployable_heuristics()
+        )
+    (out / "leaderboard.md").write_text(leaderboard_text(summary))
     if plots:
         report.plot_ratio_bars(summary, out / "ratio.png")
         for scenario, policy, s in series:

@@ -46,6 +46,7 @@ __all__ = [
     "run_dir_path",
     "save_checkpoint",
     "save_final",
+    "trained_on",
     "write_config",
 ]
 
@@ -247,6 +248,16 @@ def _env_of(run_dir: Path, meta: dict[str, Any], model_file: Path) -> tuple[dict
     check(Task, {k: v for k, v in env.items() if k in task_keys}, f"{where}: env")
     check(EnvSettings, {k: v for k, v in env.items() if k not in task_keys}, f"{where}: env")
     return env, str(info.get("recipe") or info.get("algo"))
+
+
+def trained_on(path: str | Path) -> list[str]:
+    """The scenarios and families a run or model file trained on (:attr:`RunConfig.trained_on`;
+    a model file without its run folder: the scenario and ``train_families`` it records)."""
+    model_file, run_dir = model_file_of(Path(path))
+    if (run_dir / "config.yml").is_file():
+        return read_config(run_dir).trained_on
+    env, _ = _env_of(run_dir, read_model_file(model_file, None)._model_meta, model_file)
+    return list(dict.fromkeys([str(env["scenario"]), *(env.get("train_families") or [])]))
 
 
 def load_trained(path: str | Path) -> tuple[Any, dict[str, Any], str]:

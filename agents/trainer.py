@@ -28,7 +28,7 @@ from agents import tensorboard as tb
 from agents.config import ON_POLICY, RESUME_OVERRIDES, RunConfig, RunOptions, TrainingError
 from agents.config.build import agent_spaces
 from agents.config.load import resolve, whole_rollouts
-from agents.evaluation import load_policy, run_comparison
+from agents.evaluation import leaderboard_text, load_policy, run_comparison
 from agents.finetune import FineTuneGuards, fix_log_std
 from agents.imitation import warm_start
 from agents.interrupts import InterruptGuard
@@ -391,7 +391,7 @@ def final_comparison(
     )
     print(report.markdown_table(summary))
     print()
-    print(report.leaderboard_markdown(summary))
+    print(leaderboard_text(summary), end="")
     return summary
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from envs import generator
 from envs.model import KernelConfig, Params, compile_params
 from envs.scenario import Scenario, ScenarioError, load_scenario, scenario_names
 
@@ -209,12 +210,26 @@ def mixed_scenario(
     )
 
 
-FAMILY_NAMES = tuple(MIXED_SHAPES)
+FAMILY_NAMES = (
+    *MIXED_SHAPES,
+    *generator.generator_family_names(),
+    *generator.unseen_family_names(),
+)
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=32)
 def _named_family(name: str, pool_size: int) -> ScenarioFamily:
     """One object per (family, pool size), so every env shares its compiled pools."""
+    parsed = generator.parse_family_name(name)
+    if parsed is not None:
+        shape, cell = parsed
+        return ScenarioFamily(
+            name,
+            lambda split, index: generator.generated_scenario(shape, split, index, cell=cell),
+            pool_size,
+            generator.MAX_TENANTS,
+            generator.MAX_PHASES,
+        )
     return ScenarioFamily(
         name,
         lambda split, index: mixed_scenario(split, index, family=name),
@@ -243,6 +258,11 @@ def make_family(
             raise ScenarioError(
                 f"unknown scenario {spec!r}: expected a YAML file, a scenario {scenario_names()} "
                 f"or a family {list(FAMILY_NAMES)}"
+                + (
+                    f" (group {spec!r}: list it where families are listed, not as one scenario)"
+                    if spec in generator.GROUPS
+                    else ""
+                )
             ) from None
         raise exc
     return _fixed(sc)

@@ -28,6 +28,7 @@ from agents.imitation.settings import ImitationSettings
 from agents.networks import TenantPolicy
 from agents.view import MIXINGS, RESIDUAL_CODECS, base_names, make_interface
 from baselines import policy_names as heuristics
+from envs.generator import expand_family_names
 from envs.spaces import OBSERVATIONS, TIERING_MODES
 
 # ============================================================================ recipe parts
@@ -158,8 +159,15 @@ class EnvSettings(_Strict):
         "the actor never does (TenantPolicy)",
     )
     train_families: NameList | None = Field(
-        None, description="more scenario families trained at once (one batch each)"
+        None,
+        description="more scenario families trained at once (one batch each); a group name "
+        "(generator, unseen) stands for its families",
     )
+
+    @field_validator("train_families")
+    @classmethod
+    def _expand_groups(cls, v: Any) -> Any:
+        return v if v is None else expand_family_names(v)
 
     @field_validator("tiering_modes")
     @classmethod

@@ -209,6 +209,17 @@ class RunConfig(_Strict):
         return {**self.task.given(), **self.recipe.env.given()}
 
     @property
+    def trained_on(self) -> list[str]:
+        """The scenarios and families the run trained on (their ``train`` splits): the task's
+        scenario, the recipe's ``train_families`` and the imitation phase's ``scenarios``."""
+        env = self.env
+        names = [env["scenario"], *(env.get("train_families") or [])]
+        im = self.recipe.imitation
+        if im is not None and im.scenario_episodes > 0:
+            names += im.scenarios
+        return list(dict.fromkeys(str(n) for n in names))
+
+    @property
     def hyperparams(self) -> dict[str, Any]:
         """The training settings as one flat mapping (TensorBoard's hyperparameter table)."""
         r = self.recipe

@@ -26,6 +26,7 @@ from agents.evaluation import (
     check_output_dir,
     check_runs,
     load_policy,
+    trained_on_of,
     write_results,
 )
 
@@ -108,6 +109,7 @@ def run_comparison_ray(
         confidence=confidence,
         command=command,
         plots=plots,
+        trained_on=trained_on_of(loaded),
     )
     shutil.rmtree(cells_dir, ignore_errors=True)  # the results hold every cell now
     return summary

@@ -27,14 +27,23 @@ The package's modules, each re-exported here:
   with a CI stratified by scenario; the details are in its docstring) and
   :func:`headroom_summary` each policy's share of the planner's headroom;
 - :mod:`agents.report.markdown`: :func:`markdown_table`, :func:`headroom_markdown` and
-  :func:`leaderboard_markdown` render a summary;
+  :func:`leaderboard_markdown` render a summary, :func:`generalisation_markdown` the
+  generalisation summary;
+- :mod:`agents.report.generalisation`: :func:`generalisation_summary` sorts a learned
+  policy's scenarios into trained, held-out and other, each against the best heuristic;
 - :mod:`agents.report.plots`: :func:`plot_ratio_bars` draws a summary's ratios and
   :func:`plot_timeseries` one episode's trajectory (matplotlib's Agg canvas, no display).
 """
 
 # Relative imports: a package's own re-exports are not import edges in
 # tests/test_layers.py; the modules below carry the edges with absolute imports.
-from .markdown import headroom_markdown, leaderboard_markdown, markdown_table
+from .generalisation import generalisation_summary
+from .markdown import (
+    generalisation_markdown,
+    headroom_markdown,
+    leaderboard_markdown,
+    markdown_table,
+)
 from .plots import plot_ratio_bars, plot_timeseries
 from .records import LOWER_IS_BETTER, METRICS, TENANT_METRICS, write_csv
 from .summary import (
@@ -54,6 +63,8 @@ __all__ = [
     "LOWER_IS_BETTER",
     "METRICS",
     "TENANT_METRICS",
+    "generalisation_markdown",
+    "generalisation_summary",
     "headroom_markdown",
     "headroom_summary",
     "leaderboard_markdown",

@@ -169,3 +169,56 @@ def leaderboard_markdown(
             + (f" {_share_text(head['per_policy'].get(pol), digits)} |" if head else "")
         )
     return "\n".join(lines) + "\n"
+
+
+def generalisation_markdown(gen: Mapping[str, Any], reference: str, digits: int = 3) -> str:
+    """Markdown of :func:`agents.report.generalisation_summary`: per learned policy and
+    group (held-out first) its geometric-mean ratio, the best single heuristic's, the
+    policy's ratio to it and its worst scenario against that scenario's best heuristic;
+    then every scenario where it is more than 2% below the best heuristic. Empty when no
+    policy was trained."""
+    if not gen:
+        return ""
+    lines = [
+        f"| policy | scenarios | n | geomean ratio to {_md_escape(reference)} | best single "
+        "heuristic (ratio) | vs it | worst scenario: vs its best heuristic |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    notes = []
+    for pol, info in gen.items():
+        for group, g in info["groups"].items():
+            geo = "-" if g["geomean_ratio"] is None else _fmt(g["geomean_ratio"], digits)
+            best = (
+                f"{_md_escape(g['best_heuristic'])} ({_fmt(g['best_heuristic_ratio'], digits)})"
+                if "best_heuristic" in g
+                else "-"
+            )
+            vs = _fmt(g["vs_best_heuristic"], digits) if "vs_best_heuristic" in g else "-"
+            worst = (
+                f"{_md_escape(g['worst_scenario'])}: {_fmt(g['worst_vs_best_heuristic'], digits)}"
+                if "worst_scenario" in g
+                else "-"
+            )
+            lines.append(
+                f"| {_md_escape(pol)} | {group} | {len(g['scenarios'])} | {geo} | {best} | {vs} "
+                f"| {worst} |"
+            )
+            for s in g["below"]:
+                e = info["per_scenario"][s]
+                notes.append(
+                    f"- {_md_escape(pol)} on {_md_escape(s)} ({group}): "
+                    f"{_fmt(e['vs_best_heuristic'], digits)} of {_md_escape(e['best_heuristic'])}'s "
+                    "mean, more than 2% below the best heuristic"
+                )
+    trained = [
+        f"- {_md_escape(p)} trained on: {', '.join(_md_escape(n) for n in i['trained_on'])}"
+        for p, i in gen.items()
+    ]
+    text = (
+        "Groups: held-out = `unseen-*` families (machine and tenant combinations its training "
+        "never drew), trained = the scenarios and families it trained on (other seeds), other = "
+        "neither.\n\n" + "\n".join(lines) + "\n\n" + "\n".join(trained) + "\n"
+    )
+    if notes:
+        text += "\n" + "\n".join(notes) + "\n"
+    return text

@@ -1,0 +1,128 @@
+"""Which results are on problems a learned policy trained on, and which are not.
+
+:func:`generalisation_summary` sorts each learned policy's scenarios into three groups
+by what it trained on (``RunConfig.trained_on``):
+
+- ``trained``: the scenario or family itself was trained on (its ``train`` split;
+  evaluation runs the ``test`` split, other seeds of the same distribution);
+- ``held-out``: an ``unseen-*`` family of the generator (:mod:`envs.generator`): a
+  combination of machine shape and tenant kind its ``gen-*`` families never draw;
+- ``other``: neither (a shipped scenario, a file), not trained on by name.
+
+Per group it gives the policy's geometric-mean ratio to the reference, that of the
+best single heuristic of the group (the heuristic with the highest geometric mean there)
+and the policy's ratio to it; per scenario, the policy's mean over the best heuristic's
+mean on that scenario, so that a scenario where the policy is the worse choice shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agents.stats import geometric_mean
+
+__all__ = ["BELOW_TOLERANCE", "GROUPS", "generalisation_summary", "scenario_group"]
+
+#: The groups, in the order reports print them.
+GROUPS = ("held-out", "trained", "other")
+#: A policy is flagged where its mean falls this far below the scenario's best heuristic.
+BELOW_TOLERANCE = 0.02
+
+
+def scenario_group(scenario: str, trained_on: Sequence[str]) -> str:
+    """``trained``, ``held-out`` or ``other`` (see the module docstring)."""
+    if scenario in trained_on:
+        return "trained"
+    return "held-out" if scenario.startswith("unseen-") else "other"
+
+
+def _mean(summary: Mapping[str, Any], scen: str, pol: str) -> float | None:
+    entry = summary["per_scenario"][scen].get(pol)
+    if entry is None:
+        return None
+    return float(entry["metrics"][summary["metric"]]["mean"])
+
+
+def _ratio(summary: Mapping[str, Any], scen: str, pol: str) -> float | None:
+    entry = summary["per_scenario"][scen].get(pol)
+    if entry is None or entry.get("ratio") is None:
+        return None
+    return float(entry["ratio"]["mean"])
+
+
+def generalisation_summary(
+    summary: Mapping[str, Any],
+    trained_on: Mapping[str, Sequence[str]],
+    heuristics: Sequence[str],
+) -> dict[str, Any]:
+    """Per learned policy (the keys of ``trained_on``), its results by group.
+
+    ``summary`` is :func:`agents.report.summarize_records`'s output (with a reference);
+    ``heuristics`` the deployable single heuristics among its policies. Layout::
+
+        {policy: {"trained_on": [...],
+                  "per_scenario": {scenario: {"group", "best_heuristic", "vs_best_heuristic",
+                                              "below": bool}},
+                  "groups": {group: {"scenarios": [...], "geomean_ratio": float,
+                                     "best_heuristic": str, "best_heuristic_ratio": float,
+                                     "vs_best_heuristic": float,
+                                     "worst_vs_best_heuristic": float, "worst_scenario": str,
+                                     "below": [scenarios]}}}}
+
+    ``below`` lists the scenarios where the policy's mean is more than
+    :data:`BELOW_TOLERANCE` under the best heuristic's on that scenario.
+    """
+    heur = [h for h in heuristics if h in summary["policies"]]
+    out: dict[str, Any] = {}
+    for pol, names in trained_on.items():
+        if pol not in summary["policies"]:
+            continue
+        per_scen: dict[str, Any] = {}
+        for scen in summary["scenarios"]:
+            mine = _mean(summary, scen, pol)
+            if mine is None:
+                continue
+            scores = {h: _mean(summary, scen, h) for h in heur}
+            scored = {h: v for h, v in scores.items() if v is not None and v > 0}
+            entry: dict[str, Any] = {"group": scenario_group(scen, names)}
+            if scored:
+                best = max(scored, key=lambda h: (scored[h], h))
+                vs = mine / scored[best]
+                entry.update(
+                    best_heuristic=best, vs_best_heuristic=vs, below=vs < 1.0 - BELOW_TOLERANCE
+                )
+            per_scen[scen] = entry
+        groups: dict[str, Any] = {}
+        for g in GROUPS:
+            scens = [s for s, e in per_scen.items() if e["group"] == g]
+            if not scens:
+                continue
+            ratios = [_ratio(summary, s, pol) for s in scens]
+            info: dict[str, Any] = {"scenarios": scens, "geomean_ratio": None}
+            if all(r is not None and r > 0 for r in ratios):
+                info["geomean_ratio"] = geometric_mean([r for r in ratios if r is not None])
+                geo_h = {}
+                for h in heur:
+                    rh = [_ratio(summary, s, h) for s in scens]
+                    if all(r is not None and r > 0 for r in rh):
+                        geo_h[h] = geometric_mean([r for r in rh if r is not None])
+                if geo_h:
+                    best = max(geo_h, key=lambda h: (geo_h[h], h))
+                    info.update(
+                        best_heuristic=best,
+                        best_heuristic_ratio=geo_h[best],
+                        vs_best_heuristic=info["geomean_ratio"] / geo_h[best],
+                    )
+            vs = {
+                s: per_scen[s]["vs_best_heuristic"]
+                for s in scens
+                if "vs_best_heuristic" in per_scen[s]
+            }
+            if vs:
+                worst = min(vs, key=lambda s: (vs[s], s))
+                info.update(worst_scenario=worst, worst_vs_best_heuristic=vs[worst])
+            info["below"] = [s for s in scens if per_scen[s].get("below")]
+            groups[g] = info
+        out[pol] = {"trained_on": list(names), "per_scenario": per_scen, "groups": groups}
+    return out

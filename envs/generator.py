@@ -1,0 +1,446 @@
+"""The scenario generator: random machines and workloads, with a part of the space held out.
+
+A generated scenario is a machine **shape** (how many sockets, DRAM nodes and CXL
+expanders, built from the fitted nodes of the shipped presets) with its capacities
+drawn, and 1 to 4 tenants, each of a **kind** of the library with its parameters drawn
+from the ranges of :data:`KINDS`: sizes, intensities, hotness, phases, arrivals and
+departures, cgroup limits and memory policies. Every range is written beside its
+source; the shipped scenarios' machines and tenants lie inside them
+(``tests/test_generator.py`` checks that), so they are points the generator can
+produce, not a training set.
+
+Families (one per node layout, so a batch can mix their scenarios):
+
+- ``gen-<shape>``: the shape with tenants of every kind except those held out on it;
+  the ``train`` and ``test`` splits draw from disjoint seeds.
+- ``unseen-<shape>-<kind>``: a **held-out cell** of :data:`HELD_OUT`, a combination of
+  a shape and a tenant kind that no ``gen-*`` family ever draws: its first tenant is
+  of that kind, the others of any kind. Training on the ``gen-*`` families sees the
+  shape (with other tenants) and the kind (on other shapes), never the two together,
+  so a result on these is a result on problems the policy never met.
+
+Group names expand to lists where families are listed (``train_families``, the
+``--scenarios`` of ``evaluate.py``): ``generator`` is every ``gen-*`` family and
+``unseen`` every ``unseen-*`` one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from envs.scenario import Scenario, hardware_presets, load_scenario
+
+__all__ = [
+    "GROUPS",
+    "HELD_OUT",
+    "KINDS",
+    "SHAPES",
+    "expand_family_names",
+    "generated_scenario",
+    "generator_family_names",
+    "held_out_kinds",
+    "unseen_family_names",
+]
+
+MAX_TENANTS = 4
+#: A tenant's parameter sets: the start and at most two phase changes.
+MAX_PHASES = 3
+EPISODE_STEPS = 100
+
+# --------------------------------------------------------------------------- machines
+
+
+@cache
+def _parts() -> dict[str, dict[str, Any]]:
+    """The fitted node parameter sets machines are built from, by part name."""
+    presets = hardware_presets()
+    a1000 = {n["name"]: n for n in presets["spr-a1000"]["nodes"]}
+    four = {n["name"]: n for n in presets["spr-4cxl"]["nodes"]}
+    spill = load_scenario("cxl-spill").hardware.model_dump(exclude_none=True)
+    return {
+        # one SNC DDR5 node of the EuroSys Sapphire Rapids (2 channels), local and remote fitted
+        "snc": dict(a1000["dram0"]),
+        # the Astera Labs A1000 expander (PCIe Gen5 x16), local and remote fitted
+        "a1000": dict(a1000["cxl0"]),
+        # a whole socket: 8 DDR5-5600 channels (spr-4cxl, derived; no remote parameters)
+        "socket": dict(four["dram0"]),
+        # a CZ120-class expander (PCIe Gen5 x8), with the remote parameters of cxl-spill
+        "cz120": {k: v for k, v in spill["nodes"][4].items() if k != "name"},
+    }
+
+
+#: Socket link of the two-socket shapes: 4 UPI 2.0 links (cxl-spill, fallback-hotspot).
+SOCKET_LINK = {"gbps": 128.0}
+#: The 2021 fix's SLIT of two sockets with two SNC nodes each (fallback-hotspot).
+SNC_2S_DISTANCE = [[10, 12, 32, 32], [12, 10, 32, 32], [32, 32, 10, 12], [32, 32, 12, 10]]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A machine shape: its nodes as ``(part, socket)``, DRAM first; ``what`` says it."""
+
+    what: str
+    nodes: tuple[tuple[str, int], ...]
+    distance: tuple[tuple[int, ...], ...] | None = None
+
+    @property
+    def sockets(self) -> int:
+        return 1 + max(s for _, s in self.nodes)
+
+    @property
+    def dram_nodes(self) -> list[int]:
+        return [i for i, (p, _) in enumerate(self.nodes) if p in ("snc", "socket")]
+
+
+#: The machine shapes (at most 6 nodes: the agent's padded node count).
+SHAPES: dict[str, Shape] = {
+    "1s-1cxl": Shape("one SNC DDR5 node and the A1000 (spr-a1000)", (("snc", 0), ("a1000", 0))),
+    "1s-2cxl": Shape(
+        "a whole socket of DDR5-5600 and two CZ120 expanders",
+        (("socket", 0), ("cz120", 0), ("cz120", 0)),
+    ),
+    "1s-4cxl": Shape(
+        "a whole socket of DDR5-5600 and four CZ120 expanders (spr-4cxl)",
+        (("socket", 0), ("cz120", 0), ("cz120", 0), ("cz120", 0), ("cz120", 0)),
+    ),
+    "1s-snc-2cxl": Shape(
+        "two SNC DDR5 nodes on one socket and two CZ120 expanders",
+        (("snc", 0), ("snc", 0), ("cz120", 0), ("cz120", 0)),
+    ),
+    "2s-1cxl": Shape(
+        "two sockets of one SNC DDR5 node each, the A1000 on socket 0 (spr-a1000-2s)",
+        (("snc", 0), ("snc", 1), ("a1000", 0)),
+    ),
+    "2s-2cxl": Shape(
+        "two sockets of one SNC DDR5 node each, a CZ120 expander on each socket",
+        (("snc", 0), ("snc", 1), ("cz120", 0), ("cz120", 1)),
+    ),
+    "2s-snc": Shape(
+        "two sockets of two SNC DDR5 nodes each, no expander (fallback-hotspot)",
+        (("snc", 0), ("snc", 0), ("snc", 1), ("snc", 1)),
+        tuple(tuple(r) for r in SNC_2S_DISTANCE),
+    ),
+    "2s-snc-2cxl": Shape(
+        "two sockets of two SNC DDR5 nodes each, two CZ120 expanders on socket 0 (cxl-spill)",
+        (("snc", 0), ("snc", 0), ("snc", 1), ("snc", 1), ("cz120", 0), ("cz120", 0)),
+    ),
+}
+
+#: DRAM per node (GiB, log-uniform): from kv-store's 8 GiB to a whole node (an SNC node's
+#: 256 GiB as in tiering-fairness; a socket's 8 x 64 GB).
+DRAM_GIB = {"snc": (8.0, 256.0), "socket": (16.0, 476.8)}
+#: CXL capacity per expander (GiB): tiering-fairness's 64 GiB, a 128 GB and a 256 GB module.
+CXL_GIB = (64.0, 119.2, 238.4)
+#: Control interval (s) and how often each is drawn: 1 s (most scenarios), 2 s (kv-store),
+#: 5 s (tiering-fairness).
+INTERVALS = ((1.0, 0.6), (2.0, 0.3), (5.0, 0.1))
+
+
+def _hardware(shape: Shape, rng: np.random.Generator) -> dict[str, Any]:
+    parts = _parts()
+    nodes, n_dram, n_cxl = [], 0, 0
+    for part, socket in shape.nodes:
+        node = dict(parts[part])
+        if part in DRAM_GIB:
+            lo, hi = DRAM_GIB[part]
+            node["capacity_gib"] = round(
+                float(math.exp(rng.uniform(math.log(lo), math.log(hi)))), 1
+            )
+            node["name"], n_dram = f"dram{n_dram}", n_dram + 1
+        else:
+            node["capacity_gib"] = float(rng.choice(CXL_GIB))
+            node["name"], n_cxl = f"cxl{n_cxl}", n_cxl + 1
+        node["socket"] = socket
+        nodes.append(node)
+    hw: dict[str, Any] = {"name": "generated", "nodes": nodes}
+    if shape.sockets > 1:
+        hw["socket_link"] = dict(SOCKET_LINK)
+    if shape.distance is not None:
+        hw["distance"] = [list(r) for r in shape.distance]
+    return hw
+
+
+# --------------------------------------------------------------------------- tenants
+
+#: The tenant kinds and the ranges their parameters are drawn from: ``(lo, hi)`` uniform,
+#: a list a choice. Each says what it models and where its ranges come from.
+KINDS: dict[str, dict[str, Any]] = {
+    "llm": {  # CPU LLM inference: streams its weights, KV cache grows, threads ramp (llm-inference)
+        "threads": (8, 24), "mlp": (4.0, 4.0), "compute_ns": (70.0, 130.0),
+        "read_fraction": (0.95, 0.95), "working_set_gib": (3.0, 14.0), "zipf_s": (0.0, 0.0),
+        "churn_per_s": (0.0, 0.02), "grow_gib_per_s": (0.0, 0.05),
+    },
+    "kv": {  # key-value store, Zipfian keys, latency-bound (kv-store; tiering-fairness latecomer)
+        "threads": (4, 64), "mlp": (1.0, 3.0), "compute_ns": (80.0, 300.0),
+        "read_fraction": (0.5, 0.95), "working_set_gib": (8.0, 48.0), "zipf_s": (0.8, 1.2),
+        "churn_per_s": (0.0, 0.02),
+    },
+    "scan": {  # analytics scan or batch job, poor locality (analytics-scan; colocation batch)
+        "threads": (8, 32), "mlp": (4.0, 10.0), "compute_ns": (40.0, 120.0),
+        "read_fraction": (0.7, 0.98), "working_set_gib": (16.0, 64.0), "zipf_s": (0.0, 0.6),
+        "churn_per_s": (0.0, 0.05),
+    },
+    "hog": {  # bandwidth hog, MLC/STREAM-like (mlc-bandwidth, cxl-spill, tiering-fairness streamer)
+        "threads": (8, 64), "mlp": (6.0, 32.0), "compute_ns": (0.0, 40.0),
+        "read_fraction": [0.5, 0.6667, 0.75, 1.0], "working_set_gib": (4.0, 256.0),
+        "zipf_s": (0.0, 0.0),
+    },
+    "latency": {  # latency-sensitive service: small, hot, few misses in flight (colocation service)
+        "threads": (2, 12), "mlp": (1.0, 1.5), "compute_ns": (30.0, 200.0),
+        "read_fraction": (0.7, 0.95), "working_set_gib": (1.0, 8.0),
+        "hot_fraction": (0.05, 0.3), "hot_access_fraction": (0.8, 0.95),
+    },
+    "web": {  # web or application tier: many threads, short misses, a hot session set
+        "threads": (16, 64), "mlp": (1.0, 2.0), "compute_ns": (100.0, 400.0),
+        "read_fraction": (0.8, 0.95), "working_set_gib": (2.0, 16.0),
+        "hot_fraction": (0.1, 0.3), "hot_access_fraction": (0.7, 0.9),
+    },
+    "hpc": {  # bandwidth-bound HPC kernel (stencil, sparse solver): sequential or random sweeps
+        "threads": (16, 64), "mlp": (8.0, 16.0), "compute_ns": (0.0, 20.0),
+        "read_fraction": (0.5, 0.8), "working_set_gib": (16.0, 150.0), "zipf_s": (0.0, 0.2),
+        "access": ["sequential", "random"],
+    },
+    "shift": {  # a job whose hot set moves: a skewed phase, then a flat one, or the reverse
+        "threads": (8, 32), "mlp": (2.0, 6.0), "compute_ns": (50.0, 200.0),
+        "read_fraction": (0.6, 0.95), "working_set_gib": (8.0, 48.0), "zipf_s": (0.8, 1.2),
+        "shift_to_zipf_s": (0.0, 0.3), "churn_per_s": (0.0, 0.02),
+    },
+}  # fmt: skip
+
+#: Chance that a tenant after the first arrives late (at 10-50% of the episode), leaves
+#: early (at 60-95%), changes its intensity once (compute_ns x 0.5-2, at 30-80%), has a
+#: cgroup memory.low (25-100% of its working set), a memory.high (50-100%), or a memory
+#: policy other than local (bind, preferred or interleave over nodes that hold it).
+P_LATE, P_STOP, P_PHASE, P_LOW, P_HIGH, P_MEMPOLICY = 0.5, 0.15, 0.3, 0.15, 0.1, 0.1
+#: Kernel options a scenario fixes: memcg limits that also act on each tier (the
+#: tiering-fairness RFC's, ``tiering-fairness-low-high``) where a tenant has limits, and
+#: the fallback lists of kernels before the 2021 fix (the ``-prefix`` scenarios) where a
+#: machine has more than two DRAM nodes (where they differ).
+P_TIER_AWARE, P_PRE2021 = 0.3, 0.15
+
+#: The held-out cells ``(shape, kind)``: never drawn by ``gen-*``; each is an
+#: ``unseen-<shape>-<kind>`` family. Every shape and every kind stays in training elsewhere.
+HELD_OUT: tuple[tuple[str, str], ...] = (
+    ("1s-1cxl", "web"),
+    ("1s-2cxl", "shift"),
+    ("1s-4cxl", "hpc"),
+    ("2s-1cxl", "llm"),
+    ("2s-2cxl", "scan"),
+    ("2s-snc-2cxl", "kv"),
+)
+
+
+def held_out_kinds(shape: str) -> list[str]:
+    """The kinds a ``gen-<shape>`` family never draws."""
+    return [k for s, k in HELD_OUT if s == shape]
+
+
+def _draw(rng: np.random.Generator, spec: Any) -> Any:
+    if isinstance(spec, list):
+        return spec[int(rng.integers(len(spec)))]
+    lo, hi = spec
+    if isinstance(lo, int):
+        return int(rng.integers(lo, hi + 1))
+    return float(rng.uniform(lo, hi))
+
+
+def _tenant(
+    kind: str, rng: np.random.Generator, name: str, episode_s: float, first: bool
+) -> dict[str, Any]:
+    r = KINDS[kind]
+    d: dict[str, Any] = {"name": name}
+    for key in ("threads", "mlp", "compute_ns", "read_fraction", "churn_per_s", "grow_gib_per_s"):
+        if key in r:
+            d[key] = _draw(rng, r[key])
+    d["working_set_gib"] = round(_draw(rng, r["working_set_gib"]), 2)
+    if "hot_fraction" in r:
+        d["hotness"] = {
+            "hot_fraction": _draw(rng, r["hot_fraction"]),
+            "hot_access_fraction": _draw(rng, r["hot_access_fraction"]),
+        }
+    else:
+        d["hotness"] = {"zipf_s": _draw(rng, r["zipf_s"])}
+    if "access" in r:
+        d["access"] = _draw(rng, r["access"])
+    phases: list[dict[str, Any]] = []
+    if kind == "llm":  # the serving threads ramp twice
+        phases = [
+            {"at_s": round(episode_s * f, 1), "threads": int(d["threads"] * m)}
+            for f, m in ((0.35, 2), (0.7, 3))
+        ]
+    elif kind == "shift":  # the hot set dissolves, or forms
+        flat = {"zipf_s": _draw(rng, r["shift_to_zipf_s"])}
+        if rng.random() < 0.5:
+            d["hotness"], flat = flat, d["hotness"]
+        phases = [{"at_s": round(float(rng.uniform(0.3, 0.7)) * episode_s, 1), "hotness": flat}]
+    if kind != "llm" and rng.random() < P_PHASE:
+        at = round(float(rng.uniform(0.3, 0.8)) * episode_s, 1)
+        if all(abs(p["at_s"] - at) >= 1.0 for p in phases):
+            phases.append({"at_s": at, "compute_ns": d["compute_ns"] * float(rng.uniform(0.5, 2))})
+    phases.sort(key=lambda p: p["at_s"])
+    if not first and rng.random() < P_LATE:
+        d["start_s"] = round(float(rng.uniform(0.1, 0.5)) * episode_s, 1)
+        for p in phases:
+            p["at_s"] = max(p["at_s"], d["start_s"] + 1.0)
+    if rng.random() < P_STOP:
+        d["stop_s"] = round(float(rng.uniform(0.6, 0.95)) * episode_s, 1)
+        phases = [p for p in phases if p["at_s"] < d["stop_s"]]
+    ats = [p["at_s"] for p in phases]
+    if len(set(ats)) < len(ats):  # a late start moved two changes onto one time
+        phases = phases[:1]
+    if phases:
+        d["phases"] = phases
+    ws = d["working_set_gib"]
+    if rng.random() < P_LOW:
+        d["memory_low_gib"] = round(ws * float(rng.uniform(0.25, 1.0)), 2)
+    if rng.random() < P_HIGH:
+        high = round(ws * float(rng.uniform(0.5, 1.0)), 2)
+        if high >= d.get("memory_low_gib", 0.0):
+            d["memory_high_gib"] = high
+    return d
+
+
+def _place(
+    t: dict[str, Any], shape: Shape, hw: Mapping[str, Any], rng: np.random.Generator
+) -> None:
+    """Socket, CPU node and memory policy of tenant ``t`` on the machine."""
+    nodes = hw["nodes"]
+    if shape.sockets > 1:
+        t["socket"] = int(rng.integers(shape.sockets))
+    local = [i for i in shape.dram_nodes if nodes[i]["socket"] == t.get("socket", 0)]
+    if len(local) > 1:
+        t["cpu_node"] = nodes[local[int(rng.integers(len(local)))]]["name"]
+    if rng.random() >= P_MEMPOLICY:
+        return
+    mode = ("bind", "preferred", "interleave")[int(rng.integers(3))]
+    if mode == "preferred":
+        t["mempolicy"] = {"mode": mode, "nodes": [nodes[local[0]]["name"]]}
+        return
+    # bind: the DRAM of a socket and every expander; interleave: every node
+    sock = int(rng.integers(shape.sockets))
+    chosen = [
+        n["name"]
+        for i, n in enumerate(nodes)
+        if mode == "interleave" or i not in shape.dram_nodes or n["socket"] == sock
+    ]
+    held = sum(n["capacity_gib"] for n in nodes if n["name"] in chosen)
+    grown = t["working_set_gib"] + 200.0 * t.get("grow_gib_per_s", 0.0)
+    if held >= grown:
+        t["mempolicy"] = {"mode": mode, "nodes": chosen}
+
+
+#: Share of the machine's capacity the tenants' peak working sets may fill: the rest is
+#: the watermarks' and headroom (the model does not swap).
+FILL = 0.9
+
+
+def _fit(tenants: list[dict[str, Any]], hw: Mapping[str, Any], episode_s: float) -> None:
+    """Scale every tenant's sizes by one factor so that their peaks fit the machine."""
+    peak = sum(
+        t["working_set_gib"]
+        + t.get("grow_gib_per_s", 0.0) * (t.get("stop_s", episode_s) - t.get("start_s", 0.0))
+        for t in tenants
+    )
+    room = FILL * sum(n["capacity_gib"] for n in hw["nodes"])
+    if peak <= room:
+        return
+    f = room / peak
+    for t in tenants:
+        for key in ("working_set_gib", "memory_low_gib", "memory_high_gib"):
+            if key in t:
+                t[key] = round(t[key] * f, 2)
+        if "grow_gib_per_s" in t:
+            t["grow_gib_per_s"] *= f
+
+
+def _split_code(split: str) -> int:
+    return {"train": 0, "test": 1}[split]
+
+
+def generated_scenario(
+    shape: str, split: str, index: int, cell: str | None = None, episode_steps: int = EPISODE_STEPS
+) -> Scenario:
+    """Scenario ``index`` of a split of ``gen-<shape>`` or, with ``cell`` (a kind held out
+    on ``shape``), of ``unseen-<shape>-<cell>``."""
+    if shape not in SHAPES:
+        raise ValueError(f"shape: got {shape!r}, expected one of {sorted(SHAPES)}")
+    held = held_out_kinds(shape)
+    if cell is not None and cell not in held:
+        raise ValueError(f"cell: {cell!r} is not held out on {shape!r} (held out: {held})")
+    sh = SHAPES[shape]
+    stream = [0x6E4E, list(SHAPES).index(shape), 0 if cell is None else 1 + held.index(cell)]
+    rng = np.random.default_rng([*stream, _split_code(split), index])
+    hw = _hardware(sh, rng)
+    intervals, p = zip(*INTERVALS, strict=True)
+    interval = float(rng.choice(intervals, p=p))
+    episode_s = interval * episode_steps
+    allowed = [k for k in KINDS if k not in held]
+    n = int(rng.integers(1, MAX_TENANTS + 1))
+    kinds = [cell] if cell is not None else []
+    pool = list(KINDS) if cell is not None else allowed
+    kinds += [pool[int(i)] for i in rng.integers(len(pool), size=n - len(kinds))]
+    tenants = [
+        _tenant(kind, rng, f"{kind}{i}", episode_s, first=i == 0) for i, kind in enumerate(kinds)
+    ]
+    _fit(tenants, hw, episode_s)
+    for t in tenants:
+        _place(t, sh, hw, rng)
+    family = f"gen-{shape}" if cell is None else f"unseen-{shape}-{cell}"
+    kernel: dict[str, str] = {}
+    limited = any("memory_low_gib" in t or "memory_high_gib" in t for t in tenants)
+    if limited and rng.random() < P_TIER_AWARE:
+        kernel["memcg_limits"] = "tier_aware"
+    if len(sh.dram_nodes) > 2 and rng.random() < P_PRE2021:
+        kernel["fallback_lists"] = "pre-2021"
+    return load_scenario(
+        {
+            **({"kernel": kernel} if kernel else {}),
+            "name": f"{family}-{split}-{index}",
+            "description": f"generated: {sh.what}; envs.generator",
+            "interval_s": interval,
+            "episode_steps": episode_steps,
+            "hardware": hw,
+            "tenants": tenants,
+        }
+    )
+
+
+def generator_family_names() -> list[str]:
+    return [f"gen-{s}" for s in SHAPES]
+
+
+def unseen_family_names() -> list[str]:
+    return [f"unseen-{s}-{k}" for s, k in HELD_OUT]
+
+
+#: Group names and the families they stand for.
+GROUPS: dict[str, list[str]] = {
+    "generator": generator_family_names(),
+    "unseen": unseen_family_names(),
+}
+
+
+def parse_family_name(name: str) -> tuple[str, str | None] | None:
+    """``(shape, cell)`` of a generator family name, or None for another name."""
+    if name.startswith("gen-") and name[4:] in SHAPES:
+        return name[4:], None
+    for s, k in HELD_OUT:
+        if name == f"unseen-{s}-{k}":
+            return s, k
+    return None
+
+
+def expand_family_names(names: Iterable[str]) -> list[str]:
+    """``names`` with each group name replaced by its families, in order, without repeats."""
+    out: list[str] = []
+    for n in names:
+        for f in GROUPS.get(n, [n]):
+            if f not in out:
+                out.append(f)
+    return out
