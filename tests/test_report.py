@@ -379,3 +379,46 @@ def test_plot_timeseries_validates_lengths(series: dict[str, Any], tmp_path: Pat
     del bad["weights"]
     with pytest.raises(ValueError, match="weights"):
         plot_timeseries(bad, tmp_path / "bad.png", title="bad")
+
+
+# ----------------------------------------------------------------------------- generalisation
+
+
+def test_generalisation_sorts_scenarios_and_compares_with_the_best_heuristic(
+    records: list[dict[str, Any]],
+) -> None:
+    """A policy that "trained on" kv-store: kv-store is trained, colocation (renamed as a
+    held-out family) held-out; each scenario's ratio is its mean over the best heuristic's."""
+    from agents.report import generalisation_markdown, generalisation_summary
+
+    held = "unseen-1s-1cxl-web"
+    recs = copy.deepcopy(records)
+    for r in recs:
+        if r["scenario"] == "colocation":
+            r["scenario"] = held
+    summ = summarize_records(recs, reference=REF, n_boot=200, seed=0)
+    gen = generalisation_summary(summ, {"random": ["kv-store"]}, [REF, "numa-tiering"])
+    info = gen["random"]
+    assert info["per_scenario"]["kv-store"]["group"] == "trained"
+    assert info["per_scenario"][held]["group"] == "held-out"
+    for scen in ("kv-store", held):
+        means = {
+            p: float(np.mean(list(metric_of(recs, scen, p).values())))
+            for p in (REF, "numa-tiering", "random")
+        }
+        best = max(means[REF], means["numa-tiering"])
+        e = info["per_scenario"][scen]
+        assert means[e["best_heuristic"]] == pytest.approx(best)
+        assert e["vs_best_heuristic"] == pytest.approx(means["random"] / best)
+        assert e["below"] == (e["vs_best_heuristic"] < 0.98)
+        g = info["groups"]["trained" if scen == "kv-store" else "held-out"]
+        assert g["scenarios"] == [scen] and g["worst_vs_best_heuristic"] == e["vs_best_heuristic"]
+        assert g["below"] == ([scen] if e["below"] else [])
+    text = generalisation_markdown(gen, REF)
+    assert "random trained on: kv-store" in text
+    assert "| random | held-out | 1 |" in text
+    for scen, group in (("kv-store", "trained"), (held, "held-out")):
+        flagged = info["per_scenario"][scen]["below"]
+        assert (f"random on {scen} ({group})" in text) == flagged
+    assert any(info["per_scenario"][s]["below"] for s in ("kv-store", held))  # random is poor
+    assert generalisation_markdown({}, REF) == ""
