@@ -970,8 +970,10 @@ def init_state(params: Params, seeds: ArrayLike) -> State:
 def _gather(tab: np.ndarray, phase: NDArray[np.int64]) -> np.ndarray:
     """Values of the current phase: tab (T, P, ..., B), phase (T, B) -> (T, ..., B)."""
     out = tab[:, 0]
+    if tab.shape[1] == 1:
+        return out
     extra = (1,) * (tab.ndim - 3)
-    for ph in range(1, tab.shape[1]):
+    for ph in range(1, min(tab.shape[1], int(phase.max()) + 1)):  # phases no tenant is in: none
         sel = (phase == ph).reshape(phase.shape[:1] + extra + phase.shape[1:])
         out = np.where(sel, tab[:, ph], out)
     return out

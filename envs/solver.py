@@ -169,17 +169,32 @@ def lsum(x: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
     element would then be summed in another order alone than in a batch.
     Adding slices in a fixed order makes every element's result independent
     of the batch size (batched and single runs agree bit for bit).
+
+    For a batch of one (last axis of size 1) the slices are added by one call of
+    ``np.add.accumulate``, which adds them in the same order (each partial sum is the
+    last one plus the next slice) without a Python loop; for a bigger batch that
+    call is slower than the loop (it walks the summed axis innermost).
     """
-    if isinstance(axis, tuple):
-        for ax in sorted(axis, reverse=True):
+    if axis.__class__ is tuple:
+        for ax in sorted(axis, reverse=True):  # type: ignore[union-attr]
             x = lsum(x, ax)
         return x
-    if x.dtype == np.bool_:
+    if x.dtype.kind == "b":
         x = x.astype(np.int64)
-    if axis < 0:
-        axis += x.ndim
-    pre: tuple[Any, ...] = (slice(None),) * axis  # slice i along ``axis``: x[(*pre, i)], a view
-    n = x.shape[axis]
+    ax: int = axis  # type: ignore[assignment]
+    if ax < 0:
+        ax += x.ndim
+    n = x.shape[ax]
+    if ax == 0:  # the common case: plain indexing, no index tuple
+        if n == 1:
+            return x[0].copy()
+        out = np.add(x[0], x[1])
+        for i in range(2, n):
+            out += x[i]
+        return out
+    pre: tuple[Any, ...] = (slice(None),) * ax  # slice i along ``ax``: x[(*pre, i)], a view
+    if n > 2 and x.shape[-1] == 1:
+        return np.add.accumulate(x, axis=ax)[(*pre, -1)]
     if n == 1:
         return x[(*pre, 0)].copy()
     out = np.add(x[(*pre, 0)], x[(*pre, 1)])  # the same as copying slice 0 and adding slice 1
