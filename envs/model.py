@@ -1079,6 +1079,10 @@ class Candidates:
     scan_gib: F64  # (T, B) address space the NUMA-balancing scanner covered this interval
     scan_bounds: tuple[F64, F64] | None  # task_scan_min/max (T, B) ms; None: no per-task scan
     access_rate: F64  # (T, K, B) accesses per page per second of each bucket
+    # the placement's sums they were found on (reclaim starts from that placement)
+    tenant_node: F64  # (T, N, B) GiB of each tenant on each node
+    used: F64  # (N, B)
+    dram_use: F64  # (T, B)
 
 
 @dataclass(frozen=True)
@@ -1167,10 +1171,16 @@ def memcg_limits(p: Params, high: F64, low: F64) -> tuple[F64, F64, F64]:
 
 
 def allocate_pages(
-    p: Params, state: State, action: Action, tn: Tenants, place: F64
+    p: Params,
+    state: State,
+    action: Action,
+    tn: Tenants,
+    place: F64,
+    deficit: F64 | None = None,
 ) -> tuple[F64, F64, F64]:
     """Phase 2: missing pages allocated by the interleave weights, local-first fallback.
 
+    ``deficit`` (T, K, B): :func:`bucket_deficit` of ``place`` where the caller has it.
     Returns the weights in force (T, N, B), the placement (``place`` is updated) and
     the pages allocated (T, K, N, B GiB; reclaim finds them referenced).
     """
@@ -1181,13 +1191,19 @@ def allocate_pages(
         aw = aw * p.policy_mask
     w_new = _normalise_weights(p, aw, tn.phase)
     w = np.where(tn.active[:, None], w_new, state.weights)
-    deficit = np.maximum(tn.bucket_size - lsum(place, 2), 0.0)  # (T, K, B)
+    if deficit is None:
+        deficit = bucket_deficit(tn, place)  # (T, K, B)
     need = lsum(deficit, 1)
     got = _allocate(p, lsum(place, 1), need, w, tn.high)  # (T, N, B)
     frac = deficit / np.maximum(need, 1e-300)[:, None]
     fresh = got[:, None] * frac[:, :, None]  # (T, K, N, B)
     place += fresh
     return w, place, fresh
+
+
+def bucket_deficit(tn: Tenants, place: F64) -> F64:
+    """GiB each tenant bucket lacks (T, K, B): its size less its pages on every node."""
+    return np.maximum(tn.bucket_size - lsum(place, 2), 0.0)
 
 
 def promotion_candidates(
@@ -1260,7 +1276,18 @@ def promotion_candidates(
     want = np.where(plentiful, cand_node, np.minimum(rate_gib, cand_node))  # (N, B)
     need_room = np.maximum(want - np.maximum(free - p.wm_high, 0.0), 0.0)
     return Candidates(
-        cand, tscale, cand_node, want, need_room, plentiful, scan_gib, bounds, per_page
+        cand,
+        tscale,
+        cand_node,
+        want,
+        need_room,
+        plentiful,
+        scan_gib,
+        bounds,
+        per_page,
+        tenant_node,
+        used,
+        dram_use,
     )
 
 
@@ -1286,7 +1313,13 @@ def task_scan_gib(p: Params, state: State, tn: Tenants, smin: F64, dt: F64) -> F
 
 
 def numa_scan_update(
-    p: Params, state: State, tn: Tenants, place: F64, cand: Candidates, promo_t: F64
+    p: Params,
+    state: State,
+    tn: Tenants,
+    place: F64,
+    cand: Candidates,
+    promo_t: F64,
+    rss: F64 | None = None,
 ) -> tuple[F64, F64, F64]:
     """Per-tenant scan state after the interval: period, offset, recorded faults (T, B).
 
@@ -1304,7 +1337,8 @@ def numa_scan_update(
     """
     if cand.scan_bounds is None:
         return state.scan_period_ms, state.scan_offset_gib, state.numa_faults_mb
-    rss = lsum(lsum(place, 1), 1)
+    if rss is None:  # (T, B) each tenant's resident set (the caller may have it)
+        rss = lsum(lsum(place, 1), 1)
     smin, smax = cand.scan_bounds
     scanning = p.scan_task & (cand.scan_gib > 0)
 
@@ -1449,9 +1483,7 @@ def reclaim_and_demote(
     """
     N = p.n_nodes
     is_dram = ~p.is_cxl
-    tenant_node = lsum(place, 1)
-    used = lsum(tenant_node, 0)
-    dram_use = lsum((tenant_node * is_dram), 1)
+    tenant_node, used, dram_use = cand.tenant_node, cand.used, cand.dram_use  # of ``place``
     dem_from = np.zeros_like(p.capacity_gib)  # (N, B) GiB demoted from each node
     dem_to = np.zeros_like(p.capacity_gib)
     util = np.zeros_like(p.capacity_gib)  # share of each node's bandwidth migration uses
@@ -1609,7 +1641,15 @@ def migration_cost(p: Params, tn: Tenants, mig: Migration, dt: F64) -> tuple[F64
     return bg_rd, bg_wr, cpu_loss
 
 
-def high_throttle(p: Params, tn: Tenants, place: F64, charged: F64, cpu_loss: F64, dt: F64) -> F64:
+def high_throttle(
+    p: Params,
+    tn: Tenants,
+    place: F64,
+    charged: F64,
+    cpu_loss: F64,
+    dt: F64,
+    total_use: F64 | None = None,
+) -> F64:
     """``cpu_loss`` (T, B) plus the time a cgroup over ``memory.high`` (total usage) sleeps.
 
     Each batch of ``MEMCG_CHARGE_BATCH`` pages charged over the limit costs the
@@ -1619,7 +1659,8 @@ def high_throttle(p: Params, tn: Tenants, place: F64, charged: F64, cpu_loss: F6
     """
     if not np.isfinite(tn.tot_high).any():
         return cpu_loss
-    total_use = lsum(lsum(place, 1), 1)
+    if total_use is None:  # (T, B) each cgroup's usage (the caller may have it)
+        total_use = lsum(lsum(place, 1), 1)
     sleep = memcg_high_throttle(total_use, tn.tot_high, charged * PAGES_PER_GIB)
     threads = _gather(p.threads, tn.phase)
     return np.clip(cpu_loss + sleep / (threads * dt), 0.0, 0.9)
@@ -1642,24 +1683,26 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     is_dram = ~p.is_cxl  # (N, B)
 
     tn, place = tenant_phase(p, state, now, dt)  # 1
-    charged = lsum(np.maximum(tn.bucket_size - lsum(place, 2), 0.0), 1)  # (T, B) GiB to charge
-    w, place, fresh = allocate_pages(p, state, action, tn, place)  # 2
+    deficit = bucket_deficit(tn, place)
+    charged = lsum(deficit, 1)  # (T, B) GiB to charge
+    w, place, fresh = allocate_pages(p, state, action, tn, place, deficit)  # 2
     cand = promotion_candidates(p, state, tn, place, rate_mbps, dt)  # 3
     place, dem_from, dem_to, util, kswapd_failures = reclaim_and_demote(
         p, tn, place, fresh, cand, promo_on, dt, state.kswapd_failures, charged
     )  # 4
     place, promo_from, promo_to, promo_t = promote(p, tn, place, cand, util, dt)  # 5
+    tenant_node = lsum(place, 1)  # (T, N, B) the placement is final from here on
+    rss = lsum(tenant_node, 1)  # (T, B)
     mig = Migration(dem_from, dem_to, promo_from, promo_to, promo_t)
     threshold_ms, cand_mb = adapt_threshold(p, state, cand, rate_mbps, dt)
-    scan_period, scan_offset, faults = numa_scan_update(p, state, tn, place, cand, promo_t)
+    scan_period, scan_offset, faults = numa_scan_update(p, state, tn, place, cand, promo_t, rss)
     bg_rd, bg_wr, cpu_loss = migration_cost(p, tn, mig, dt)  # 6
-    cpu_loss = high_throttle(p, tn, place, charged, cpu_loss, dt)
+    cpu_loss = high_throttle(p, tn, place, charged, cpu_loss, dt, rss)
 
     # ---- 7. the fixed point
     phase, active = tn.phase, tn.active
     share_k = _gather(p.access_share, phase)
     tenant_bucket = lsum(place, 2)  # (T, K, B)
-    tenant_node = lsum(place, 1)  # (T, N, B)
     density = share_k / np.maximum(tenant_bucket, 1e-300)
     node_share = np.empty_like(tenant_node)  # (T, N, B)
     for n in range(p.n_nodes):

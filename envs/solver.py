@@ -490,7 +490,9 @@ class _Problem:
         dmw = 1.0 / nc.mem_write + nc.mem_turn * (rd / tot) ** 2
         sh, dq = self.share, ev["dq_mem"]
         mrd_w, mwr_w = self.crw_w if self.any_random else (self.rd_w, self.wr_w)
-        terms = [(sh[:, n] * dq[n], mrd_w[:, n] * dmr[n] + mwr_w[:, n] * dmw[n]) for n in range(N)]
+        # every node's memory term at once: left and right (T, N, B), products (T, T, N, B)
+        mem = (sh * dq)[:, None] * (mrd_w * dmr + mwr_w * dmw)[None]
+        terms: list[tuple[F64, F64]] = []
         if self.any_link:
             rf = self.rfrac
             terms += [
@@ -506,21 +508,19 @@ class _Problem:
             rtot = np.maximum(rrd + rwr, _TINY)
             drr = 1.0 / nc.rem_read + nc.rem_turn * (rwr / rtot) ** 2
             drw = 1.0 / nc.rem_write + nc.rem_turn * (rrd / rtot) ** 2
-            terms += [
-                (
-                    self.rshare[:, n] * ev["dqr"][n],
-                    self.rrd_w[:, n] * drr[n] + self.rwr_w[:, n] * drw[n],
-                )
-                for n in range(N)
-            ]
-        if self.n_links:
-            terms += [(self.lk_w[k] * ev["dq_lk"][k], self.lk_r[k]) for k in range(self.n_links)]
-        # outer products added in a fixed order, into one buffer (the first is what
-        # adding it to zeros gives)
-        j = terms[0][0][:, None] * terms[0][1][None]
+            rem = (self.rshare * ev["dqr"])[:, None] * (self.rrd_w * drr + self.rwr_w * drw)[None]
+        # outer products added in a fixed order (memory rows, link rows, remote rows,
+        # socket links), into one buffer; the first is what adding it to zeros gives
+        j = lsum(mem, 2)
         tmp = np.empty_like(j)
-        for left, right in terms[1:]:
+        for left, right in terms:
             np.multiply(left[:, None], right[None], out=tmp)
+            j += tmp
+        if self.any_remote:
+            for n in range(N):
+                j += rem[:, :, n]
+        for k in range(self.n_links):
+            np.multiply((self.lk_w[k] * ev["dq_lk"][k])[:, None], self.lk_r[k][None], out=tmp)
             j += tmp
         np.divide(ev["x"][None], np.maximum(ev["denom"], _TINY)[:, None], out=tmp)
         j *= tmp
