@@ -298,8 +298,8 @@ class _Problem:
             )
         if self.any_remote:
             self.rshare = share * remote  # (T, N, B)
-            self.rrd_w = self.rd_w * remote
-            self.rwr_w = self.wr_w * remote
+            self.rrw_w = self.rw_w * remote  # (2, T, N, B): remote reads, remote writes
+            self.rrd_w, self.rwr_w = self.rrw_w
         self.bg = np.stack(
             [bg_rd, bg_wr] if bg_rd.shape == bg_wr.shape else np.broadcast_arrays(bg_rd, bg_wr)
         )  # (2, N, B) background traffic
@@ -368,6 +368,7 @@ class _Problem:
         sub.rw_w = per_tn[2:4]
         if self.any_remote:
             sub.rshare, sub.rrd_w, sub.rwr_w = per_tn[4:7]
+            sub.rrw_w = per_tn[5:7]
         if self.any_random:
             k0 = 7 if self.any_remote else 4
             sub.crw_w = per_tn[k0 : k0 + 2]
@@ -435,9 +436,7 @@ class _Problem:
             )
             u_loc = np.maximum(u_mem, np.maximum(u_lr, u_lw))
         if self.any_remote:
-            xs = x[:, None]
-            rrd = lsum((xs * self.rrd_w), 0)
-            rwr = lsum((xs * self.rwr_w), 0)
+            rrd, rwr = lsum(x[None, :, None] * self.rrw_w, 1)  # (N, B) each
             u_rem = mix_utilisation(rrd, rwr, nc.rem_read, nc.rem_write, nc.rem_turn)
             qr, out["dqr"] = queue_delay(u_rem, nc.rem_slope_ns, nc.rem_knee_ns, nc.rem_knee_exp)
             out["rrd"], out["rwr"] = rrd, rwr
@@ -689,7 +688,7 @@ def solve_fixed_point(
         todo = sev["norm"] > tol
         if not todo.any():
             break
-        if todo.mean() < 0.7:
+        if np.count_nonzero(todo) / todo.size < 0.7:  # todo.mean(), without its overhead
             if sub is pb:
                 z, ev = sz, {k: v.copy() for k, v in sev.items()}
             work = work[todo]
@@ -704,7 +703,7 @@ def solve_fixed_point(
         moved = np.zeros_like(todo)
         few: tuple[NDArray[np.int64], _Problem] | None = None  # backtracking sub-problem
         for _ in range(40):
-            if pending.mean() > 0.5:
+            if np.count_nonzero(pending) / pending.size > 0.5:
                 tz = sz + lam * step
                 tev = sub.evaluate(np.where(sub.active, np.exp(tz), 0.0))
                 ok = pending & tev["feasible"] & (tev["norm"] < sev["norm"])
