@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 CASES = ("cartpole", "spr-a1000 B=4096", "cxl-spill B=4096", "gym.make mixed", "gym.make paired")
 
 
-def _worker(quick: bool) -> dict[str, float]:
+def _worker(quick: bool, model_only: bool = False) -> dict[str, float]:
     import gymnasium as gym
     import numpy as np
     import yaml
@@ -97,8 +97,9 @@ def _worker(quick: bool) -> dict[str, float]:
                 e.reset()
         return steps / (time.perf_counter() - t0)
 
-    out["gym.make mixed"] = single(100 if quick else 600)
-    out["gym.make paired"] = single(60 if quick else 300, reward_baseline="colloid")
+    if not model_only:
+        out["gym.make mixed"] = single(100 if quick else 600)
+        out["gym.make paired"] = single(60 if quick else 300, reward_baseline="colloid")
     out["envs"] = envs.__file__  # type: ignore[assignment]
     return out
 
@@ -111,18 +112,18 @@ def main() -> None:
     ap.add_argument("--after", default=str(HERE.parent), help="default: this checkout")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="short timings: a smoke run")
+    ap.add_argument("--model-only", action="store_true", help="only the model-core cases")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        print(json.dumps(_worker(args.quick)))
+        print(json.dumps(_worker(args.quick, args.model_only)))
         return
     trees = {"before": Path(args.before).resolve(), "after": Path(args.after).resolve()}
     res: dict[str, list[dict[str, float]]] = {k: [] for k in trees}
     for r in range(args.rounds):
         for name, root in trees.items() if r % 2 == 0 else reversed(trees.items()):
             cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--before", "-"]
-            if args.quick:
-                cmd.append("--quick")
+            cmd += ["--quick"] * args.quick + ["--model-only"] * args.model_only
             env = {**os.environ, "PYTHONPATH": str(root)}
             done = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
             if done.returncode:
@@ -136,6 +137,8 @@ def main() -> None:
     print("| case | before steps/s | x CartPole | after steps/s | x CartPole | after / before |")
     print("|---|---:|---:|---:|---:|---:|")
     for case in CASES:
+        if case not in res["before"][0]:
+            continue
         med = {}
         share = {}
         for name in trees:

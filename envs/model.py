@@ -1371,6 +1371,7 @@ def lru_reclaim(
     usage: F64,
     access_rate: F64,
     dt: F64,
+    scan_pps: F64 | None = None,
 ) -> tuple[F64, F64, F64]:
     """The reference check on one DRAM node's anon LRUs while its kswapd scans them.
 
@@ -1380,7 +1381,8 @@ def lru_reclaim(
     such a page finds it referenced, which is a pass's share of the interval's looks
     (all of them when a pass is longer than the interval ``dt``); ``protected`` and
     ``usage`` (T, B) GiB: each cgroup's ``memory.low`` in force and the usage it
-    protects; ``access_rate`` (T, K, B) accesses per page per second. Returns the GiB
+    protects; ``access_rate`` (T, K, B) accesses per page per second; ``scan_pps`` (B,)
+    ``R`` where the batch is a part of ``p``'s (default ``p.kswapd_scan_pps``). Returns the GiB
     per second of scanning that the check lets go from each bucket (T, K, B), the pages
     a whole pass would reclaim (B,) and the seconds a pass takes (B,).
 
@@ -1422,12 +1424,13 @@ def lru_reclaim(
     cold is demoted in proportion at once rather than as its folios reach the tail of
     the active list; MGLRU's generations (``lru_gen_set_refs``).
     """
+    R = p.kswapd_scan_pps if scan_pps is None else scan_pps
     on_m = np.maximum(on_m, 0.0)  # (a demotion's rounding may leave -1e-19 GiB)
     size = lsum(on_m, 1)  # (T, B) GiB of each lruvec on the node
     inactive = inactive_anon_target(size * PAGES_PER_GIB)  # (T, B) pages
     scan = memcg_reclaim_scan(inactive, protected * PAGES_PER_GIB, usage * PAGES_PER_GIB)
     pass_pages = lsum(scan, 0)  # (B,) pages a pass looks at
-    pass_s = pass_pages / p.kswapd_scan_pps
+    pass_s = pass_pages / R
     scanned = scan > 0
     age = np.where(scanned, pass_s * inactive / np.where(scanned, scan, 1.0), 0.0)  # (T, B)
     miss = 1.0 - access_probability(access_rate * age[:, None])  # no reference since
@@ -1436,7 +1439,7 @@ def lru_reclaim(
     # of each lruvec's inactive list, R * scan / pass_pages pages a second, bucket by bucket
     # as the lruvec: the GiB a second the check lets go
     share = let_go / np.maximum(size, 1e-300)[:, None]  # (T, K, B) <= 1
-    gib_s = p.kswapd_scan_pps / PAGES_PER_GIB * scan / np.maximum(pass_pages, 1e-300)  # (T, B)
+    gib_s = R / PAGES_PER_GIB * scan / np.maximum(pass_pages, 1e-300)  # (T, B)
     rate = share * gib_s[:, None]  # (T, K, B) GiB/s
     per_pass = lsum(scan * lsum(share, 1), 0)  # (B,) pages
     return rate, per_pass, pass_s
@@ -1525,14 +1528,43 @@ def reclaim_and_demote(
         if not (kswapd > 0).any() and not (excess > 0).any():
             continue  # kswapd asleep, no memory.high reclaim: nothing changes
         usage = np.where(low_on_total, total_use, dram_use)
-        rate, per_pass, pass_s = lru_reclaim(
-            p, on_m, fresh[:, :, m], np.minimum(low, usage), usage, cand.access_rate, dt
+        # the reference check and the take only where kswapd runs or memory.high reclaims
+        # (gathered when that is a part of the batch: each element's numbers are its own);
+        # elsewhere nothing is taken, the zeros that the computation gives there
+        busy = (kswapd > 0) | excess.any(0)
+        sel = None if np.count_nonzero(busy) > 0.8 * busy.size else np.flatnonzero(busy)
+
+        def part(a: np.ndarray, sel: NDArray[np.int64] | None = sel) -> np.ndarray:
+            return a if sel is None else a[..., sel]
+
+        on_s, excess_s, dt_s = part(on_m), part(excess), part(dt)
+        usage_s = part(usage)
+        rate, per_pass_s, pass_s_s = lru_reclaim(
+            p,
+            on_s,
+            part(fresh[:, :, m]),
+            np.minimum(part(low), usage_s),
+            usage_s,
+            part(cand.access_rate),
+            dt_s,
+            part(p.kswapd_scan_pps),
         )
-        take = _take_in_proportion(on_m, rate, excess)  # memory.high reclaim first
-        high_gib = lsum(excess, 0)
-        cap = np.minimum(rate * dt, np.maximum(on_m - take, 0.0))  # kswapd's scan meanwhile
+        # memory.high reclaim first (none over it anywhere: nothing, what it gives then)
+        take_s = _take_in_proportion(on_s, rate, excess_s) if excess_s.any() else None
+        # kswapd's scan meanwhile
+        left = np.maximum(on_s, 0.0) if take_s is None else np.maximum(on_s - take_s, 0.0)
+        cap = np.minimum(rate * dt_s, left)
         cap_sum = lsum(cap, (0, 1))
-        take = take + cap * np.minimum(1.0, kswapd / np.maximum(cap_sum, 1e-300))
+        by_kswapd = cap * np.minimum(1.0, part(kswapd) / np.maximum(cap_sum, 1e-300))
+        take_s = by_kswapd + 0.0 if take_s is None else take_s + by_kswapd
+        if sel is None:
+            take, per_pass, pass_s = take_s, per_pass_s, pass_s_s
+        else:
+            take = np.zeros_like(on_m)
+            take[..., sel] = take_s
+            per_pass, pass_s = np.zeros_like(kswapd), np.zeros_like(kswapd)
+            per_pass[sel], pass_s[sel] = per_pass_s, pass_s_s
+        high_gib = lsum(excess, 0)
         take = np.minimum(take, np.maximum(on_m, 0.0))  # no rounding past the pages there
         total = lsum(lsum(take, 1), 0)
         read_room, write_room = migration_room(p, util, dt)
