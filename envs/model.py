@@ -30,6 +30,7 @@ See ``docs/model.md`` for the equations and their sources.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -69,6 +70,7 @@ from envs.rng import uniform as _uniform
 from envs.scenario import HotColdHotness, Scenario, TenantSpec, ZipfHotness, tenant_cpu_node
 from envs.solver import TOL as SOLVER_TOL
 from envs.solver import (
+    CurveStructure,
     NodeCurves,
     SocketLinks,
     link_weights,
@@ -304,6 +306,36 @@ class Params:
     @property
     def batch_size(self) -> int:
         return int(self.interval_s.shape[0])
+
+    # Constants of the batch that a step needs, computed at their first use and kept
+    # (the parameters are never written; a new batch is a new object).
+
+    @functools.cached_property
+    def curve_structure(self) -> CurveStructure:
+        """:meth:`envs.solver.CurveStructure.of` the node curves."""
+        return CurveStructure.of(self.curves)
+
+    @functools.cached_property
+    def flags(self) -> dict[str, Any]:
+        """Which mechanisms some element of the batch has (each step tests them)."""
+        return {
+            "policy_mask": bool((self.policy_mask < 1).any()),
+            "link_limit": bool(np.isfinite(self.link_gbps).any()),
+            "random": bool(self.random.any()),
+            "active_only": bool(self.active_only.any()),
+            "scan_task": bool(self.scan_task.any()),
+            "promo_throttle": bool(self.promo_throttle.any()),
+            # CXL nodes: (node, CXL in every element)
+            "cxl_nodes": [
+                (n, bool(self.is_cxl[n].all())) for n in range(self.n_nodes) if self.is_cxl[n].any()
+            ],
+        }
+
+    @functools.cached_property
+    def migration_peaks(self) -> tuple[F64, F64]:
+        """Each node's read and write peak for page migration (N, B), the CXL link included."""
+        c = self.curves
+        return np.minimum(c.mem_read, c.link_read), np.minimum(c.mem_write, c.link_write)
 
     @property
     def n_tenants(self) -> int:
@@ -1103,16 +1135,16 @@ def migration_room(p: Params, util: F64, dt: F64) -> tuple[F64, F64]:
     uses (``read / R + write / W``, the CXL link included in ``R`` and ``W``);
     migration may use up to ``migrate_max_util`` of it.
     """
-    c = p.curves
+    peak_rd, peak_wr = p.migration_peaks
     free = np.maximum(p.migrate_max_util - util, 0.0) * dt / GB_PER_GIB
-    return free * np.minimum(c.mem_read, c.link_read), free * np.minimum(c.mem_write, c.link_write)
+    return free * peak_rd, free * peak_wr
 
 
 def _use_bandwidth(p: Params, util: F64, read_gib: F64, write_gib: F64, dt: F64) -> F64:
     """``util`` plus the share of bandwidth that reading and writing these GiB (N, B) takes."""
-    c = p.curves
-    rd = read_gib * GB_PER_GIB / dt / np.minimum(c.mem_read, c.link_read)
-    wr = write_gib * GB_PER_GIB / dt / np.minimum(c.mem_write, c.link_write)
+    peak_rd, peak_wr = p.migration_peaks
+    rd = read_gib * GB_PER_GIB / dt / peak_rd
+    wr = write_gib * GB_PER_GIB / dt / peak_wr
     return util + rd + wr
 
 
@@ -1187,7 +1219,7 @@ def allocate_pages(
     # the action's weights count only on the nodes the tenant's mempolicy allows (a bind
     # or interleave mask); none there leaves the policy's own placement
     aw = np.ascontiguousarray(np.moveaxis(action.weights, 0, -1))
-    if (p.policy_mask < 1).any():
+    if p.flags["policy_mask"]:
         aw = aw * p.policy_mask
     w_new = _normalise_weights(p, aw, tn.phase)
     w = np.where(tn.active[:, None], w_new, state.weights)
@@ -1218,7 +1250,7 @@ def promotion_candidates(
     kswapd runs whenever a promotion finds too little free memory above HIGH,
     so the demotion phase also makes room for the promotions wanted here.
     """
-    T, N = p.n_tenants, p.n_nodes
+    T = p.n_tenants
     promo_on = rate_mbps > 0
     is_dram = ~p.is_cxl
     tenant_node = lsum(place, 1)  # (T, N, B)
@@ -1237,7 +1269,7 @@ def promotion_candidates(
     th_t = lsum((loc1h * state.threshold_ms), 1) / 1000.0
     window = np.where(plenty_t, p.scan_period_s, th_t)
     detect = access_probability(per_page * window[:, None])
-    if p.active_only.any():
+    if p.flags["active_only"]:
         detect = np.where(p.active_only, detect * detect, detect)
     # sampling noise of the scanner: log-normal per tenant and interval, mean 1 (float32)
     sigma = p.detect_noise.astype(np.float32)
@@ -1245,7 +1277,7 @@ def promotion_candidates(
         sigma * _normal32(state.key, _counter(state.t, T), 11) - np.float32(0.5) * sigma * sigma
     ).astype(float)  # (T, B)
     bounds = None
-    if p.scan_task.any():
+    if p.flags["scan_task"]:
         bounds = _scan_bounds(p, lsum(tenant_node, 1))  # migration keeps the resident set
         scan_gib = np.where(
             p.scan_task, task_scan_gib(p, state, tn, bounds[0], dt), p.scan_gib_per_s * dt
@@ -1257,13 +1289,13 @@ def promotion_candidates(
     scanned = np.where(p.numa_mof, scanned, 0.0)  # mempolicy without MPOL_F_MOF: no migration
     pick = np.clip(np.multiply(detect, noise[:, None], out=detect), 0.0, 1.0, out=detect)
     pick *= scanned[:, None]  # (T, K, B)
-    cxl_nodes = [n for n in range(N) if p.is_cxl[n].any()]
     cand = {  # (T, K, B) each
-        n: place[:, :, n] * (pick if p.is_cxl[n].all() else pick * p.is_cxl[n]) for n in cxl_nodes
+        n: place[:, :, n] * (pick if every else pick * p.is_cxl[n])
+        for n, every in p.flags["cxl_nodes"]
     }
     # per-tenant scale of its candidates: memcg throttle, memory.high room
     tscale = np.ones_like(dram_use)
-    if p.promo_throttle.any():
+    if p.flags["promo_throttle"]:
         pressure = lsum((loc1h * (free < p.wm_promo)), 1) > 0
         thr = memcg_promotion_scan_fraction(tn.low * PAGES_PER_GIB, dram_use * PAGES_PER_GIB)
         tscale = np.where(p.promo_throttle & pressure, thr, 1.0)
@@ -1749,7 +1781,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     tsock = _gather(p.socket, phase)
     remote = (tsock[:, None] != p.node_socket).astype(float)  # (T, N, B)
     links = None
-    if np.isfinite(p.link_gbps).any():
+    if p.flags["link_limit"]:
         links = SocketLinks(
             link_weights(node_share, rfrac, tsock, p.node_socket),
             p.link_gbps,
@@ -1768,7 +1800,8 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         p.curves,
         x0=state.throughput,
         links=links,
-        random=_gather(p.random, phase) if p.random.any() else None,
+        random=_gather(p.random, phase) if p.flags["random"] else None,
+        structure=p.curve_structure,
     )
 
     # ---- outputs (batch-first)
