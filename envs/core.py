@@ -411,7 +411,8 @@ def _tenant_specs(state: EnvState, now: F64) -> F64:
     dram = np.where(p.is_cxl, 0.0, cap).sum(0)  # (B,)
     peak = np.minimum(p.curves.mem_read, p.curves.link_read).sum(0)
     ws = _take(p.working_set_gib, phase) * s.jit[2]
-    hot = np.take_along_axis(p.access_share, phase[:, None, None, :], axis=1)[:, 0, :3].sum(1)
+    share = p.access_share  # (T, P, K, B): the hottest three buckets' shares at the phase
+    hot = _take(share[:, :, 0], phase) + _take(share[:, :, 1], phase) + _take(share[:, :, 2], phase)
     d = np.stack(
         [
             np.log2(1.0 + _take(p.threads, phase)) / 8.0,
@@ -496,7 +497,7 @@ def descriptors(params: EnvParams, state: EnvState) -> tuple[F64, F64]:
         ],
         axis=1,
     )
-    return np.moveaxis(d, 1, 0), extra
+    return d.transpose(1, 0, 2), extra  # (B, T, k): np.moveaxis(d, 1, 0), without its overhead
 
 
 def observe(params: EnvParams, state: EnvState, out: Outputs | None) -> NDArray[np.float32]:
@@ -509,7 +510,7 @@ def observe(params: EnvParams, state: EnvState, out: Outputs | None) -> NDArray[
         idle_ns=c.idle_ns.T,
         capacity_gib=p.capacity_gib.T,
         peak_gbps=np.minimum(c.mem_read, c.link_read).sum(0),
-        weights=np.moveaxis(s.weights, -1, 0),
+        weights=s.weights.transpose(2, 0, 1),  # (B, T, N)
         t=s.t,
         steps=p.episode_steps,
         present=(p.present & (p.start_s <= 0)).T,

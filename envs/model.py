@@ -1218,7 +1218,7 @@ def allocate_pages(
     """
     # the action's weights count only on the nodes the tenant's mempolicy allows (a bind
     # or interleave mask); none there leaves the policy's own placement
-    aw = np.ascontiguousarray(np.moveaxis(action.weights, 0, -1))
+    aw = np.ascontiguousarray(action.weights.transpose(1, 2, 0))  # (T, N, B)
     if p.flags["policy_mask"]:
         aw = aw * p.policy_mask
     w_new = _normalise_weights(p, aw, tn.phase)
