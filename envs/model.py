@@ -1768,9 +1768,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     share_k = _gather(p.access_share, phase)
     tenant_bucket = lsum(place, 2)  # (T, K, B)
     density = share_k / np.maximum(tenant_bucket, 1e-300)
-    node_share = np.empty_like(tenant_node)  # (T, N, B)
-    for n in range(p.n_nodes):
-        node_share[:, n] = lsum(np.multiply(place[:, :, n], density), 1)
+    node_share = lsum(place * density[:, :, None], 1)  # (T, N, B)
     node_share = np.where(active[:, None], node_share, 0.0)
     threads = _gather(p.threads, phase)
     cap = np.where(
