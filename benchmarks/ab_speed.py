@@ -15,7 +15,8 @@ process measures, in this order:
   ``env_speed.py`` steps) and on the 6-node ``cxl-spill``;
 - one ``gym.make("tiergym/TieredMemory-v0", scenario="mixed")`` instance stepped
   with random actions (reset when an episode ends), without and with
-  ``reward_baseline="colloid"`` (the paired twins).
+  ``reward_baseline="colloid"`` (the paired twins), and the native vector env
+  (``gym.make_vec``, ``vector_entry_point``) at N = 256 the same two ways.
 
 The table gives each checkout's median over the rounds, in steps/s and as a share
 of CartPole's rate, and after / before of the medians of the CartPole shares (the
@@ -36,7 +37,15 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-CASES = ("cartpole", "spr-a1000 B=4096", "cxl-spill B=4096", "gym.make mixed", "gym.make paired")
+CASES = (
+    "cartpole",
+    "spr-a1000 B=4096",
+    "cxl-spill B=4096",
+    "gym.make mixed",
+    "gym.make paired",
+    "vector env mixed N=256",
+    "vector env paired N=256",
+)
 
 
 def _worker(quick: bool, model_only: bool = False) -> dict[str, float]:
@@ -97,9 +106,29 @@ def _worker(quick: bool, model_only: bool = False) -> dict[str, float]:
                 e.reset()
         return steps / (time.perf_counter() - t0)
 
+    def vector(n: int, steps: int, **kw: Any) -> float:
+        e = gym.make_vec(
+            "tiergym/TieredMemory-v0",
+            num_envs=n,
+            vectorization_mode="vector_entry_point",
+            scenario="mixed",
+            **kw,
+        )
+        e.reset(seed=0)
+        e.action_space.seed(0)
+        acts = [e.action_space.sample() for _ in range(steps + 3)]
+        for a in acts[:3]:
+            e.step(a)
+        t0 = time.perf_counter()
+        for a in acts[3:]:
+            e.step(a)
+        return n * steps / (time.perf_counter() - t0)
+
     if not model_only:
         out["gym.make mixed"] = single(100 if quick else 600)
         out["gym.make paired"] = single(60 if quick else 300, reward_baseline="colloid")
+        out["vector env mixed N=256"] = vector(256, 10 if quick else 60)
+        out["vector env paired N=256"] = vector(256, 10 if quick else 60, reward_baseline="colloid")
     out["envs"] = envs.__file__  # type: ignore[assignment]
     return out
 
