@@ -36,6 +36,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
+import yaml
+from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
+
+import envs
+from envs import Action, compile_params, init_state, load_scenario
+from envs.model import step
+
+# (the worker runs with PYTHONPATH set to its checkout: these imports are that checkout's)
+
 HERE = Path(__file__).resolve().parent
 CASES = (
     "cartpole",
@@ -49,15 +60,6 @@ CASES = (
 
 
 def _worker(quick: bool, model_only: bool = False) -> dict[str, float]:
-    import gymnasium as gym
-    import numpy as np
-    import yaml
-    from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
-
-    import envs
-    from envs import Action, compile_params, init_state, load_scenario
-    from envs.model import step
-
     out: dict[str, float] = {}
     env = CartPoleVectorEnv(num_envs=4096)
     env.reset(seed=0)

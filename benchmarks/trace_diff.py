@@ -38,7 +38,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
+import yaml
+
+import envs
+from envs import Action, KernelConfig, compile_params, init_state, load_scenario
+from envs.model import step
+
+# (a recording runs with PYTHONPATH set to its checkout: these imports are that checkout's)
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = (
@@ -70,12 +78,6 @@ def _arrays(prefix: str, obj: Any, out: dict[str, np.ndarray]) -> None:
 
 def record(path: str) -> None:
     """Run every case of the docstring in this process and save its arrays to ``path``."""
-    import gymnasium as gym
-    import yaml
-
-    from envs import Action, KernelConfig, compile_params, init_state, load_scenario
-    from envs.model import step
-
     out: dict[str, np.ndarray] = {}
 
     def model(name: str, spec: Any, b: int, steps: int, kernel: Any = None) -> None:
@@ -146,8 +148,6 @@ def record(path: str) -> None:
         tiering_modes=modes[:4],
     )
     np.savez(path, **out)  # type: ignore[arg-type]
-    import envs
-
     print(envs.__file__)
 
 
