@@ -1293,15 +1293,20 @@ def promotion_candidates(
         n: place[:, :, n] * (pick if every else pick * p.is_cxl[n])
         for n, every in p.flags["cxl_nodes"]
     }
-    # per-tenant scale of its candidates: memcg throttle, memory.high room
-    tscale = np.ones_like(dram_use)
+    # per-tenant scale of its candidates: memcg throttle, memory.high room (without a
+    # throttle anywhere the scale is 1, and multiplying by it is left out: x * 1.0 is x)
+    throttle = None
     if p.flags["promo_throttle"]:
         pressure = lsum((loc1h * (free < p.wm_promo)), 1) > 0
         thr = memcg_promotion_scan_fraction(tn.low * PAGES_PER_GIB, dram_use * PAGES_PER_GIB)
-        tscale = np.where(p.promo_throttle & pressure, thr, 1.0)
-    cand_t = sum((lsum(c, 1) for c in cand.values()), np.zeros_like(dram_use)) * tscale  # (T, B)
+        throttle = np.where(p.promo_throttle & pressure, thr, 1.0)
+    cand_t = sum((lsum(c, 1) for c in cand.values()), np.zeros_like(dram_use))  # (T, B)
+    if throttle is not None:
+        cand_t = cand_t * throttle
     room = np.maximum(tn.high - dram_use, 0.0)
-    tscale = tscale * np.minimum(1.0, room / np.maximum(cand_t, 1e-300))
+    tscale = np.minimum(1.0, room / np.maximum(cand_t, 1e-300))
+    if throttle is not None:
+        tscale = throttle * tscale
     cand_t = np.minimum(cand_t, room)
     cand_node = lsum((cand_t[:, None] * loc1h), 0)  # (N, B) candidates per target node
     rate_gib = rate_mbps * 1e6 / GIB * dt

@@ -564,8 +564,8 @@ class _Problem:
         j *= tmp
         if not self.all_active:
             np.copyto(j, 0.0, where=~(self.active[:, None] & self.active[None]))
-        for t in range(T):
-            j[t, t] += 1.0
+        diag = np.arange(T)
+        j[diag, diag] += 1.0  # each diagonal entry once
         return j
 
 
