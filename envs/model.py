@@ -101,6 +101,7 @@ PAGES_PER_GIB = GIB / PAGE_BYTES
 # Log-spaced at the hot end so a Zipf head is resolved with few buckets.
 BUCKET_EDGES = np.array([0.0, 0.001, 0.005, 0.02, 0.06, 0.15, 0.3, 0.6, 1.0])
 K_BUCKETS = len(BUCKET_EDGES) - 1
+_BUCKET_WIDTHS = np.diff(BUCKET_EDGES)[:, None]  # (K, 1) share of the working set per bucket
 
 
 # --------------------------------------------------------------------------- configuration
@@ -330,6 +331,21 @@ class Params:
                 (n, bool(self.is_cxl[n].all())) for n in range(self.n_nodes) if self.is_cxl[n].any()
             ],
         }
+
+    @functools.cached_property
+    def policy_fractions(self) -> tuple[NDArray[np.bool_], F64] | None:
+        """Where a tenant's mempolicy has weights of its own (T, 1, B), and those weights
+        as fractions (T, N, B); None when no tenant's has."""
+        pw = self.policy_w
+        ptot = lsum(pw, 1)
+        if not (ptot > 0).any():
+            return None
+        return ptot[:, None] > 0, pw / np.where(ptot > 0, ptot, 1.0)[:, None]
+
+    @functools.cached_property
+    def threshold_period_steps(self) -> NDArray[np.int64]:
+        """Intervals per hot-threshold adaptation period (B,), at least 1."""
+        return np.maximum(np.round(self.threshold_period_s / self.interval_s), 1).astype(np.int64)
 
     @functools.cached_property
     def migration_peaks(self) -> tuple[F64, F64]:
@@ -1016,16 +1032,20 @@ def _onehot(idx: NDArray[np.int64], n: int) -> F64:
     return (np.arange(n).reshape((1,) * (idx.ndim - 1) + (n, 1)) == idx[..., None, :]).astype(float)
 
 
-def _normalise_weights(params: Params, w: F64, phase: NDArray[np.int64]) -> F64:
+def _normalise_weights(
+    params: Params, w: F64, phase: NDArray[np.int64], loc1h: F64 | None = None
+) -> F64:
     """Weights (T, N, B) as fractions per tenant; all-zero rows mean the tenant's
     mempolicy (``policy_w``: its bind or preferred node first, its interleave), and
-    local-first where that is the default policy."""
+    local-first where that is the default policy. ``loc1h`` (T, N, B): the one-hot of
+    each tenant's local DRAM node at ``phase`` where the caller has it."""
     tot = lsum(w, 1)
-    onehot = _onehot(_gather(params.local_dram, phase), params.n_nodes)
-    pw = params.policy_w
-    ptot = lsum(pw, 1)
-    if (ptot > 0).any():
-        onehot = np.where(ptot[:, None] > 0, pw / np.where(ptot > 0, ptot, 1.0)[:, None], onehot)
+    if loc1h is None:
+        loc1h = _onehot(_gather(params.local_dram, phase), params.n_nodes)
+    onehot = loc1h
+    policy = params.policy_fractions
+    if policy is not None:
+        onehot = np.where(policy[0], policy[1], onehot)
     return np.where(tot[:, None] > 0, w / np.where(tot > 0, tot, 1.0)[:, None], onehot)
 
 
@@ -1159,7 +1179,7 @@ def tenant_phase(p: Params, state: State, now: F64, dt: F64) -> tuple[Tenants, F
         now + dt - _gather(p.phase_at, phase), 0.0
     )
     ws = np.where(active, np.maximum(ws, 1e-6), 0.0)
-    bucket_size = ws[:, None] * np.diff(BUCKET_EDGES)[:, None]  # (T, K, B)
+    bucket_size = ws[:, None] * _BUCKET_WIDTHS  # (T, K, B)
     cur = lsum(state.place, 2)
     # share of each bucket kept: bucket_size / cur where the bucket is too big, else 1
     # (the same numbers as np.where(cur > bucket_size, ..., 1.0) for pages >= 0)
@@ -1221,7 +1241,7 @@ def allocate_pages(
     aw = np.ascontiguousarray(action.weights.transpose(1, 2, 0))  # (T, N, B)
     if p.flags["policy_mask"]:
         aw = aw * p.policy_mask
-    w_new = _normalise_weights(p, aw, tn.phase)
+    w_new = _normalise_weights(p, aw, tn.phase, tn.loc1h)
     w = np.where(tn.active[:, None], w_new, state.weights)
     if deficit is None:
         deficit = bucket_deficit(tn, place)  # (T, K, B)
@@ -1688,7 +1708,10 @@ def adapt_threshold(
     and the candidate MB counted in the current period.
     """
     cand_mb = state.cand_mb + cand.per_target * (GIB / 1e6)
-    period = np.maximum(np.round(p.threshold_period_s / dt), 1).astype(np.int64)
+    if dt is p.interval_s:
+        period = p.threshold_period_steps
+    else:
+        period = np.maximum(np.round(p.threshold_period_s / dt), 1).astype(np.int64)
     period_end = (state.t + 1) % period == 0
     adapt = period_end & p.threshold_adapt & (rate_mbps > 0) & ~p.is_cxl
     th_new = adapt_promotion_threshold(state.threshold_ms, cand_mb, rate_mbps, p.threshold_period_s)
