@@ -30,6 +30,7 @@ See ``docs/model.md`` for the equations and their sources.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -69,6 +70,7 @@ from envs.rng import uniform as _uniform
 from envs.scenario import HotColdHotness, Scenario, TenantSpec, ZipfHotness, tenant_cpu_node
 from envs.solver import TOL as SOLVER_TOL
 from envs.solver import (
+    CurveStructure,
     NodeCurves,
     SocketLinks,
     link_weights,
@@ -99,6 +101,7 @@ PAGES_PER_GIB = GIB / PAGE_BYTES
 # Log-spaced at the hot end so a Zipf head is resolved with few buckets.
 BUCKET_EDGES = np.array([0.0, 0.001, 0.005, 0.02, 0.06, 0.15, 0.3, 0.6, 1.0])
 K_BUCKETS = len(BUCKET_EDGES) - 1
+_BUCKET_WIDTHS = np.diff(BUCKET_EDGES)[:, None]  # (K, 1) share of the working set per bucket
 
 
 # --------------------------------------------------------------------------- configuration
@@ -304,6 +307,51 @@ class Params:
     @property
     def batch_size(self) -> int:
         return int(self.interval_s.shape[0])
+
+    # Constants of the batch that a step needs, computed at their first use and kept
+    # (the parameters are never written; a new batch is a new object).
+
+    @functools.cached_property
+    def curve_structure(self) -> CurveStructure:
+        """:meth:`envs.solver.CurveStructure.of` the node curves."""
+        return CurveStructure.of(self.curves)
+
+    @functools.cached_property
+    def flags(self) -> dict[str, Any]:
+        """Which mechanisms some element of the batch has (each step tests them)."""
+        return {
+            "policy_mask": bool((self.policy_mask < 1).any()),
+            "link_limit": bool(np.isfinite(self.link_gbps).any()),
+            "random": bool(self.random.any()),
+            "active_only": bool(self.active_only.any()),
+            "scan_task": bool(self.scan_task.any()),
+            "promo_throttle": bool(self.promo_throttle.any()),
+            # CXL nodes: (node, CXL in every element)
+            "cxl_nodes": [
+                (n, bool(self.is_cxl[n].all())) for n in range(self.n_nodes) if self.is_cxl[n].any()
+            ],
+        }
+
+    @functools.cached_property
+    def policy_fractions(self) -> tuple[NDArray[np.bool_], F64] | None:
+        """Where a tenant's mempolicy has weights of its own (T, 1, B), and those weights
+        as fractions (T, N, B); None when no tenant's has."""
+        pw = self.policy_w
+        ptot = lsum(pw, 1)
+        if not (ptot > 0).any():
+            return None
+        return ptot[:, None] > 0, pw / np.where(ptot > 0, ptot, 1.0)[:, None]
+
+    @functools.cached_property
+    def threshold_period_steps(self) -> NDArray[np.int64]:
+        """Intervals per hot-threshold adaptation period (B,), at least 1."""
+        return np.maximum(np.round(self.threshold_period_s / self.interval_s), 1).astype(np.int64)
+
+    @functools.cached_property
+    def migration_peaks(self) -> tuple[F64, F64]:
+        """Each node's read and write peak for page migration (N, B), the CXL link included."""
+        c = self.curves
+        return np.minimum(c.mem_read, c.link_read), np.minimum(c.mem_write, c.link_write)
 
     @property
     def n_tenants(self) -> int:
@@ -970,8 +1018,10 @@ def init_state(params: Params, seeds: ArrayLike) -> State:
 def _gather(tab: np.ndarray, phase: NDArray[np.int64]) -> np.ndarray:
     """Values of the current phase: tab (T, P, ..., B), phase (T, B) -> (T, ..., B)."""
     out = tab[:, 0]
+    if tab.shape[1] == 1:
+        return out
     extra = (1,) * (tab.ndim - 3)
-    for ph in range(1, tab.shape[1]):
+    for ph in range(1, min(tab.shape[1], int(phase.max()) + 1)):  # phases no tenant is in: none
         sel = (phase == ph).reshape(phase.shape[:1] + extra + phase.shape[1:])
         out = np.where(sel, tab[:, ph], out)
     return out
@@ -982,16 +1032,20 @@ def _onehot(idx: NDArray[np.int64], n: int) -> F64:
     return (np.arange(n).reshape((1,) * (idx.ndim - 1) + (n, 1)) == idx[..., None, :]).astype(float)
 
 
-def _normalise_weights(params: Params, w: F64, phase: NDArray[np.int64]) -> F64:
+def _normalise_weights(
+    params: Params, w: F64, phase: NDArray[np.int64], loc1h: F64 | None = None
+) -> F64:
     """Weights (T, N, B) as fractions per tenant; all-zero rows mean the tenant's
     mempolicy (``policy_w``: its bind or preferred node first, its interleave), and
-    local-first where that is the default policy."""
+    local-first where that is the default policy. ``loc1h`` (T, N, B): the one-hot of
+    each tenant's local DRAM node at ``phase`` where the caller has it."""
     tot = lsum(w, 1)
-    onehot = _onehot(_gather(params.local_dram, phase), params.n_nodes)
-    pw = params.policy_w
-    ptot = lsum(pw, 1)
-    if (ptot > 0).any():
-        onehot = np.where(ptot[:, None] > 0, pw / np.where(ptot > 0, ptot, 1.0)[:, None], onehot)
+    if loc1h is None:
+        loc1h = _onehot(_gather(params.local_dram, phase), params.n_nodes)
+    onehot = loc1h
+    policy = params.policy_fractions
+    if policy is not None:
+        onehot = np.where(policy[0], policy[1], onehot)
     return np.where(tot[:, None] > 0, w / np.where(tot > 0, tot, 1.0)[:, None], onehot)
 
 
@@ -1077,6 +1131,10 @@ class Candidates:
     scan_gib: F64  # (T, B) address space the NUMA-balancing scanner covered this interval
     scan_bounds: tuple[F64, F64] | None  # task_scan_min/max (T, B) ms; None: no per-task scan
     access_rate: F64  # (T, K, B) accesses per page per second of each bucket
+    # the placement's sums they were found on (reclaim starts from that placement)
+    tenant_node: F64  # (T, N, B) GiB of each tenant on each node
+    used: F64  # (N, B)
+    dram_use: F64  # (T, B)
 
 
 @dataclass(frozen=True)
@@ -1097,16 +1155,16 @@ def migration_room(p: Params, util: F64, dt: F64) -> tuple[F64, F64]:
     uses (``read / R + write / W``, the CXL link included in ``R`` and ``W``);
     migration may use up to ``migrate_max_util`` of it.
     """
-    c = p.curves
+    peak_rd, peak_wr = p.migration_peaks
     free = np.maximum(p.migrate_max_util - util, 0.0) * dt / GB_PER_GIB
-    return free * np.minimum(c.mem_read, c.link_read), free * np.minimum(c.mem_write, c.link_write)
+    return free * peak_rd, free * peak_wr
 
 
 def _use_bandwidth(p: Params, util: F64, read_gib: F64, write_gib: F64, dt: F64) -> F64:
     """``util`` plus the share of bandwidth that reading and writing these GiB (N, B) takes."""
-    c = p.curves
-    rd = read_gib * GB_PER_GIB / dt / np.minimum(c.mem_read, c.link_read)
-    wr = write_gib * GB_PER_GIB / dt / np.minimum(c.mem_write, c.link_write)
+    peak_rd, peak_wr = p.migration_peaks
+    rd = read_gib * GB_PER_GIB / dt / peak_rd
+    wr = write_gib * GB_PER_GIB / dt / peak_wr
     return util + rd + wr
 
 
@@ -1121,7 +1179,7 @@ def tenant_phase(p: Params, state: State, now: F64, dt: F64) -> tuple[Tenants, F
         now + dt - _gather(p.phase_at, phase), 0.0
     )
     ws = np.where(active, np.maximum(ws, 1e-6), 0.0)
-    bucket_size = ws[:, None] * np.diff(BUCKET_EDGES)[:, None]  # (T, K, B)
+    bucket_size = ws[:, None] * _BUCKET_WIDTHS  # (T, K, B)
     cur = lsum(state.place, 2)
     # share of each bucket kept: bucket_size / cur where the bucket is too big, else 1
     # (the same numbers as np.where(cur > bucket_size, ..., 1.0) for pages >= 0)
@@ -1165,27 +1223,39 @@ def memcg_limits(p: Params, high: F64, low: F64) -> tuple[F64, F64, F64]:
 
 
 def allocate_pages(
-    p: Params, state: State, action: Action, tn: Tenants, place: F64
+    p: Params,
+    state: State,
+    action: Action,
+    tn: Tenants,
+    place: F64,
+    deficit: F64 | None = None,
 ) -> tuple[F64, F64, F64]:
     """Phase 2: missing pages allocated by the interleave weights, local-first fallback.
 
+    ``deficit`` (T, K, B): :func:`bucket_deficit` of ``place`` where the caller has it.
     Returns the weights in force (T, N, B), the placement (``place`` is updated) and
     the pages allocated (T, K, N, B GiB; reclaim finds them referenced).
     """
     # the action's weights count only on the nodes the tenant's mempolicy allows (a bind
     # or interleave mask); none there leaves the policy's own placement
-    aw = np.ascontiguousarray(np.moveaxis(action.weights, 0, -1))
-    if (p.policy_mask < 1).any():
+    aw = np.ascontiguousarray(action.weights.transpose(1, 2, 0))  # (T, N, B)
+    if p.flags["policy_mask"]:
         aw = aw * p.policy_mask
-    w_new = _normalise_weights(p, aw, tn.phase)
+    w_new = _normalise_weights(p, aw, tn.phase, tn.loc1h)
     w = np.where(tn.active[:, None], w_new, state.weights)
-    deficit = np.maximum(tn.bucket_size - lsum(place, 2), 0.0)  # (T, K, B)
+    if deficit is None:
+        deficit = bucket_deficit(tn, place)  # (T, K, B)
     need = lsum(deficit, 1)
     got = _allocate(p, lsum(place, 1), need, w, tn.high)  # (T, N, B)
     frac = deficit / np.maximum(need, 1e-300)[:, None]
     fresh = got[:, None] * frac[:, :, None]  # (T, K, N, B)
     place += fresh
     return w, place, fresh
+
+
+def bucket_deficit(tn: Tenants, place: F64) -> F64:
+    """GiB each tenant bucket lacks (T, K, B): its size less its pages on every node."""
+    return np.maximum(tn.bucket_size - lsum(place, 2), 0.0)
 
 
 def promotion_candidates(
@@ -1200,7 +1270,7 @@ def promotion_candidates(
     kswapd runs whenever a promotion finds too little free memory above HIGH,
     so the demotion phase also makes room for the promotions wanted here.
     """
-    T, N = p.n_tenants, p.n_nodes
+    T = p.n_tenants
     promo_on = rate_mbps > 0
     is_dram = ~p.is_cxl
     tenant_node = lsum(place, 1)  # (T, N, B)
@@ -1219,7 +1289,7 @@ def promotion_candidates(
     th_t = lsum((loc1h * state.threshold_ms), 1) / 1000.0
     window = np.where(plenty_t, p.scan_period_s, th_t)
     detect = access_probability(per_page * window[:, None])
-    if p.active_only.any():
+    if p.flags["active_only"]:
         detect = np.where(p.active_only, detect * detect, detect)
     # sampling noise of the scanner: log-normal per tenant and interval, mean 1 (float32)
     sigma = p.detect_noise.astype(np.float32)
@@ -1227,7 +1297,7 @@ def promotion_candidates(
         sigma * _normal32(state.key, _counter(state.t, T), 11) - np.float32(0.5) * sigma * sigma
     ).astype(float)  # (T, B)
     bounds = None
-    if p.scan_task.any():
+    if p.flags["scan_task"]:
         bounds = _scan_bounds(p, lsum(tenant_node, 1))  # migration keeps the resident set
         scan_gib = np.where(
             p.scan_task, task_scan_gib(p, state, tn, bounds[0], dt), p.scan_gib_per_s * dt
@@ -1239,26 +1309,42 @@ def promotion_candidates(
     scanned = np.where(p.numa_mof, scanned, 0.0)  # mempolicy without MPOL_F_MOF: no migration
     pick = np.clip(np.multiply(detect, noise[:, None], out=detect), 0.0, 1.0, out=detect)
     pick *= scanned[:, None]  # (T, K, B)
-    cxl_nodes = [n for n in range(N) if p.is_cxl[n].any()]
     cand = {  # (T, K, B) each
-        n: place[:, :, n] * (pick if p.is_cxl[n].all() else pick * p.is_cxl[n]) for n in cxl_nodes
+        n: place[:, :, n] * (pick if every else pick * p.is_cxl[n])
+        for n, every in p.flags["cxl_nodes"]
     }
-    # per-tenant scale of its candidates: memcg throttle, memory.high room
-    tscale = np.ones_like(dram_use)
-    if p.promo_throttle.any():
+    # per-tenant scale of its candidates: memcg throttle, memory.high room (without a
+    # throttle anywhere the scale is 1, and multiplying by it is left out: x * 1.0 is x)
+    throttle = None
+    if p.flags["promo_throttle"]:
         pressure = lsum((loc1h * (free < p.wm_promo)), 1) > 0
         thr = memcg_promotion_scan_fraction(tn.low * PAGES_PER_GIB, dram_use * PAGES_PER_GIB)
-        tscale = np.where(p.promo_throttle & pressure, thr, 1.0)
-    cand_t = sum((lsum(c, 1) for c in cand.values()), np.zeros_like(dram_use)) * tscale  # (T, B)
+        throttle = np.where(p.promo_throttle & pressure, thr, 1.0)
+    cand_t = sum((lsum(c, 1) for c in cand.values()), np.zeros_like(dram_use))  # (T, B)
+    if throttle is not None:
+        cand_t = cand_t * throttle
     room = np.maximum(tn.high - dram_use, 0.0)
-    tscale = tscale * np.minimum(1.0, room / np.maximum(cand_t, 1e-300))
+    tscale = np.minimum(1.0, room / np.maximum(cand_t, 1e-300))
+    if throttle is not None:
+        tscale = throttle * tscale
     cand_t = np.minimum(cand_t, room)
     cand_node = lsum((cand_t[:, None] * loc1h), 0)  # (N, B) candidates per target node
     rate_gib = rate_mbps * 1e6 / GIB * dt
     want = np.where(plentiful, cand_node, np.minimum(rate_gib, cand_node))  # (N, B)
     need_room = np.maximum(want - np.maximum(free - p.wm_high, 0.0), 0.0)
     return Candidates(
-        cand, tscale, cand_node, want, need_room, plentiful, scan_gib, bounds, per_page
+        cand,
+        tscale,
+        cand_node,
+        want,
+        need_room,
+        plentiful,
+        scan_gib,
+        bounds,
+        per_page,
+        tenant_node,
+        used,
+        dram_use,
     )
 
 
@@ -1284,7 +1370,13 @@ def task_scan_gib(p: Params, state: State, tn: Tenants, smin: F64, dt: F64) -> F
 
 
 def numa_scan_update(
-    p: Params, state: State, tn: Tenants, place: F64, cand: Candidates, promo_t: F64
+    p: Params,
+    state: State,
+    tn: Tenants,
+    place: F64,
+    cand: Candidates,
+    promo_t: F64,
+    rss: F64 | None = None,
 ) -> tuple[F64, F64, F64]:
     """Per-tenant scan state after the interval: period, offset, recorded faults (T, B).
 
@@ -1302,7 +1394,8 @@ def numa_scan_update(
     """
     if cand.scan_bounds is None:
         return state.scan_period_ms, state.scan_offset_gib, state.numa_faults_mb
-    rss = lsum(lsum(place, 1), 1)
+    if rss is None:  # (T, B) each tenant's resident set (the caller may have it)
+        rss = lsum(lsum(place, 1), 1)
     smin, smax = cand.scan_bounds
     scanning = p.scan_task & (cand.scan_gib > 0)
 
@@ -1335,6 +1428,7 @@ def lru_reclaim(
     usage: F64,
     access_rate: F64,
     dt: F64,
+    scan_pps: F64 | None = None,
 ) -> tuple[F64, F64, F64]:
     """The reference check on one DRAM node's anon LRUs while its kswapd scans them.
 
@@ -1344,7 +1438,8 @@ def lru_reclaim(
     such a page finds it referenced, which is a pass's share of the interval's looks
     (all of them when a pass is longer than the interval ``dt``); ``protected`` and
     ``usage`` (T, B) GiB: each cgroup's ``memory.low`` in force and the usage it
-    protects; ``access_rate`` (T, K, B) accesses per page per second. Returns the GiB
+    protects; ``access_rate`` (T, K, B) accesses per page per second; ``scan_pps`` (B,)
+    ``R`` where the batch is a part of ``p``'s (default ``p.kswapd_scan_pps``). Returns the GiB
     per second of scanning that the check lets go from each bucket (T, K, B), the pages
     a whole pass would reclaim (B,) and the seconds a pass takes (B,).
 
@@ -1386,12 +1481,13 @@ def lru_reclaim(
     cold is demoted in proportion at once rather than as its folios reach the tail of
     the active list; MGLRU's generations (``lru_gen_set_refs``).
     """
+    R = p.kswapd_scan_pps if scan_pps is None else scan_pps
     on_m = np.maximum(on_m, 0.0)  # (a demotion's rounding may leave -1e-19 GiB)
     size = lsum(on_m, 1)  # (T, B) GiB of each lruvec on the node
     inactive = inactive_anon_target(size * PAGES_PER_GIB)  # (T, B) pages
     scan = memcg_reclaim_scan(inactive, protected * PAGES_PER_GIB, usage * PAGES_PER_GIB)
     pass_pages = lsum(scan, 0)  # (B,) pages a pass looks at
-    pass_s = pass_pages / p.kswapd_scan_pps
+    pass_s = pass_pages / R
     scanned = scan > 0
     age = np.where(scanned, pass_s * inactive / np.where(scanned, scan, 1.0), 0.0)  # (T, B)
     miss = 1.0 - access_probability(access_rate * age[:, None])  # no reference since
@@ -1400,7 +1496,7 @@ def lru_reclaim(
     # of each lruvec's inactive list, R * scan / pass_pages pages a second, bucket by bucket
     # as the lruvec: the GiB a second the check lets go
     share = let_go / np.maximum(size, 1e-300)[:, None]  # (T, K, B) <= 1
-    gib_s = p.kswapd_scan_pps / PAGES_PER_GIB * scan / np.maximum(pass_pages, 1e-300)  # (T, B)
+    gib_s = R / PAGES_PER_GIB * scan / np.maximum(pass_pages, 1e-300)  # (T, B)
     rate = share * gib_s[:, None]  # (T, K, B) GiB/s
     per_pass = lsum(scan * lsum(share, 1), 0)  # (B,) pages
     return rate, per_pass, pass_s
@@ -1447,9 +1543,7 @@ def reclaim_and_demote(
     """
     N = p.n_nodes
     is_dram = ~p.is_cxl
-    tenant_node = lsum(place, 1)
-    used = lsum(tenant_node, 0)
-    dram_use = lsum((tenant_node * is_dram), 1)
+    tenant_node, used, dram_use = cand.tenant_node, cand.used, cand.dram_use  # of ``place``
     dem_from = np.zeros_like(p.capacity_gib)  # (N, B) GiB demoted from each node
     dem_to = np.zeros_like(p.capacity_gib)
     util = np.zeros_like(p.capacity_gib)  # share of each node's bandwidth migration uses
@@ -1491,14 +1585,43 @@ def reclaim_and_demote(
         if not (kswapd > 0).any() and not (excess > 0).any():
             continue  # kswapd asleep, no memory.high reclaim: nothing changes
         usage = np.where(low_on_total, total_use, dram_use)
-        rate, per_pass, pass_s = lru_reclaim(
-            p, on_m, fresh[:, :, m], np.minimum(low, usage), usage, cand.access_rate, dt
+        # the reference check and the take only where kswapd runs or memory.high reclaims
+        # (gathered when that is a part of the batch: each element's numbers are its own);
+        # elsewhere nothing is taken, the zeros that the computation gives there
+        busy = (kswapd > 0) | excess.any(0)
+        sel = None if np.count_nonzero(busy) > 0.8 * busy.size else np.flatnonzero(busy)
+
+        def part(a: np.ndarray, sel: NDArray[np.int64] | None = sel) -> np.ndarray:
+            return a if sel is None else a[..., sel]
+
+        on_s, excess_s, dt_s = part(on_m), part(excess), part(dt)
+        usage_s = part(usage)
+        rate, per_pass_s, pass_s_s = lru_reclaim(
+            p,
+            on_s,
+            part(fresh[:, :, m]),
+            np.minimum(part(low), usage_s),
+            usage_s,
+            part(cand.access_rate),
+            dt_s,
+            part(p.kswapd_scan_pps),
         )
-        take = _take_in_proportion(on_m, rate, excess)  # memory.high reclaim first
-        high_gib = lsum(excess, 0)
-        cap = np.minimum(rate * dt, np.maximum(on_m - take, 0.0))  # kswapd's scan meanwhile
+        # memory.high reclaim first (none over it anywhere: nothing, what it gives then)
+        take_s = _take_in_proportion(on_s, rate, excess_s) if excess_s.any() else None
+        # kswapd's scan meanwhile
+        left = np.maximum(on_s, 0.0) if take_s is None else np.maximum(on_s - take_s, 0.0)
+        cap = np.minimum(rate * dt_s, left)
         cap_sum = lsum(cap, (0, 1))
-        take = take + cap * np.minimum(1.0, kswapd / np.maximum(cap_sum, 1e-300))
+        by_kswapd = cap * np.minimum(1.0, part(kswapd) / np.maximum(cap_sum, 1e-300))
+        take_s = by_kswapd + 0.0 if take_s is None else take_s + by_kswapd
+        if sel is None:
+            take, per_pass, pass_s = take_s, per_pass_s, pass_s_s
+        else:
+            take = np.zeros_like(on_m)
+            take[..., sel] = take_s
+            per_pass, pass_s = np.zeros_like(kswapd), np.zeros_like(kswapd)
+            per_pass[sel], pass_s[sel] = per_pass_s, pass_s_s
+        high_gib = lsum(excess, 0)
         take = np.minimum(take, np.maximum(on_m, 0.0))  # no rounding past the pages there
         total = lsum(lsum(take, 1), 0)
         read_room, write_room = migration_room(p, util, dt)
@@ -1585,7 +1708,10 @@ def adapt_threshold(
     and the candidate MB counted in the current period.
     """
     cand_mb = state.cand_mb + cand.per_target * (GIB / 1e6)
-    period = np.maximum(np.round(p.threshold_period_s / dt), 1).astype(np.int64)
+    if dt is p.interval_s:
+        period = p.threshold_period_steps
+    else:
+        period = np.maximum(np.round(p.threshold_period_s / dt), 1).astype(np.int64)
     period_end = (state.t + 1) % period == 0
     adapt = period_end & p.threshold_adapt & (rate_mbps > 0) & ~p.is_cxl
     th_new = adapt_promotion_threshold(state.threshold_ms, cand_mb, rate_mbps, p.threshold_period_s)
@@ -1607,7 +1733,15 @@ def migration_cost(p: Params, tn: Tenants, mig: Migration, dt: F64) -> tuple[F64
     return bg_rd, bg_wr, cpu_loss
 
 
-def high_throttle(p: Params, tn: Tenants, place: F64, charged: F64, cpu_loss: F64, dt: F64) -> F64:
+def high_throttle(
+    p: Params,
+    tn: Tenants,
+    place: F64,
+    charged: F64,
+    cpu_loss: F64,
+    dt: F64,
+    total_use: F64 | None = None,
+) -> F64:
     """``cpu_loss`` (T, B) plus the time a cgroup over ``memory.high`` (total usage) sleeps.
 
     Each batch of ``MEMCG_CHARGE_BATCH`` pages charged over the limit costs the
@@ -1617,7 +1751,8 @@ def high_throttle(p: Params, tn: Tenants, place: F64, charged: F64, cpu_loss: F6
     """
     if not np.isfinite(tn.tot_high).any():
         return cpu_loss
-    total_use = lsum(lsum(place, 1), 1)
+    if total_use is None:  # (T, B) each cgroup's usage (the caller may have it)
+        total_use = lsum(lsum(place, 1), 1)
     sleep = memcg_high_throttle(total_use, tn.tot_high, charged * PAGES_PER_GIB)
     threads = _gather(p.threads, tn.phase)
     return np.clip(cpu_loss + sleep / (threads * dt), 0.0, 0.9)
@@ -1640,28 +1775,28 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     is_dram = ~p.is_cxl  # (N, B)
 
     tn, place = tenant_phase(p, state, now, dt)  # 1
-    charged = lsum(np.maximum(tn.bucket_size - lsum(place, 2), 0.0), 1)  # (T, B) GiB to charge
-    w, place, fresh = allocate_pages(p, state, action, tn, place)  # 2
+    deficit = bucket_deficit(tn, place)
+    charged = lsum(deficit, 1)  # (T, B) GiB to charge
+    w, place, fresh = allocate_pages(p, state, action, tn, place, deficit)  # 2
     cand = promotion_candidates(p, state, tn, place, rate_mbps, dt)  # 3
     place, dem_from, dem_to, util, kswapd_failures = reclaim_and_demote(
         p, tn, place, fresh, cand, promo_on, dt, state.kswapd_failures, charged
     )  # 4
     place, promo_from, promo_to, promo_t = promote(p, tn, place, cand, util, dt)  # 5
+    tenant_node = lsum(place, 1)  # (T, N, B) the placement is final from here on
+    rss = lsum(tenant_node, 1)  # (T, B)
     mig = Migration(dem_from, dem_to, promo_from, promo_to, promo_t)
     threshold_ms, cand_mb = adapt_threshold(p, state, cand, rate_mbps, dt)
-    scan_period, scan_offset, faults = numa_scan_update(p, state, tn, place, cand, promo_t)
+    scan_period, scan_offset, faults = numa_scan_update(p, state, tn, place, cand, promo_t, rss)
     bg_rd, bg_wr, cpu_loss = migration_cost(p, tn, mig, dt)  # 6
-    cpu_loss = high_throttle(p, tn, place, charged, cpu_loss, dt)
+    cpu_loss = high_throttle(p, tn, place, charged, cpu_loss, dt, rss)
 
     # ---- 7. the fixed point
     phase, active = tn.phase, tn.active
     share_k = _gather(p.access_share, phase)
     tenant_bucket = lsum(place, 2)  # (T, K, B)
-    tenant_node = lsum(place, 1)  # (T, N, B)
     density = share_k / np.maximum(tenant_bucket, 1e-300)
-    node_share = np.empty_like(tenant_node)  # (T, N, B)
-    for n in range(p.n_nodes):
-        node_share[:, n] = lsum(np.multiply(place[:, :, n], density), 1)
+    node_share = lsum(place * density[:, :, None], 1)  # (T, N, B)
     node_share = np.where(active[:, None], node_share, 0.0)
     threads = _gather(p.threads, phase)
     cap = np.where(
@@ -1672,7 +1807,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     tsock = _gather(p.socket, phase)
     remote = (tsock[:, None] != p.node_socket).astype(float)  # (T, N, B)
     links = None
-    if np.isfinite(p.link_gbps).any():
+    if p.flags["link_limit"]:
         links = SocketLinks(
             link_weights(node_share, rfrac, tsock, p.node_socket),
             p.link_gbps,
@@ -1691,7 +1826,8 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         p.curves,
         x0=state.throughput,
         links=links,
-        random=_gather(p.random, phase) if p.random.any() else None,
+        random=_gather(p.random, phase) if p.flags["random"] else None,
+        structure=p.curve_structure,
     )
 
     # ---- outputs (batch-first)

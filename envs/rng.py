@@ -23,21 +23,33 @@ def splitmix(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
         return z ^ (z >> np.uint64(31))
 
 
+def _bits(key: ArrayLike, counter: ArrayLike, streams: tuple[int, ...]) -> NDArray[np.uint64]:
+    """The hash of (key, stream, counter) for each stream, stacked on a new leading axis."""
+    k = np.asarray(key, dtype=np.uint64)
+    c = np.asarray(counter, dtype=np.uint64)
+    s = np.array([(st * 0x632BE59BD9B4E019) % (1 << 64) for st in streams], dtype=np.uint64)
+    nd = max(k.ndim, c.ndim)
+    with np.errstate(over="ignore"):
+        hk = splitmix(k ^ s.reshape((len(streams),) + (1,) * k.ndim))  # (S, *key)
+        return splitmix(hk.reshape((len(streams),) + (1,) * (nd - k.ndim) + k.shape) + c)
+
+
+def _unit(h: NDArray[np.uint64]) -> F64:
+    return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+
+
 def uniform(key: ArrayLike, counter: ArrayLike, stream: int) -> F64:
     """Counter-based uniforms in (0, 1): element-wise hash of (key, stream, counter).
 
     Each batch element draws from its own key, so its numbers do not depend
     on what else is in the batch.
     """
-    k = np.asarray(key, dtype=np.uint64)
-    c = np.asarray(counter, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        h = splitmix(splitmix(k ^ np.uint64((stream * 0x632BE59BD9B4E019) % (1 << 64))) + c)
-    return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+    return _unit(_bits(key, counter, (stream,))[0])
 
 
 def normal32(key: ArrayLike, counter: ArrayLike, stream: int) -> NDArray[np.float32]:
-    """Standard normals (Box-Muller) in float32, whose log and cos numpy vectorises."""
-    u1 = uniform(key, counter, stream).astype(np.float32)
-    u2 = uniform(key, counter, stream + 1).astype(np.float32)
+    """Standard normals (Box-Muller) in float32, whose log and cos numpy vectorises.
+
+    The uniforms of streams ``stream`` and ``stream + 1``, hashed in one pass."""
+    u1, u2 = _unit(_bits(key, counter, (stream, stream + 1))).astype(np.float32)
     return np.sqrt(np.float32(-2.0) * np.log(u1)) * np.cos(np.float32(2.0 * np.pi) * u2)

@@ -57,6 +57,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
+    "CurveStructure",
     "NodeCurves",
     "SocketLinks",
     "Solution",
@@ -169,17 +170,32 @@ def lsum(x: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
     element would then be summed in another order alone than in a batch.
     Adding slices in a fixed order makes every element's result independent
     of the batch size (batched and single runs agree bit for bit).
+
+    For a batch of one (last axis of size 1) the slices are added by one call of
+    ``np.add.accumulate``, which adds them in the same order (each partial sum is the
+    last one plus the next slice) without a Python loop; for a bigger batch that
+    call is slower than the loop (it walks the summed axis innermost).
     """
     if isinstance(axis, tuple):
-        for ax in sorted(axis, reverse=True):
-            x = lsum(x, ax)
+        for one in sorted(axis, reverse=True):
+            x = lsum(x, one)
         return x
-    if x.dtype == np.bool_:
+    if x.dtype.kind == "b":
         x = x.astype(np.int64)
-    if axis < 0:
-        axis += x.ndim
-    pre: tuple[Any, ...] = (slice(None),) * axis  # slice i along ``axis``: x[(*pre, i)], a view
-    n = x.shape[axis]
+    ax = axis
+    if ax < 0:
+        ax += x.ndim
+    n = x.shape[ax]
+    if ax == 0:  # the common case: plain indexing, no index tuple
+        if n == 1:
+            return x[0].copy()
+        out = np.add(x[0], x[1])
+        for i in range(2, n):
+            out += x[i]
+        return out
+    pre: tuple[Any, ...] = (slice(None),) * ax  # slice i along ``ax``: x[(*pre, i)], a view
+    if n > 2 and x.shape[-1] == 1:
+        return np.add.accumulate(x, axis=ax)[(*pre, -1)]
     if n == 1:
         return x[(*pre, 0)].copy()
     out = np.add(x[(*pre, 0)], x[(*pre, 1)])  # the same as copying slice 0 and adding slice 1
@@ -211,6 +227,58 @@ def queue_delay(u: F64, slope: F64, knee: F64, e: F64) -> tuple[F64, F64]:
     return slope * u + kq, slope + kq * (e / u + inv)
 
 
+@dataclass(frozen=True)
+class CurveStructure:
+    """What a batch's node curves decide of its fixed points: which link rows exist, the
+    constant queueing delay of the rows without one, the queue curves of the memory's
+    rows then the link rows (one :func:`queue_delay` call).
+
+    A function of the curves alone, so a batch whose curves do not change builds it once
+    (:attr:`envs.model.Params.curve_structure`) and passes it to every
+    :func:`solve_fixed_point`; without it the solver builds it from ``nc``.
+    """
+
+    rows_lr: list[int]  # node rows with a link in the read direction in some element
+    rows_lw: list[int]
+    sel_lr: slice | list[int]
+    sel_lw: slice | list[int]
+    q_link0: F64 | None  # (N, B) a link direction's delay where it has no link row
+    local_curve: list[F64]  # slope, knee, exponent of the memory rows then the link rows
+
+    @classmethod
+    def of(cls, nc: NodeCurves) -> CurveStructure:
+        N = nc.link_read.shape[0]
+        # Node rows whose link direction is absent (inf) in every element have zero
+        # utilisation there: their queueing delay is a constant (computed once here, by
+        # the same function) and their Jacobian terms are exactly zero (skipped).
+        rows_lr = np.flatnonzero(np.isfinite(nc.link_read).any(axis=1)).tolist()
+        rows_lw = np.flatnonzero(np.isfinite(nc.link_write).any(axis=1)).tolist()
+        q_link0 = None
+        if (rows_lr or rows_lw) and len(rows_lr) + len(rows_lw) < 2 * N:
+            # rows without a link in one direction or the other
+            rows = [n for n in range(N) if n not in rows_lr or n not in rows_lw]
+            q_link0 = np.zeros_like(nc.slope_ns)
+            q_link0[rows] = queue_delay(
+                np.zeros_like(nc.slope_ns[rows]),
+                nc.slope_ns[rows],
+                nc.knee_ns[rows],
+                nc.knee_exp[rows],
+            )[0]
+        sel_lr, sel_lw = _rows(rows_lr), _rows(rows_lw)
+        curve = _local_curve(nc, bool(rows_lr or rows_lw), sel_lr, sel_lw)
+        return cls(rows_lr, rows_lw, sel_lr, sel_lw, q_link0, curve)
+
+
+def _local_curve(
+    nc: NodeCurves, any_link: bool, sel_lr: slice | list[int], sel_lw: slice | list[int]
+) -> list[F64]:
+    curve = [nc.slope_ns, nc.knee_ns, nc.knee_exp]
+    if any_link:
+        # the memory's rows then the link rows of each direction: one queue_delay call
+        curve = [np.concatenate([c, c[sel_lr], c[sel_lw]]) for c in curve]
+    return curve
+
+
 class _Problem:
     """One batch of fixed-point problems; arrays batch-last.
 
@@ -233,6 +301,7 @@ class _Problem:
         nc: NodeCurves,
         links: SocketLinks | None = None,
         random: F64 | None = None,
+        structure: CurveStructure | None = None,
     ) -> None:
         self.T, self.N = share.shape[0], share.shape[1]
         # socket links (the caller passes them only where some machine of the batch
@@ -254,14 +323,11 @@ class _Problem:
         # sub-problems, so they return the same entries; a term that is absent for
         # an element adds an exact zero to it.
         self.any_remote = bool(remote.any())
-        # Node rows whose link direction is absent (inf) in every element have zero
-        # utilisation there: their queueing delay is a constant (computed once below,
-        # by the same function) and their Jacobian terms are exactly zero (skipped).
-        self.rows_lr = [n for n in range(self.N) if np.isfinite(nc.link_read[n]).any()]
-        self.rows_lw = [n for n in range(self.N) if np.isfinite(nc.link_write[n]).any()]
+        st = CurveStructure.of(nc) if structure is None else structure
+        self.rows_lr, self.rows_lw = st.rows_lr, st.rows_lw
         self.any_link = bool(self.rows_lr or self.rows_lw)
-        self.const_link = self.any_link and len(self.rows_lr) + len(self.rows_lw) < 2 * self.N
-        self.sel_lr, self.sel_lw = _rows(self.rows_lr), _rows(self.rows_lw)
+        self.const_link = st.q_link0 is not None
+        self.sel_lr, self.sel_lw = st.sel_lr, st.sel_lw
         self.cap, self.compute, self.rfrac = cap, compute, rfrac
         self.share, self.remote = share, remote
         # read and write shares per unit throughput, stacked: (2, T, N, B)
@@ -283,37 +349,25 @@ class _Problem:
             )
         if self.any_remote:
             self.rshare = share * remote  # (T, N, B)
-            self.rrd_w = self.rd_w * remote
-            self.rwr_w = self.wr_w * remote
+            self.rrw_w = self.rw_w * remote  # (2, T, N, B): remote reads, remote writes
+            self.rrd_w, self.rwr_w = self.rrw_w
         self.bg = np.stack(
             [bg_rd, bg_wr] if bg_rd.shape == bg_wr.shape else np.broadcast_arrays(bg_rd, bg_wr)
         )  # (2, N, B) background traffic
         self.bg_rd, self.bg_wr = self.bg
         self.nc = nc
-        if self.const_link:
-            # rows without a link in one direction or the other
-            rows = [n for n in range(self.N) if n not in self.rows_lr or n not in self.rows_lw]
-            self.q_link0 = np.zeros_like(nc.slope_ns)
-            self.q_link0[rows] = queue_delay(
-                np.zeros_like(nc.slope_ns[rows]),
-                nc.slope_ns[rows],
-                nc.knee_ns[rows],
-                nc.knee_exp[rows],
-            )[0]
-        self._derived()
+        if st.q_link0 is not None:
+            self.q_link0 = st.q_link0
+        self._derived(st.local_curve)
         self._pack: tuple[F64, F64, F64] | None = None
 
-    def _derived(self) -> None:
+    def _derived(self, local_curve: list[F64] | None = None) -> None:
         self.active = self.cap > 0
         self.all_active = bool(self.active.all())
         self.capsafe = np.maximum(self.cap, _TINY)
-        nc = self.nc
-        curve = [nc.slope_ns, nc.knee_ns, nc.knee_exp]
-        if self.any_link:
-            # the memory's rows then the link rows of each direction: one queue_delay call
-            lr, lw = self.sel_lr, self.sel_lw
-            curve = [np.concatenate([c, c[lr], c[lw]]) for c in curve]
-        self.local_curve = curve
+        if local_curve is None:  # a sub-problem: its own elements' curves
+            local_curve = _local_curve(self.nc, self.any_link, self.sel_lr, self.sel_lw)
+        self.local_curve = local_curve
 
     def _packed(self) -> tuple[F64, F64, F64]:
         """The inputs packed by shape, (k, T, B), (k, T, N, B) and (k, N, B), built once:
@@ -353,6 +407,7 @@ class _Problem:
         sub.rw_w = per_tn[2:4]
         if self.any_remote:
             sub.rshare, sub.rrd_w, sub.rwr_w = per_tn[4:7]
+            sub.rrw_w = per_tn[5:7]
         if self.any_random:
             k0 = 7 if self.any_remote else 4
             sub.crw_w = per_tn[k0 : k0 + 2]
@@ -420,9 +475,7 @@ class _Problem:
             )
             u_loc = np.maximum(u_mem, np.maximum(u_lr, u_lw))
         if self.any_remote:
-            xs = x[:, None]
-            rrd = lsum((xs * self.rrd_w), 0)
-            rwr = lsum((xs * self.rwr_w), 0)
+            rrd, rwr = lsum(x[None, :, None] * self.rrw_w, 1)  # (N, B) each
             u_rem = mix_utilisation(rrd, rwr, nc.rem_read, nc.rem_write, nc.rem_turn)
             qr, out["dqr"] = queue_delay(u_rem, nc.rem_slope_ns, nc.rem_knee_ns, nc.rem_knee_exp)
             out["rrd"], out["rwr"] = rrd, rwr
@@ -475,7 +528,9 @@ class _Problem:
         dmw = 1.0 / nc.mem_write + nc.mem_turn * (rd / tot) ** 2
         sh, dq = self.share, ev["dq_mem"]
         mrd_w, mwr_w = self.crw_w if self.any_random else (self.rd_w, self.wr_w)
-        terms = [(sh[:, n] * dq[n], mrd_w[:, n] * dmr[n] + mwr_w[:, n] * dmw[n]) for n in range(N)]
+        # every node's memory term at once: left and right (T, N, B), products (T, T, N, B)
+        mem = (sh * dq)[:, None] * (mrd_w * dmr + mwr_w * dmw)[None]
+        terms: list[tuple[F64, F64]] = []
         if self.any_link:
             rf = self.rfrac
             terms += [
@@ -491,28 +546,26 @@ class _Problem:
             rtot = np.maximum(rrd + rwr, _TINY)
             drr = 1.0 / nc.rem_read + nc.rem_turn * (rwr / rtot) ** 2
             drw = 1.0 / nc.rem_write + nc.rem_turn * (rrd / rtot) ** 2
-            terms += [
-                (
-                    self.rshare[:, n] * ev["dqr"][n],
-                    self.rrd_w[:, n] * drr[n] + self.rwr_w[:, n] * drw[n],
-                )
-                for n in range(N)
-            ]
-        if self.n_links:
-            terms += [(self.lk_w[k] * ev["dq_lk"][k], self.lk_r[k]) for k in range(self.n_links)]
-        # outer products added in a fixed order, into one buffer (the first is what
-        # adding it to zeros gives)
-        j = terms[0][0][:, None] * terms[0][1][None]
+            rem = (self.rshare * ev["dqr"])[:, None] * (self.rrd_w * drr + self.rwr_w * drw)[None]
+        # outer products added in a fixed order (memory rows, link rows, remote rows,
+        # socket links), into one buffer; the first is what adding it to zeros gives
+        j = lsum(mem, 2)
         tmp = np.empty_like(j)
-        for left, right in terms[1:]:
+        for left, right in terms:
             np.multiply(left[:, None], right[None], out=tmp)
+            j += tmp
+        if self.any_remote:
+            for n in range(N):
+                j += rem[:, :, n]
+        for k in range(self.n_links):
+            np.multiply((self.lk_w[k] * ev["dq_lk"][k])[:, None], self.lk_r[k][None], out=tmp)
             j += tmp
         np.divide(ev["x"][None], np.maximum(ev["denom"], _TINY)[:, None], out=tmp)
         j *= tmp
         if not self.all_active:
             np.copyto(j, 0.0, where=~(self.active[:, None] & self.active[None]))
-        for t in range(T):
-            j[t, t] += 1.0
+        diag = np.arange(T)
+        j[diag, diag] += 1.0  # each diagonal entry once
         return j
 
 
@@ -602,6 +655,7 @@ def solve_fixed_point(
     retry: bool = True,
     links: SocketLinks | None = None,
     random: F64 | None = None,
+    structure: CurveStructure | None = None,
 ) -> Solution:
     """Solve every batch element's fixed point (arrays batch-last).
 
@@ -612,7 +666,8 @@ def solve_fixed_point(
     ``bg_rd``/``bg_wr`` (N, B) background traffic in GB/s (migrations);
     ``x0`` (T, B) an optional warm start (used where it is feasible);
     ``links`` the socket links (:class:`SocketLinks`; None: no limit);
-    ``random`` (T, B) 1 for a tenant with random access (None: all sequential).
+    ``random`` (T, B) 1 for a tenant with random access (None: all sequential);
+    ``structure`` :meth:`CurveStructure.of` ``nc`` where the caller keeps it.
 
     Only the elements that need it are evaluated again (a start pulled back,
     a cold start, an infeasible start halved); the others keep their numbers.
@@ -621,7 +676,7 @@ def solve_fixed_point(
     and, if that fails too, by continuation: the bytes in flight raised in
     stages from 10% to 100%, each stage started from the last one's solution.
     """
-    pb = _Problem(cap, compute, rfrac, share, remote, bg_rd, bg_wr, nc, links, random)
+    pb = _Problem(cap, compute, rfrac, share, remote, bg_rd, bg_wr, nc, links, random, structure)
     active = pb.active
     cold = np.ones(cap.shape[1], dtype=bool)
     if x0 is not None:
@@ -674,7 +729,7 @@ def solve_fixed_point(
         todo = sev["norm"] > tol
         if not todo.any():
             break
-        if todo.mean() < 0.7:
+        if np.count_nonzero(todo) / todo.size < 0.7:  # todo.mean(), without its overhead
             if sub is pb:
                 z, ev = sz, {k: v.copy() for k, v in sev.items()}
             work = work[todo]
@@ -689,7 +744,7 @@ def solve_fixed_point(
         moved = np.zeros_like(todo)
         few: tuple[NDArray[np.int64], _Problem] | None = None  # backtracking sub-problem
         for _ in range(40):
-            if pending.mean() > 0.5:
+            if np.count_nonzero(pending) / pending.size > 0.5:
                 tz = sz + lam * step
                 tev = sub.evaluate(np.where(sub.active, np.exp(tz), 0.0))
                 ok = pending & tev["feasible"] & (tev["norm"] < sev["norm"])
