@@ -363,6 +363,10 @@ def write_results(
         n_boot=n_boot,
         confidence=confidence,
     )
+    if trained_on:
+        summary["generalisation"] = report.generalisation_summary(
+            summary, trained_on, deployable_heuristics()
+        )
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(
         json.dumps(
@@ -376,10 +380,6 @@ def write_results(
     )
     report.write_csv(records, out / "results.csv")
     (out / "table.md").write_text(report.markdown_table(summary, metric=metric) + "\n")
-    if trained_on:
-        summary["generalisation"] = report.generalisation_summary(
-            summary, trained_on, deployable_heuristics()
-        )
     (out / "leaderboard.md").write_text(leaderboard_text(summary))
     if plots:
         report.plot_ratio_bars(summary, out / "ratio.png")

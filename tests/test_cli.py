@@ -159,7 +159,7 @@ def test_the_budget_lives_in_the_recipe(tmp_path: Path) -> None:
     families = 9  # mixed and the generator's eight gen-* families
     assert default.recipe.env.train_families == generator_family_names()
     half = resolve(RunOptions(timesteps=imitation_steps(default.recipe, families) // 2, **root))
-    assert half.recipe.imitation is not None and half.recipe.imitation.episodes == 256
+    assert half.recipe.imitation is not None and half.recipe.imitation.episodes == 128
     assert list(tmp_path.iterdir()) == []  # resolving writes nothing
 
 

@@ -269,3 +269,9 @@ def test_train_runs_the_final_comparison_in_process(
     assert sorted({r["seed"] for r in data["records"]}) == [20_001, 20_002]
     out = capsys.readouterr().out
     assert (run / "results" / "leaderboard.md").read_text() in out
+    # what the learned policy trained on: its own scenario, so the one scenario is "trained"
+    gen = data["summary"]["generalisation"]["ppo"]
+    assert gen["trained_on"] == [str(sc)]
+    assert gen["per_scenario"][str(sc)]["group"] == "trained"
+    assert list(gen["groups"]) == ["trained"] and "best_heuristic" in gen["groups"]["trained"]
+    assert f"ppo trained on: {sc}" in out

@@ -114,14 +114,14 @@ def generalisation_summary(
                         best_heuristic_ratio=geo_h[best],
                         vs_best_heuristic=info["geomean_ratio"] / geo_h[best],
                     )
-            vs = {
-                s: per_scen[s]["vs_best_heuristic"]
+            against = {
+                s: float(per_scen[s]["vs_best_heuristic"])
                 for s in scens
                 if "vs_best_heuristic" in per_scen[s]
             }
-            if vs:
-                worst = min(vs, key=lambda s: (vs[s], s))
-                info.update(worst_scenario=worst, worst_vs_best_heuristic=vs[worst])
+            if against:
+                worst = min(against, key=lambda s: (against[s], s))
+                info.update(worst_scenario=worst, worst_vs_best_heuristic=against[worst])
             info["below"] = [s for s in scens if per_scen[s].get("below")]
             groups[g] = info
         out[pol] = {"trained_on": list(names), "per_scenario": per_scen, "groups": groups}

@@ -32,6 +32,8 @@ class LearnedPolicy:
         self.env_kwargs = env_kwargs
         self.name = name
         self.source = source
+        #: the scenarios and families it trained on (:func:`agents.runs.trained_on`), if known
+        self.trained_on: list[str] | None = None
         self.agent = make_interface(env_kwargs)  # base heuristic and node padding, if any
 
     def bind(self, params: EnvParams, num_envs: int) -> None:
