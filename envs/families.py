@@ -12,7 +12,11 @@ are compiled once (so an autoreset copies rows instead of compiling).
   service), with random sizes, intensities, arrivals, departures and phases,
   and a random DRAM size (a cgroup's or a smaller box's share of the node).
   The ``train`` split uses even generator seeds and ``test`` odd ones, so the
-  two never share a machine.
+  two never share a machine. ``mixed-2s`` and ``mixed-4cxl`` are its tenants on
+  two other presets.
+- ``gen-<shape>`` and ``unseen-<shape>-<kind>`` come from the scenario generator
+  (:mod:`envs.generator`): eight machine shapes, eight tenant kinds, and six held-out
+  (shape, kind) cells that the ``gen-*`` families never draw.
 """
 
 from __future__ import annotations
