@@ -401,16 +401,22 @@ def _take(a: NDArray[Any], phase: NDArray[np.int64]) -> NDArray[Any]:
 COMING_FEATURES = 11
 
 
-def _tenant_specs(state: EnvState, now: F64) -> F64:
-    """Each tenant slot's spec at time ``now`` (T, B, 8) on [0, 1], for every slot: threads,
-    working set, working set over DRAM, read fraction, access share of its hottest 2%,
-    socket, demand alone over the peak (a slot not yet started: its first phase)."""
+def _phase_sizes(state: EnvState, now: F64) -> tuple[NDArray[np.int64], F64, F64]:
+    """Each tenant slot's phase at time ``now`` (T, B), the DRAM capacity (B,) and each
+    slot's working set in that phase (T, B, jitter included)."""
     p, s = state.instance, state.model
-    phase = np.maximum((p.phase_at <= now).sum(axis=1) - 1, 0)  # (T, B)
-    cap = p.capacity_gib
-    dram = np.where(p.is_cxl, 0.0, cap).sum(0)  # (B,)
+    phase = np.maximum((p.phase_at <= now).sum(axis=1) - 1, 0)
+    dram = np.where(p.is_cxl, 0.0, p.capacity_gib).sum(0)
+    return phase, dram, _take(p.working_set_gib, phase) * s.jit[2]
+
+
+def _tenant_specs(state: EnvState, phase: NDArray[np.int64], dram: F64, ws: F64) -> F64:
+    """Each tenant slot's spec (T, B, 7) on [0, 1] at ``phase`` (:func:`_phase_sizes`, with
+    ``dram`` and ``ws``), for every slot: threads, working set, working set over DRAM,
+    read fraction, access share of its hottest 2%, socket, demand alone over the peak (a
+    slot not yet started: its first phase)."""
+    p, s = state.instance, state.model
     peak = np.minimum(p.curves.mem_read, p.curves.link_read).sum(0)
-    ws = _take(p.working_set_gib, phase) * s.jit[2]
     share = p.access_share  # (T, P, K, B): the hottest three buckets' shares at the phase
     hot = _take(share[:, :, 0], phase) + _take(share[:, :, 1], phase) + _take(share[:, :, 2], phase)
     d = np.stack(
@@ -452,7 +458,9 @@ def coming_tenants(params: EnvParams, state: EnvState) -> NDArray[np.float32]:
         axis=-1,
     )  # (T, B, 3)
     pending = (p.start_s > now).astype(float)[..., None]
-    out = np.concatenate([timing, _tenant_specs(state, now), pending], axis=-1)
+    out = np.concatenate(
+        [timing, _tenant_specs(state, *_phase_sizes(state, now)), pending], axis=-1
+    )
     out = np.where(later[..., None], out, 0.0)
     return np.moveaxis(out, 1, 0).astype(np.float32)
 
@@ -468,12 +476,11 @@ def descriptors(params: EnvParams, state: EnvState) -> tuple[F64, F64]:
     p, s = state.instance, state.model
     now = s.t * p.interval_s  # start of the next interval
     up = p.present & (p.start_s <= now) & (now < p.stop_s)  # (T, B)
-    phase = np.maximum((p.phase_at <= now).sum(axis=1) - 1, 0)  # (T, B)
-    cap = p.capacity_gib
-    dram = np.where(p.is_cxl, 0.0, cap).sum(0)  # (B,)
-    cxl = np.where(p.is_cxl, cap, 0.0).sum(0)
-    ws = _take(p.working_set_gib, phase) * s.jit[2]
-    d = np.concatenate([up.astype(float)[..., None], _tenant_specs(state, now)], axis=-1)
+    phase, dram, ws = _phase_sizes(state, now)
+    cxl = np.where(p.is_cxl, p.capacity_gib, 0.0).sum(0)
+    d = np.concatenate(
+        [up.astype(float)[..., None], _tenant_specs(state, phase, dram, ws)], axis=-1
+    )
     if params.encoder.version == "cgroup":  # memory.low / memory.high in force over the ws
         # as the kernel applies them (memcg_limits): the tier-aware mode scales both to the
         # DRAM share of the machine, so a memory.high at the working set still caps its DRAM
