@@ -102,7 +102,7 @@ def load_policy(spec: str, label: str | None = None) -> tuple[Any, dict[str, Any
     name = label or (path.name if path.is_dir() else path.parent.name or algo)
     env_kwargs = evaluation_env_kwargs(env)
     policy = LearnedPolicy(model, env_kwargs, name, str(path))
-    policy.trained_on = trained_on(path)
+    policy.trained_on = trained_on(path, env)
     return policy, env_kwargs
 
 

@@ -25,6 +25,7 @@ import shlex
 import shutil
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -250,13 +251,13 @@ def _env_of(run_dir: Path, meta: dict[str, Any], model_file: Path) -> tuple[dict
     return env, str(info.get("recipe") or info.get("algo"))
 
 
-def trained_on(path: str | Path) -> list[str]:
-    """The scenarios and families a run or model file trained on (:attr:`RunConfig.trained_on`;
-    a model file without its run folder: the scenario and ``train_families`` it records)."""
-    model_file, run_dir = model_file_of(Path(path))
+def trained_on(path: str | Path, env: Mapping[str, Any]) -> list[str]:
+    """The scenarios and families a run or model file trained on: its run folder's
+    :attr:`RunConfig.trained_on`, or for a model file without one the scenario and
+    ``train_families`` of ``env``, the settings :func:`load_trained` gave for it."""
+    _, run_dir = model_file_of(Path(path))
     if (run_dir / "config.yml").is_file():
         return read_config(run_dir).trained_on
-    env, _ = _env_of(run_dir, read_model_file(model_file, None)._model_meta, model_file)
     return list(dict.fromkeys([str(env["scenario"]), *(env.get("train_families") or [])]))
 
 
