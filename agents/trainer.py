@@ -212,7 +212,7 @@ def _callbacks(
         **({"warm_start": tb.warm_start_markdown(warm)} if warm is not None else {}),
     }  # fmt: skip
     stopper = cb.StopOnSignal(on_policy=cfg.algo in ON_POLICY)
-    ft = cfg.recipe.rl.finetune if cfg.recipe.rl is not None else None
+    ft = cfg.finetune
     guards = []
     if ft is not None:  # before the evaluation: it scores the policy after the anchor steps
         guards.append(
@@ -312,7 +312,7 @@ def train(
         done = 0
         if cfg.recipe.imitation is not None:
             warm = _imitation(model, cfg, run_dir, out)
-    ft = cfg.recipe.rl.finetune if cfg.recipe.rl is not None else None
+    ft = cfg.finetune
     if ft is not None and ft.log_std is not None:
         fix_log_std(model.policy, ft.log_std)
     guard.save = lambda: save_checkpoint(run_dir, model, done, norm, cfg)

@@ -12,7 +12,7 @@ from pydantic import (
 )
 
 from agents.config.fields import FORMAT_VERSION, Int, Name, _Strict
-from agents.config.recipe import EnvSettings, Recipe
+from agents.config.recipe import EnvSettings, FineTuneSettings, Recipe
 from agents.report.records import METRICS
 from envs.scenario import scenario_names
 from envs.spaces import REWARDS
@@ -207,6 +207,11 @@ class RunConfig(_Strict):
         """The environment's settings: the task, then the recipe's ``env`` (what evaluation
         and a saved model record, :data:`ENV_KEYS`)."""
         return {**self.task.given(), **self.recipe.env.given()}
+
+    @property
+    def finetune(self) -> FineTuneSettings | None:
+        """The RL phase's fine-tuning guards (``rl.finetune``), if any."""
+        return self.recipe.rl.finetune if self.recipe.rl is not None else None
 
     @property
     def trained_on(self) -> list[str]:
