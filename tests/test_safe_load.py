@@ -166,8 +166,7 @@ def test_a_saved_model_round_trips(
     from agents import persist
     from agents.models import build_model, save_model
     from agents.runs import load_trained
-    from agents.view import core_kwargs
-    from envs.sb3 import make_vec_env
+    from agents.view.vec_env import make_training_vec_env
 
     cfg = _cfg(algo, short_scenario, hp)
     model = build_model(cfg.recipe, make_vec_env(4, **core_kwargs(cfg.env)), seed=3)
@@ -315,8 +314,7 @@ def test_an_old_pickle_checkpoint_is_refused(tmp_path: Path, short_scenario: Pat
     import train
     from agents.models import build_model
     from agents.runs import read_config
-    from agents.view import core_kwargs
-    from envs.sb3 import make_vec_env
+    from agents.view.vec_env import make_training_vec_env
 
     run = tmp_path / "old"
     args = tiny_args(short_scenario, run, "--timesteps", "256", "--checkpoint-interval", "128")
@@ -327,7 +325,7 @@ def test_an_old_pickle_checkpoint_is_refused(tmp_path: Path, short_scenario: Pat
     shutil.rmtree(ck)
     ck.mkdir()
     cfg = read_config(run)
-    model = build_model(cfg.recipe, make_vec_env(8, **core_kwargs(cfg.env)), cfg.seed)
+    model = build_model(cfg.recipe, make_training_vec_env(8, cfg.env), cfg.seed)
     model.save(ck / "model.zip")  # the old layout: SB3's zip
     marker = tmp_path / "marker"
     with open(ck / "rng.pkl", "wb") as f:
