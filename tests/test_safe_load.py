@@ -166,7 +166,8 @@ def test_a_saved_model_round_trips(
     from agents import persist
     from agents.models import build_model, save_model
     from agents.runs import load_trained
-    from agents.view.vec_env import make_training_vec_env
+    from agents.view import core_kwargs
+    from envs.sb3 import make_vec_env
 
     cfg = _cfg(algo, short_scenario, hp)
     model = build_model(cfg.recipe, make_vec_env(4, **core_kwargs(cfg.env)), seed=3)
