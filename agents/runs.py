@@ -32,7 +32,15 @@ from typing import Any
 import yaml
 
 from agents import persist
-from agents.config import FORMAT_VERSION, EnvSettings, RunConfig, Task, TrainingError, check
+from agents.config import (
+    FORMAT_VERSION,
+    EnvSettings,
+    RunConfig,
+    Task,
+    TrainingError,
+    check,
+    trained_names,
+)
 from agents.config.load import read_text, yaml_mapping
 from agents.models import read_model_file, save_model
 
@@ -258,7 +266,7 @@ def trained_on(path: str | Path, env: Mapping[str, Any]) -> list[str]:
     _, run_dir = model_file_of(Path(path))
     if (run_dir / "config.yml").is_file():
         return read_config(run_dir).trained_on
-    return list(dict.fromkeys([str(env["scenario"]), *(env.get("train_families") or [])]))
+    return trained_names(env)
 
 
 def load_trained(path: str | Path) -> tuple[Any, dict[str, Any], str]:

@@ -42,6 +42,7 @@ __all__ = [
     "KINDS",
     "SHAPES",
     "expand_family_names",
+    "family_name",
     "generated_scenario",
     "generator_family_names",
     "held_out_kinds",
@@ -391,7 +392,7 @@ def generated_scenario(
     _fit(tenants, hw, episode_s)
     for t in tenants:
         _place(t, sh, hw, rng)
-    family = f"gen-{shape}" if cell is None else f"unseen-{shape}-{cell}"
+    family = family_name(shape, cell)
     kernel: dict[str, str] = {}
     limited = any("memory_low_gib" in t or "memory_high_gib" in t for t in tenants)
     if limited and rng.random() < P_TIER_AWARE:
@@ -411,12 +412,17 @@ def generated_scenario(
     )
 
 
+def family_name(shape: str, cell: str | None = None) -> str:
+    """``gen-<shape>``, or with ``cell`` (a kind held out on ``shape``) ``unseen-<shape>-<cell>``."""
+    return f"gen-{shape}" if cell is None else f"unseen-{shape}-{cell}"
+
+
 def generator_family_names() -> list[str]:
-    return [f"gen-{s}" for s in SHAPES]
+    return [family_name(s) for s in SHAPES]
 
 
 def unseen_family_names() -> list[str]:
-    return [f"unseen-{s}-{k}" for s, k in HELD_OUT]
+    return [family_name(s, k) for s, k in HELD_OUT]
 
 
 #: Group names and the families they stand for.
@@ -428,10 +434,11 @@ GROUPS: dict[str, list[str]] = {
 
 def parse_family_name(name: str) -> tuple[str, str | None] | None:
     """``(shape, cell)`` of a generator family name, or None for another name."""
-    if name.startswith("gen-") and name[4:] in SHAPES:
-        return name[4:], None
+    for s in SHAPES:
+        if name == family_name(s):
+            return s, None
     for s, k in HELD_OUT:
-        if name == f"unseen-{s}-{k}":
+        if name == family_name(s, k):
             return s, k
     return None
 

@@ -40,6 +40,7 @@ from agents.config.run import (
     RunConfig,
     RunOptions,
     Task,
+    trained_names,
 )
 
 __all__ = [
@@ -64,4 +65,5 @@ __all__ = [
     "describe",
     "policy_class",
     "policy_names",
+    "trained_names",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -155,6 +156,13 @@ RESUME_OVERRIDES = (
 )
 
 
+def trained_names(env: Mapping[str, Any], scenarios: Sequence[str] = ()) -> list[str]:
+    """What a run with env settings ``env`` trained on, in order, without repeats: its
+    scenario, its ``train_families`` and ``scenarios`` (an imitation phase's)."""
+    names = [env["scenario"], *(env.get("train_families") or []), *scenarios]
+    return list(dict.fromkeys(str(n) for n in names))
+
+
 class RunConfig(_Strict):
     """Everything a run needs to be repeated or resumed: the run folder's ``config.yml``."""
 
@@ -217,12 +225,10 @@ class RunConfig(_Strict):
     def trained_on(self) -> list[str]:
         """The scenarios and families the run trained on (their ``train`` splits): the task's
         scenario, the recipe's ``train_families`` and the imitation phase's ``scenarios``."""
-        env = self.env
-        names = [env["scenario"], *(env.get("train_families") or [])]
         im = self.recipe.imitation
-        if im is not None and im.scenario_episodes > 0:
-            names += im.scenarios
-        return list(dict.fromkeys(str(n) for n in names))
+        return trained_names(
+            self.env, im.scenarios if im is not None and im.scenario_episodes > 0 else ()
+        )
 
     @property
     def hyperparams(self) -> dict[str, Any]:

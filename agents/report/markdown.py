@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from agents.report.generalisation import BELOW_TOLERANCE
 from agents.report.records import LOWER_IS_BETTER
 
 __all__ = ["headroom_markdown", "leaderboard_markdown", "markdown_table"]
@@ -175,8 +176,9 @@ def generalisation_markdown(gen: Mapping[str, Any], reference: str, digits: int 
     """Markdown of :func:`agents.report.generalisation_summary`: per learned policy and
     group (held-out first) its geometric-mean ratio, the best single heuristic's, the
     policy's ratio to it and its worst scenario against that scenario's best heuristic;
-    then every scenario where it is more than 2% below the best heuristic. Empty when no
-    policy was trained."""
+    then every scenario where it is more than ``BELOW_TOLERANCE``
+    (:mod:`agents.report.generalisation`) below the best heuristic. Empty when no policy
+    was trained."""
     if not gen:
         return ""
     lines = [
@@ -208,7 +210,7 @@ def generalisation_markdown(gen: Mapping[str, Any], reference: str, digits: int 
                 notes.append(
                     f"- {_md_escape(pol)} on {_md_escape(s)} ({group}): "
                     f"{_fmt(e['vs_best_heuristic'], digits)} of {_md_escape(e['best_heuristic'])}'s "
-                    "mean, more than 2% below the best heuristic"
+                    f"mean, more than {BELOW_TOLERANCE:.0%} below the best heuristic"
                 )
     trained = [
         f"- {_md_escape(p)} trained on: {', '.join(_md_escape(n) for n in i['trained_on'])}"
