@@ -63,6 +63,8 @@ class FineTuneGuards(BaseCallback):
     ``anchor_coef``, ``anchor_decay``, ``anchor_steps``: the anchor term's weight at the
     first update, its factor per update, and the gradient steps it takes after each
     update (0 or a zero coefficient: none); ``anchor_batch``: observations per step.
+    ``anchor_states``: observations to take the anchor on instead of each rollout's (the
+    states of what RL does not train on, so that the policy keeps its behaviour there).
     Logs ``train/anchor_coef``, ``train/anchor_mse`` and ``train/critic_warmup``.
     """
 
@@ -74,6 +76,7 @@ class FineTuneGuards(BaseCallback):
         anchor_steps: int = 0,
         anchor_batch: int = 4096,
         learning_rate: float = 1e-4,
+        anchor_states: np.ndarray | None = None,
     ) -> None:
         super().__init__()
         self.critic_warmup = critic_warmup
@@ -82,6 +85,8 @@ class FineTuneGuards(BaseCallback):
         self.anchor_steps = anchor_steps
         self.anchor_batch = anchor_batch
         self.learning_rate = learning_rate
+        #: fixed observations to take the anchor on (None: each rollout's)
+        self.anchor_states = None if anchor_states is None else th.as_tensor(anchor_states)
         self.updates = 0  # PPO updates this callback has seen end
         self._reference: Any = None
         self._actor: list[nn.Parameter] = []
@@ -123,7 +128,9 @@ class FineTuneGuards(BaseCallback):
         self._set_actor_frozen(warm)
         self.logger.record("train/critic_warmup", float(warm))
         self._updating = True
-        if self.anchoring:  # the rollout's observations, for the anchor after the update
+        if self.anchoring and self.anchor_states is not None:
+            self._obs = self.anchor_states
+        elif self.anchoring:  # the rollout's observations, for the anchor after the update
             obs = self.model.rollout_buffer.observations  # type: ignore[attr-defined]
             self._obs = th.as_tensor(obs.reshape(-1, *obs.shape[2:]).copy(), dtype=th.float32)
 

@@ -31,6 +31,7 @@ from agents.config.load import resolve, whole_rollouts
 from agents.evaluation import leaderboard_text, load_policy, run_comparison
 from agents.finetune import FineTuneGuards, fix_log_std
 from agents.imitation import warm_start
+from agents.imitation.checkpoint import labelled_states
 from agents.interrupts import InterruptGuard
 from agents.models import build_model
 from agents.runs import (
@@ -175,17 +176,31 @@ def _imitation(model: Any, cfg: RunConfig, run_dir: Path, out: _Out) -> dict[str
 
 
 def _training_env(cfg: RunConfig) -> tuple[Any, Any]:
-    """The RL environment (the SB3 adapter in the agent's view, monitored) and its
+    """The RL environment (the SB3 adapter in the agent's view, monitored; on the scenario
+    and ``rl.train_families`` if the recipe names them, else ``env.train_families``) and its
     VecNormalize wrapper on rewards if the recipe asks for it."""
     from stable_baselines3.common.vec_env import VecNormalize
 
-    venv = make_training_vec_env(cfg.n_envs, cfg.env)
+    env = cfg.env
+    if cfg.recipe.rl is not None and cfg.recipe.rl.train_families is not None:
+        env = {**env, "train_families": cfg.recipe.rl.train_families}
+    venv = make_training_vec_env(cfg.n_envs, env)
     venv.seed(cfg.seed)
     norm = None
     if cfg.recipe.rl is not None and cfg.recipe.rl.normalize_reward:
         gamma = cfg.recipe.hyperparams.gamma or 0.99
         norm = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=gamma)
     return venv, norm
+
+
+def _anchor_states(cfg: RunConfig, run_dir: Path) -> Any:
+    """The imitation phase's states of the families the RL phase does not draw, for
+    ``rl.finetune.anchor_states: imitation`` (None otherwise: each rollout's)."""
+    ft, rl = cfg.finetune, cfg.recipe.rl
+    if ft is None or ft.anchor_states != "imitation" or rl is None:
+        return None
+    drawn = [cfg.task.scenario, *(rl.train_families or [])]
+    return labelled_states(run_dir / "imitation", exclude=drawn)
 
 
 def _callbacks(
@@ -222,6 +237,7 @@ def _callbacks(
                 ft.anchor_decay,
                 ft.anchor_steps,
                 learning_rate=ft.anchor_learning_rate,
+                anchor_states=_anchor_states(cfg, run_dir),
             )
         )
     return [

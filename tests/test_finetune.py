@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch as th
@@ -88,3 +90,43 @@ def test_the_anchor_reference_is_a_frozen_copy_of_the_weights_alone() -> None:
     assert ref is not model.policy and not any(p.requires_grad for p in ref.parameters())
     assert not hasattr(ref, "leftover")
     assert all(th.equal(v, start[k]) for k, v in ref.state_dict().items())
+
+
+def test_an_anchor_on_given_states_keeps_the_policy_there() -> None:
+    """anchor_states: the anchor is taken on the given observations (not the rollout's), so
+    the action mean stays near the starting policy's on them while PPO moves it elsewhere."""
+    model = _model()
+    start = PPO("MlpPolicy", model.env, seed=0, device="cpu").policy
+    start.load_state_dict(model.policy.state_dict())
+    model.learning_rate = 3e-3
+    model._setup_lr_schedule()
+    kept = _obs(model, 32)
+    guards = FineTuneGuards(anchor_coef=1.0, anchor_steps=20, learning_rate=3e-3,
+                            anchor_states=kept.numpy())  # fmt: skip
+    model.learn(4 * 8 * 4, callback=[guards])
+
+    def moved(obs: th.Tensor) -> float:
+        with th.no_grad():
+            a = model.policy.get_distribution(obs).distribution.mean
+            return float((a - start.get_distribution(obs).distribution.mean).pow(2).sum(-1).mean())
+
+    rollout = th.as_tensor(model.rollout_buffer.observations.reshape(-1, kept.shape[1]))
+    assert moved(kept) < 1e-3 < moved(rollout)
+
+
+def test_labelled_states_are_the_jobs_of_the_other_families(tmp_path: Path) -> None:
+    """labelled_states: every job's recorded states but those of the excluded families; a
+    checkpoint without any is a clear error naming the folder."""
+    import json
+
+    from agents.imitation.checkpoint import CheckpointError, labelled_states
+
+    for i, (family, value) in enumerate(
+        [("mixed", 0.0), ("gen-2s-snc", 1.0), ("gen-1s-4cxl", 2.0)]
+    ):
+        np.savez(tmp_path / f"job-{i:03d}.npz", obs=np.full((3, 5), value, np.float32))
+        (tmp_path / f"job-{i:03d}.json").write_text(json.dumps({"family": family}))
+    got = labelled_states(tmp_path, exclude=["mixed"])
+    assert got.shape == (6, 5) and sorted(set(got[:, 0].tolist())) == [1.0, 2.0]
+    with pytest.raises(CheckpointError, match=str(tmp_path)):
+        labelled_states(tmp_path, exclude=["mixed", "gen-2s-snc", "gen-1s-4cxl"])

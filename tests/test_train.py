@@ -284,3 +284,26 @@ def test_set_one_entry_of_a_recipe() -> None:
     assert load_recipe("ppo", ["n_epochs=2"])[0].hyperparams.n_epochs == 2
     with pytest.raises(TrainingError, match=r"rl\.total_timesteps"):
         load_recipe("imitation", ["n_epochs=2"])
+
+
+def test_rl_train_families_pick_what_the_rl_phase_draws(tmp_path: Path) -> None:
+    """rl.train_families: RL's environment on the scenario and the named families only (the
+    imitation phase keeps env.train_families); a family outside them is refused by name."""
+    from agents.config import RunOptions
+    from agents.config.load import load_recipe, resolve
+    from agents.trainer import _training_env
+
+    def nodes_drawn(families: str) -> list[int]:
+        opts = RunOptions(set=[f"rl.train_families={families}"], num_envs=4, runs_root=tmp_path)
+        cfg = resolve(opts)
+        assert cfg.trained_on[1:] == cfg.env["train_families"]  # what imitation trained on
+        venv, _ = _training_env(cfg)
+        venv.reset()
+        _, _, _, infos = venv.step(np.zeros((4, venv.action_space.shape[0]), np.float32))
+        venv.close()
+        return sorted(info["metrics"].node_bandwidth_gbps.shape[1] for info in infos)
+
+    assert nodes_drawn("[]") == [2, 2, 2, 2]  # mixed alone: 1 DRAM + 1 CXL node
+    assert nodes_drawn("[gen-1s-4cxl]") == [2, 2, 5, 5]  # half the instances each
+    with pytest.raises(ValueError, match=r"rl.train_families: 'mixed-2s' is not in env"):
+        load_recipe("ppo-finetune", ["rl.train_families=[mixed-2s]"])

@@ -275,6 +275,11 @@ class FineTuneSettings(_Strict):
         0, description="gradient steps on the anchor after each update"
     )
     anchor_learning_rate: Num(gt=0, le=1) = Field(1e-4, description="the anchor steps' Adam rate")
+    anchor_states: Literal["rollout", "imitation"] = Field(
+        "rollout",
+        description="the observations the anchor is taken on: each rollout's, or the imitation "
+        "phase's labelled states of the families the RL phase does not draw (rl.train_families)",
+    )
     log_std: Num(ge=-20, le=2) | None = Field(
         None, description="the Gaussian policy's log-std, fixed (not trained); null: trained"
     )
@@ -296,6 +301,16 @@ class RLSettings(_Strict):
     finetune: FineTuneSettings | None = Field(
         None, description="critic warm-up, an anchor to the starting policy, a fixed log-std"
     )
+    train_families: NameList | None = Field(
+        None,
+        description="the families RL's environment draws beside the scenario, a part of "
+        "env.train_families (null: all of them; []: the scenario alone)",
+    )
+
+    @field_validator("train_families")
+    @classmethod
+    def _expand_groups(cls, v: Any) -> Any:
+        return v if v is None else expand_family_names(v)
 
 
 class Recipe(_Strict):
@@ -369,6 +384,21 @@ class Recipe(_Strict):
                 f"rl.finetune: the guards act on an on-policy Gaussian policy (ppo, a2c), "
                 f"not {self.algo}'s"
             )
+        rl_families = self.rl.train_families if self.rl is not None else None
+        ft = self.rl.finetune if self.rl is not None else None
+        if ft is not None and ft.anchor_states == "imitation":
+            if self.imitation is None or rl_families is None:
+                raise ValueError(
+                    "rl.finetune.anchor_states: 'imitation' needs an imitation phase and "
+                    "rl.train_families (its states of the families RL does not draw)"
+                )
+        if rl_families is not None:
+            outside = [f for f in rl_families if f not in (self.env.train_families or [])]
+            if outside:
+                raise ValueError(
+                    f"rl.train_families: {outside[0]!r} is not in env.train_families "
+                    f"({self.env.train_families}); RL draws a part of what the view was built for"
+                )
         pk = self.policy_kwargs
         if self.algo == "recurrent-ppo" and pk.shared_lstm and pk.enable_critic_lstm is not False:
             raise ValueError("policy_kwargs.shared_lstm: true needs enable_critic_lstm: false")

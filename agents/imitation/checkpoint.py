@@ -38,7 +38,7 @@ from agents.imitation.dataset import Chunk, EpisodeTargets, Labelled
 from agents.imitation.experts import Plans, ShareTargets
 from agents.imitation.settings import ImitationSettings
 
-__all__ = ["Checkpoint", "CheckpointError", "checkpoint_key"]
+__all__ = ["Checkpoint", "CheckpointError", "checkpoint_key", "labelled_states"]
 
 FORMAT = "tiergym-imitation-checkpoint"
 VERSION = 1
@@ -66,6 +66,32 @@ def checkpoint_key(
     }
     text = json.dumps(what, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def labelled_states(folder: Path | str, exclude: Sequence[str] = ()) -> NDArray[np.float32]:
+    """The recorded states (the policy's observations, stacked) of every finished job of the
+    checkpoint ``folder`` whose family is not in ``exclude``.
+
+    Raises:
+        CheckpointError: no such job, or a job file that is unreadable.
+    """
+    folder = Path(folder)
+    out = []
+    for info_path in sorted(folder.glob("job-*.json")):
+        try:
+            family = json.loads(info_path.read_text())["family"]
+            if family in exclude:
+                continue
+            with np.load(info_path.with_suffix(".npz"), allow_pickle=False) as z:
+                out.append(np.asarray(z["obs"], dtype=np.float32))
+        except (OSError, ValueError, KeyError) as exc:
+            raise CheckpointError(f"{info_path}: unreadable checkpoint file ({exc})") from None
+    if not out:
+        raise CheckpointError(
+            f"{folder}: no labelled job of a family outside {list(exclude)} (the imitation "
+            "phase's checkpoint holds the states the anchor is taken on)"
+        )
+    return np.concatenate(out)
 
 
 def _atomic(path: Path, write: Any) -> None:
