@@ -307,3 +307,7 @@ def test_rl_train_families_pick_what_the_rl_phase_draws(tmp_path: Path) -> None:
     assert nodes_drawn("[gen-1s-4cxl]") == [2, 2, 5, 5]  # half the instances each
     with pytest.raises(ValueError, match=r"rl.train_families: 'mixed-2s' is not in env"):
         load_recipe("ppo-finetune", ["rl.train_families=[mixed-2s]"])
+    # the default's anchor is taken on the families RL does not draw: there must be one
+    for sets in (["rl.train_families=null"], ["rl.train_families=[generator]"]):
+        with pytest.raises(ValueError, match=r"rl.finetune.anchor_states: 'imitation' needs"):
+            load_recipe("ppo-finetune", sets)

@@ -387,10 +387,12 @@ class Recipe(_Strict):
         rl_families = self.rl.train_families if self.rl is not None else None
         ft = self.rl.finetune if self.rl is not None else None
         if ft is not None and ft.anchor_states == "imitation":
-            if self.imitation is None or rl_families is None:
+            others = [f for f in self.env.train_families or [] if f not in (rl_families or [])]
+            if self.imitation is None or rl_families is None or not others:
                 raise ValueError(
-                    "rl.finetune.anchor_states: 'imitation' needs an imitation phase and "
-                    "rl.train_families (its states of the families RL does not draw)"
+                    "rl.finetune.anchor_states: 'imitation' needs an imitation phase, "
+                    "rl.train_families and a family of env.train_families that RL does not "
+                    "draw (the anchor is taken on its labelled states)"
                 )
         if rl_families is not None:
             outside = [f for f in rl_families if f not in (self.env.train_families or [])]
