@@ -6,6 +6,7 @@ import inspect
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
     Field,
     field_validator,
@@ -123,6 +124,10 @@ class Hyperparams(_Strict):
         return v
 
 
+#: scenario family names; a group name (generator, unseen) stands for its families
+FamilyNames = Annotated[NameList, AfterValidator(expand_family_names)]
+
+
 class EnvSettings(_Strict):
     """The environment and the agent's view of it (:mod:`agents.view`); unset keys keep
     the environment's defaults."""
@@ -158,16 +163,11 @@ class EnvSettings(_Strict):
         description="the critic also reads what the episode still holds (coming tenants); "
         "the actor never does (TenantPolicy)",
     )
-    train_families: NameList | None = Field(
+    train_families: FamilyNames | None = Field(
         None,
         description="more scenario families trained at once (one batch each); a group name "
         "(generator, unseen) stands for its families",
     )
-
-    @field_validator("train_families")
-    @classmethod
-    def _expand_groups(cls, v: Any) -> Any:
-        return v if v is None else expand_family_names(v)
 
     @field_validator("tiering_modes")
     @classmethod
@@ -301,16 +301,11 @@ class RLSettings(_Strict):
     finetune: FineTuneSettings | None = Field(
         None, description="critic warm-up, an anchor to the starting policy, a fixed log-std"
     )
-    train_families: NameList | None = Field(
+    train_families: FamilyNames | None = Field(
         None,
         description="the families RL's environment draws beside the scenario, a part of "
         "env.train_families (null: all of them; []: the scenario alone)",
     )
-
-    @field_validator("train_families")
-    @classmethod
-    def _expand_groups(cls, v: Any) -> Any:
-        return v if v is None else expand_family_names(v)
 
 
 class Recipe(_Strict):
