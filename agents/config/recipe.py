@@ -394,7 +394,8 @@ class Recipe(_Strict):
             if outside:
                 raise ValueError(
                     f"rl.train_families: {outside[0]!r} is not in env.train_families "
-                    f"({self.env.train_families}); RL draws a part of what the view was built for"
+                    f"({self.env.train_families}); RL draws a part of them beside the scenario, "
+                    "which it always draws ([]: the scenario alone)"
                 )
         pk = self.policy_kwargs
         if self.algo == "recurrent-ppo" and pk.shared_lstm and pk.enable_critic_lstm is not False:
