@@ -199,7 +199,7 @@ def _anchor_states(cfg: RunConfig, run_dir: Path) -> Any:
     ft, rl = cfg.finetune, cfg.recipe.rl
     if ft is None or ft.anchor_states != "imitation" or rl is None:
         return None
-    drawn = [cfg.task.scenario, *(rl.train_families or [])]
+    drawn = [cfg.env["scenario"], *(rl.train_families or [])]  # the job names of the labels
     return labelled_states(run_dir / "imitation", exclude=drawn)
 
 
