@@ -311,3 +311,47 @@ def test_rl_train_families_pick_what_the_rl_phase_draws(tmp_path: Path) -> None:
     for sets in (["rl.train_families=null"], ["rl.train_families=[generator]"]):
         with pytest.raises(ValueError, match=r"rl.finetune.anchor_states: 'imitation' needs"):
             load_recipe("ppo-finetune", sets)
+
+
+def test_the_default_recipe_fine_tunes_on_the_scenario_anchored_elsewhere(
+    tmp_path: Path, short_scenario: Path
+) -> None:
+    """The default recipe end to end, cut to seconds: the imitation phase labels every
+    family, PPO runs on the scenario alone, and the anchor is taken on the other families'
+    labelled states (it logs its distance after the update)."""
+    run_dir = tmp_path / "ft"
+    res = run_train(
+        [
+            "--scenario",
+            str(short_scenario),
+            "--run-dir",
+            str(run_dir),
+            "--timesteps",
+            "128",
+            "--num-envs",
+            "8",
+            "--set",
+            "n_steps=16",
+            "--set",
+            "batch_size=64",
+            "--set",
+            "imitation.plans=false",
+            "--set",
+            "imitation.rounds=1",
+            "--set",
+            "imitation.epochs=2",
+            "--set",
+            "rl.finetune.critic_warmup=0",
+            "--eval-episodes",
+            "2",
+            "--compare-episodes",
+            "0",
+            "--no-progress",
+            "--quiet",
+        ]  # fmt: skip
+    )
+    assert res.returncode == 0, res.stderr
+    assert json.loads((run_dir / "training.json").read_text())["timesteps"] == 128
+    assert {"train/anchor_mse", "train/anchor_coef"} <= event_tags(run_dir)
+    jobs = [json.loads(p.read_text())["family"] for p in (run_dir / "imitation").glob("job-*.json")]
+    assert len(jobs) == 9 and str(short_scenario) in jobs  # the scenario and eight gen-* families
