@@ -320,36 +320,14 @@ def test_the_default_recipe_fine_tunes_on_the_scenario_anchored_elsewhere(
     family, PPO runs on the scenario alone, and the anchor is taken on the other families'
     labelled states (it logs its distance after the update)."""
     run_dir = tmp_path / "ft"
-    res = run_train(
-        [
-            "--scenario",
-            str(short_scenario),
-            "--run-dir",
-            str(run_dir),
-            "--timesteps",
-            "128",
-            "--num-envs",
-            "8",
-            "--set",
-            "n_steps=16",
-            "--set",
-            "batch_size=64",
-            "--set",
-            "imitation.plans=false",
-            "--set",
-            "imitation.rounds=1",
-            "--set",
-            "imitation.epochs=2",
-            "--set",
-            "rl.finetune.critic_warmup=0",
-            "--eval-episodes",
-            "2",
-            "--compare-episodes",
-            "0",
-            "--no-progress",
-            "--quiet",
-        ]  # fmt: skip
-    )
+    args = [
+        "--scenario", str(short_scenario), "--run-dir", str(run_dir), "--timesteps", "128",
+        "--num-envs", "8", "--set", "n_steps=16", "--set", "batch_size=64",
+        "--set", "imitation.plans=false", "--set", "imitation.rounds=1",
+        "--set", "imitation.epochs=2", "--set", "rl.finetune.critic_warmup=0",
+        "--eval-episodes", "2", "--compare-episodes", "0", "--no-progress", "--quiet",
+    ]  # fmt: skip
+    res = run_train(args)
     assert res.returncode == 0, res.stderr
     assert json.loads((run_dir / "training.json").read_text())["timesteps"] == 128
     assert {"train/anchor_mse", "train/anchor_coef"} <= event_tags(run_dir)
