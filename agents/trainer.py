@@ -25,7 +25,14 @@ from typing import Any
 from agents import callbacks as cb
 from agents import persist, report
 from agents import tensorboard as tb
-from agents.config import ON_POLICY, RESUME_OVERRIDES, RunConfig, RunOptions, TrainingError
+from agents.config import (
+    ON_POLICY,
+    RESUME_OVERRIDES,
+    RunConfig,
+    RunOptions,
+    TrainingError,
+    trained_names,
+)
 from agents.config.build import agent_spaces
 from agents.config.load import resolve, whole_rollouts
 from agents.evaluation import leaderboard_text, load_policy, run_comparison
@@ -175,16 +182,21 @@ def _imitation(model: Any, cfg: RunConfig, run_dir: Path, out: _Out) -> dict[str
     return warm
 
 
+def _rl_env(cfg: RunConfig) -> dict[str, Any]:
+    """The env settings of the RL phase: the run's, on ``rl.train_families`` if set."""
+    rl = cfg.recipe.rl
+    if rl is None or rl.train_families is None:
+        return cfg.env
+    return {**cfg.env, "train_families": rl.train_families}
+
+
 def _training_env(cfg: RunConfig) -> tuple[Any, Any]:
     """The RL environment (the SB3 adapter in the agent's view, monitored; on the scenario
     and ``rl.train_families`` if the recipe names them, else ``env.train_families``) and its
     VecNormalize wrapper on rewards if the recipe asks for it."""
     from stable_baselines3.common.vec_env import VecNormalize
 
-    env = cfg.env
-    if cfg.recipe.rl is not None and cfg.recipe.rl.train_families is not None:
-        env = {**env, "train_families": cfg.recipe.rl.train_families}
-    venv = make_training_vec_env(cfg.n_envs, env)
+    venv = make_training_vec_env(cfg.n_envs, _rl_env(cfg))
     venv.seed(cfg.seed)
     norm = None
     if cfg.recipe.rl is not None and cfg.recipe.rl.normalize_reward:
@@ -196,11 +208,10 @@ def _training_env(cfg: RunConfig) -> tuple[Any, Any]:
 def _anchor_states(cfg: RunConfig, run_dir: Path) -> Any:
     """The imitation phase's states of the families the RL phase does not draw, for
     ``rl.finetune.anchor_states: imitation`` (None otherwise: each rollout's)."""
-    ft, rl = cfg.finetune, cfg.recipe.rl
-    if ft is None or ft.anchor_states != "imitation" or rl is None:
+    ft = cfg.finetune
+    if ft is None or ft.anchor_states != "imitation":
         return None
-    drawn = [cfg.env["scenario"], *(rl.train_families or [])]  # the job names of the labels
-    return labelled_states(run_dir / "imitation", exclude=drawn)
+    return labelled_states(run_dir / "imitation", exclude=trained_names(_rl_env(cfg)))
 
 
 def _callbacks(

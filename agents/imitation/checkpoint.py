@@ -68,6 +68,27 @@ def checkpoint_key(
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _read_json(path: Path) -> dict[str, Any]:
+    """A checkpoint's JSON object (a CheckpointError naming the file if it is unreadable)."""
+    try:
+        got = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{path}: unreadable checkpoint file ({exc})") from None
+    if not isinstance(got, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    return got
+
+
+def _read_npz(path: Path, keys: Sequence[str] | None = None) -> dict[str, NDArray]:
+    """A checkpoint's arrays (``keys`` of them, or all; a CheckpointError naming the file if
+    it is unreadable or lacks one)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in (z.files if keys is None else keys)}
+    except (OSError, ValueError, KeyError) as exc:
+        raise CheckpointError(f"{path}: unreadable checkpoint file ({exc})") from None
+
+
 def labelled_states(folder: Path | str, exclude: Sequence[str] = ()) -> NDArray[np.float32]:
     """The recorded states (the policy's observations, stacked) of every finished job of the
     checkpoint ``folder`` whose family is not in ``exclude``.
@@ -78,14 +99,12 @@ def labelled_states(folder: Path | str, exclude: Sequence[str] = ()) -> NDArray[
     folder = Path(folder)
     out = []
     for info_path in sorted(folder.glob("job-*.json")):
-        try:
-            family = json.loads(info_path.read_text())["family"]
-            if family in exclude:
-                continue
-            with np.load(info_path.with_suffix(".npz"), allow_pickle=False) as z:
-                out.append(np.asarray(z["obs"], dtype=np.float32))
-        except (OSError, ValueError, KeyError) as exc:
-            raise CheckpointError(f"{info_path}: unreadable checkpoint file ({exc})") from None
+        family = _read_json(info_path).get("family")
+        if family is None:
+            raise CheckpointError(f"{info_path}: a job without its family")
+        if family not in exclude:
+            obs = _read_npz(info_path.with_suffix(".npz"), ["obs"])["obs"]
+            out.append(np.asarray(obs, dtype=np.float32))
     if not out:
         raise CheckpointError(
             f"{folder}: no labelled job of a family outside {list(exclude)} (the imitation "
@@ -180,7 +199,7 @@ class Checkpoint:
         self.folder.mkdir(parents=True, exist_ok=True)
         manifest = self.folder / MANIFEST
         if manifest.exists():
-            got = self._json(manifest)
+            got = _read_json(manifest)
             if got.get("format") != FORMAT or got.get("key") != key:
                 raise CheckpointError(
                     f"{self.folder}: a checkpoint of another warm start (other settings, env "
@@ -194,24 +213,8 @@ class Checkpoint:
             self._write_json(manifest, body)
 
     # ------------------------------------------------------------------ files
-    def _json(self, path: Path) -> dict[str, Any]:
-        try:
-            got = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise CheckpointError(f"{path}: unreadable checkpoint file ({exc})") from None
-        if not isinstance(got, dict):
-            raise CheckpointError(f"{path}: expected a JSON object")
-        return got
-
     def _write_json(self, path: Path, body: Mapping[str, Any]) -> None:
         _atomic(path, lambda f: f.write(json.dumps(body, indent=1).encode()))
-
-    def _npz(self, path: Path) -> dict[str, NDArray]:
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                return {k: z[k] for k in z.files}
-        except (OSError, ValueError) as exc:
-            raise CheckpointError(f"{path}: unreadable checkpoint file ({exc})") from None
 
     def _write_npz(self, path: Path, arrays: Mapping[str, NDArray]) -> None:
         _atomic(path, lambda f: np.savez(f, **cast(dict[str, Any], arrays)))
@@ -220,7 +223,7 @@ class Checkpoint:
         """The JSON of a finished piece ``name`` (None: not written yet)."""
         if self.folder is None or not (self.folder / f"{name}.json").exists():
             return None
-        info = self._json(self.folder / f"{name}.json")
+        info = _read_json(self.folder / f"{name}.json")
         if info.get("key") != self.key:
             raise CheckpointError(f"{self.folder / name}.json: from another warm start (key)")
         return info
@@ -243,7 +246,7 @@ class Checkpoint:
         assert self.folder is not None
         if any(info.get(k) != v for k, v in want.items()):
             raise CheckpointError(f"{self.folder}/job-{n:03d}.json: another job than {dict(want)}")
-        z = self._npz(self.folder / f"job-{n:03d}.npz")
+        z = _read_npz(self.folder / f"job-{n:03d}.npz")
         return _labelled_from(z, float(info["plan_seconds"])), info
 
     # ------------------------------------------------------------------ fits
@@ -270,10 +273,10 @@ class Checkpoint:
         if info is None:
             return None
         assert self.folder is not None
-        state = self._npz(self.folder / f"fit-{r:02d}.npz")
+        state = _read_npz(self.folder / f"fit-{r:02d}.npz")
         rows = None
         if r:
-            z = self._npz(self.folder / f"round-{r:02d}.npz")
+            z = _read_npz(self.folder / f"round-{r:02d}.npz")
             try:
                 rows = [
                     (z[f"obs_{n}"], z[f"targets_{n}"], z[f"fit_residual_{n}"]) for n in range(jobs)
