@@ -8,10 +8,15 @@ each a recipe key of ``rl.finetune`` (docs/training.md), each from the literatur
   value function alone; every parameter the action distribution depends on is frozen
   (found by differentiating the distribution, so it holds for any policy class);
 - **an anchor to the pre-trained policy** (DAPG, Rajeswaran et al. 2018; Wolczyk et al.,
-  ICML 2024): after each PPO update, ``anchor_steps`` gradient steps on
-  ``anchor_coef * decay**k * mean ||mu(o) - mu_ref(o)||^2`` over the rollout's
-  observations, ``mu_ref`` the policy as RL found it (frozen), ``k`` the updates done.
-  With both policies' log-std fixed and equal this is their KL divergence up to a factor;
+  ICML 2024): ``anchor_coef * decay**k * mean ||mu(o) - mu_ref(o)||^2``, ``mu_ref`` the
+  policy as RL found it (frozen), ``k`` the updates done, over the rollout's observations
+  or given ones. With ``anchor_steps`` 0 it is a term of PPO's loss: its gradient joins
+  every PPO gradient step's (after PPO's gradient clipping), so ``anchor_coef`` weighs it
+  against PPO's objective. With ``anchor_steps`` > 0 it is instead that many steps of a
+  separate Adam after each update; Adam's steps do not depend on the scale of the loss, so
+  there its strength is ``anchor_steps`` and ``anchor_learning_rate`` and ``anchor_coef``
+  acts only once its decay brings the gradient down to Adam's epsilon.
+  With both policies' log-std fixed and equal the term is their KL divergence up to a factor;
 - **a fixed log-std** (``log_std``): exploration stays as small as the recipe sets it, and
   the KL above stays the squared distance of the means.
 
@@ -60,9 +65,11 @@ class FineTuneGuards(BaseCallback):
     """Critic warm-up and the decaying anchor to the policy at the start of RL (on-policy).
 
     ``critic_warmup``: rollouts whose update trains the value function only;
-    ``anchor_coef``, ``anchor_decay``, ``anchor_steps``: the anchor term's weight at the
-    first update, its factor per update, and the gradient steps it takes after each
-    update (0 or a zero coefficient: none); ``anchor_batch``: observations per step.
+    ``anchor_coef``, ``anchor_decay``: the anchor term's weight at the first update and its
+    factor per update (a zero coefficient: no anchor); ``anchor_steps``: 0, the term joins
+    every gradient step of the algorithm's own optimizer; more, the separate Adam steps it
+    takes after each update instead, at ``learning_rate``; ``anchor_batch``: observations
+    per gradient step of the term.
     ``anchor_states``: observations to take the anchor on instead of each rollout's (the
     states of what RL does not train on, so that the policy keeps its behaviour there).
     Logs ``train/anchor_coef``, ``train/anchor_mse`` and ``train/critic_warmup``.
@@ -91,13 +98,16 @@ class FineTuneGuards(BaseCallback):
         self._reference: Any = None
         self._actor: list[nn.Parameter] = []
         self._obs: th.Tensor | None = None
-        self._optimizer: th.optim.Optimizer | None = None
+        self._optimizer: th.optim.Optimizer | None = None  # the separate steps' Adam
+        self._hook: Any = None  # the in-loss term's handle on the algorithm's optimizer
+        self._gen: th.Generator | None = None
+        self._mses: list[float] = []
         self._frozen = False
         self._updating = False  # a rollout ended: its update runs before the next one starts
 
     @property
     def anchoring(self) -> bool:
-        return self.anchor_steps > 0 and self.anchor_coef > 0
+        return self.anchor_coef > 0
 
     def _on_training_start(self) -> None:
         policy = self.model.policy
@@ -113,8 +123,10 @@ class FineTuneGuards(BaseCallback):
         obs_space = policy.observation_space
         probe = th.as_tensor(np.stack([obs_space.sample() for _ in range(4)]), dtype=th.float32)
         self._actor = actor_parameters(policy, probe)
-        if self.anchoring:
+        if self.anchoring and self.anchor_steps > 0:
             self._optimizer = th.optim.Adam(self._actor, lr=self.learning_rate)
+        elif self.anchoring:  # SB3's on-policy algorithms step policy.optimizer once a batch
+            self._hook = policy.optimizer.register_step_pre_hook(self._anchor_in_loss)
 
     def _set_actor_frozen(self, frozen: bool) -> None:
         if frozen != self._frozen:
@@ -133,29 +145,43 @@ class FineTuneGuards(BaseCallback):
         elif self.anchoring:  # the rollout's observations, for the anchor after the update
             obs = self.model.rollout_buffer.observations  # type: ignore[attr-defined]
             self._obs = th.as_tensor(obs.reshape(-1, *obs.shape[2:]).copy(), dtype=th.float32)
+        self._gen = th.Generator().manual_seed(int(self.model.num_timesteps))
+
+    @property
+    def _coef(self) -> float:
+        return self.anchor_coef * self.anchor_decay**self.updates
+
+    def _anchor_loss(self) -> th.Tensor:
+        """The anchor's squared distance on a batch of its observations (with the graph)."""
+        assert self._obs is not None and self._gen is not None
+        n = self._obs.shape[0]
+        obs = self._obs[th.randint(n, (min(self.anchor_batch, n),), generator=self._gen)]
+        with th.no_grad():
+            target = _mean_actions(self._reference, obs)
+        mse = ((_mean_actions(self.model.policy, obs) - target) ** 2).sum(-1).mean()
+        self._mses.append(float(mse.detach()))
+        return mse
+
+    def _anchor_in_loss(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """Before each step of the algorithm's optimizer: the term's gradient joins PPO's."""
+        if self._updating and not self._frozen and self._obs is not None and self._coef > 0:
+            (self._coef * self._anchor_loss()).backward()
 
     def _anchor(self) -> None:
-        if self._obs is None or self._optimizer is None:
+        """At an update's end: the separate steps (``anchor_steps`` > 0), then the logs."""
+        if self._obs is None or not self.anchoring:
             return
-        coef = self.anchor_coef * self.anchor_decay**self.updates
+        coef = self._coef
         self.logger.record("train/anchor_coef", coef)
-        if coef <= 0 or self._frozen:
-            return
-        policy = self.model.policy
-        gen = th.Generator().manual_seed(int(self.model.num_timesteps))
-        n = self._obs.shape[0]
-        mses = []
-        for _ in range(self.anchor_steps):
-            idx = th.randint(n, (min(self.anchor_batch, n),), generator=gen)
-            obs = self._obs[idx]
-            with th.no_grad():
-                target = _mean_actions(self._reference, obs)
-            mse = ((_mean_actions(policy, obs) - target) ** 2).sum(-1).mean()
-            self._optimizer.zero_grad()
-            (coef * mse).backward()
-            self._optimizer.step()
-            mses.append(float(mse.detach()))
-        self.logger.record("train/anchor_mse", float(np.mean(mses)))
+        if self._optimizer is not None and coef > 0 and not self._frozen:
+            for _ in range(self.anchor_steps):
+                loss = coef * self._anchor_loss()
+                self._optimizer.zero_grad()
+                loss.backward()
+                self._optimizer.step()
+        if self._mses:
+            self.logger.record("train/anchor_mse", float(np.mean(self._mses)))
+        self._mses = []
 
     def _update_ended(self) -> None:
         if self._updating:
@@ -170,6 +196,9 @@ class FineTuneGuards(BaseCallback):
     def _on_training_end(self) -> None:
         self._update_ended()
         self._set_actor_frozen(False)
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
 
     def _on_step(self) -> bool:
         return True

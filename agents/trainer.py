@@ -247,6 +247,7 @@ def _callbacks(
                 ft.anchor_coef,
                 ft.anchor_decay,
                 ft.anchor_steps,
+                ft.anchor_batch,
                 learning_rate=ft.anchor_learning_rate,
                 anchor_states=_anchor_states(cfg, run_dir),
             )

@@ -52,21 +52,49 @@ def test_critic_warmup_trains_the_value_function_alone_then_both() -> None:
     assert guards.updates == 3
 
 
-@pytest.mark.parametrize("coef", [0.0, 50.0])
-def test_the_anchor_pulls_the_mean_back_to_the_starting_policy(coef: float) -> None:
-    model = _model()
+def _moved_from_start(coef: float, steps: int, seed: int = 0) -> float:
+    """The squared distance of the action mean from where PPO (at a high learning rate)
+    started, after four updates with the anchor of ``coef`` and ``steps``."""
+    model = _model(seed)
     start = PPO("MlpPolicy", model.env, seed=0, device="cpu").policy
     start.load_state_dict(model.policy.state_dict())
     model.learning_rate = 3e-3
     model._setup_lr_schedule()
-    guards = FineTuneGuards(anchor_coef=coef, anchor_steps=20, learning_rate=3e-3)
-    model.learn(4 * 8 * 4, callback=[guards])
+    model.learn(4 * 8 * 4, callback=[FineTuneGuards(anchor_coef=coef, anchor_steps=steps,
+                                                    learning_rate=3e-3)])  # fmt: skip
     obs = _obs(model)
     with th.no_grad():
         d = (model.policy.get_distribution(obs).distribution.mean
              - start.get_distribution(obs).distribution.mean).pow(2).sum(-1).mean()  # fmt: skip
-    # without the anchor PPO moves the mean; with it the mean stays near the start
-    assert (float(d) > 1e-3) if coef == 0 else (float(d) < 1e-3)
+    return float(d)
+
+
+@pytest.mark.parametrize(("coef", "steps"), [(0.0, 0), (50.0, 0), (50.0, 20)],
+                         ids=["none", "in-the-loss", "separate-steps"])  # fmt: skip
+def test_the_anchor_pulls_the_mean_back_to_the_starting_policy(coef: float, steps: int) -> None:
+    # without the anchor PPO moves the mean; with it, in either form, the mean stays near
+    d = _moved_from_start(coef, steps)
+    assert (d > 1e-3) if coef == 0 else (d < 1e-3)
+
+
+def test_in_the_loss_the_coefficient_weighs_the_anchor_against_ppo() -> None:
+    """anchor_steps 0: the term's gradient joins PPO's, so a larger coefficient holds the
+    mean closer to the start (in the separate Adam steps the coefficient's scale cancels)."""
+    free, weak, strong = (_moved_from_start(c, 0) for c in (0.0, 0.5, 50.0))
+    assert strong < weak < free
+
+
+def test_the_in_loss_anchor_leaves_the_optimizer_as_it_found_it() -> None:
+    """The term hooks the algorithm's optimizer for the training call only: a later call
+    without the guards trains PPO alone."""
+    model = _model()
+    guards = FineTuneGuards(anchor_coef=1.0)
+    model.learn(8 * 4, callback=[guards])
+    assert guards._mses == [] and guards.updates == 1  # logged and reset at the update's end
+    calls = []
+    guards._anchor_loss = lambda: calls.append(1)  # type: ignore[method-assign]
+    model.learn(8 * 4, reset_num_timesteps=False)
+    assert calls == []
 
 
 def test_fixed_log_std_stays_fixed() -> None:

@@ -268,13 +268,20 @@ class FineTuneSettings(_Strict):
     anchor_coef: Num(ge=0, le=1e6) = Field(
         0.0,
         description="weight of the squared distance of the action mean to the policy RL "
-        "started from, at the first update (0: no anchor)",
+        "started from, against the algorithm's loss, at the first update (0: no anchor)",
     )
     anchor_decay: Num(gt=0, le=1) = Field(1.0, description="the anchor's factor per update")
     anchor_steps: Int(0, 1 << 12) = Field(
-        0, description="gradient steps on the anchor after each update"
+        0,
+        description="0: the anchor is a term of the algorithm's loss at every gradient step; "
+        "more: instead that many steps of a separate Adam on it after each update",
     )
-    anchor_learning_rate: Num(gt=0, le=1) = Field(1e-4, description="the anchor steps' Adam rate")
+    anchor_learning_rate: Num(gt=0, le=1) = Field(
+        1e-4, description="the separate anchor steps' Adam rate (anchor_steps > 0)"
+    )
+    anchor_batch: Int(1, 1 << 20) = Field(
+        4096, description="observations the anchor is taken on at each of its gradient steps"
+    )
     anchor_states: Literal["rollout", "imitation"] = Field(
         "rollout",
         description="the observations the anchor is taken on: each rollout's, or the imitation "

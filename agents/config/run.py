@@ -74,7 +74,7 @@ class RunOptions(_Strict):
         description="RL steps between evaluations on held-out seeds, also at step 0 "
         "(default: 20 points over the budget; 0: off)",
     )
-    eval_episodes: Int(1, 1 << 16) = Field(32, description="episodes per evaluation")
+    eval_episodes: Int(1, 1 << 16) = Field(64, description="episodes per evaluation")
     checkpoint_interval: Int(0) | None = Field(
         None, description="RL steps between checkpoints (default: a quarter of the budget)"
     )
