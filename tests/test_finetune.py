@@ -52,10 +52,10 @@ def test_critic_warmup_trains_the_value_function_alone_then_both() -> None:
     assert guards.updates == 3
 
 
-def _moved_from_start(coef: float, steps: int, seed: int = 0) -> float:
+def _moved_from_start(coef: float, steps: int) -> float:
     """The squared distance of the action mean from where PPO (at a high learning rate)
     started, after four updates with the anchor of ``coef`` and ``steps``."""
-    model = _model(seed)
+    model = _model()
     start = PPO("MlpPolicy", model.env, seed=0, device="cpu").policy
     start.load_state_dict(model.policy.state_dict())
     model.learning_rate = 3e-3
