@@ -122,11 +122,12 @@ def deployable_heuristics() -> list[str]:
 def evaluation_env_kwargs(env: Mapping[str, Any]) -> dict[str, Any]:
     """A run's env settings as evaluation uses them: the environment's and the view's, not
     the task's scenario and split, nor the training pool's size (evaluation draws the test
-    split's own pool, the one the references are scored on)."""
+    split's own pool, the one the references are scored on), nor the chances the training
+    drew the generator's families with (evaluation draws them as documented)."""
     return {
         k: v
         for k, v in env.items()
-        if k in ENV_KEYS and k not in ("scenario", "split", "pool_size")
+        if k in ENV_KEYS and k not in ("scenario", "split", "pool_size", "generator_chances")
     }
 
 

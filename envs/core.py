@@ -154,6 +154,7 @@ def make_params(
     tiering_modes: Sequence[str] | None = None,
     observation: str = "full",
     reward_baseline: str | None = None,
+    generator_chances: Mapping[str, Any] | None = None,
 ) -> EnvParams:
     """Frozen parameters of an environment (the arguments are those of ``gymnasium.make``).
 
@@ -166,10 +167,14 @@ def make_params(
     every instance then has a twin on the same episode seed, run by that heuristic
     under its own kernel configuration in the same model call, and the reward is the
     agent's minus the twin's (:class:`TwinState`, :class:`envs.paired.BaselineTwin`, :func:`step`).
+
+    ``generator_chances`` draws a generator family (``gen-*``, ``unseen-*``) with other
+    chances than :data:`envs.generator.CHANCES` (e.g. ``{"memory_high": 0.3}``: a tenant has
+    a memory.high three times as often); other scenarios ignore it.
     """
     if reward not in REWARDS:
         raise ValueError(f"reward: got {reward!r}, expected one of {list(REWARDS)}")
-    family = make_family(scenario, pool_size=pool_size)
+    family = make_family(scenario, pool_size=pool_size, generator_chances=generator_chances)
     family.scenario(split, 0)  # validates the split
     T = max_tenants or family.max_tenants
     if family.max_tenants > T:

@@ -222,14 +222,19 @@ FAMILY_NAMES = (
 
 
 @lru_cache(maxsize=32)
-def _named_family(name: str, pool_size: int) -> ScenarioFamily:
-    """One object per (family, pool size), so every env shares its compiled pools."""
+def _named_family(
+    name: str, pool_size: int, chances: tuple[tuple[str, float], ...] = ()
+) -> ScenarioFamily:
+    """One object per (family, pool size, chances), so every env shares its compiled pools."""
     parsed = generator.parse_family_name(name)
     if parsed is not None:
         shape, cell = parsed
+        drawn = dict(chances)
         return ScenarioFamily(
             name,
-            lambda split, index: generator.generated_scenario(shape, split, index, cell=cell),
+            lambda split, index: generator.generated_scenario(
+                shape, split, index, cell=cell, chances=drawn
+            ),
             pool_size,
             generator.MAX_TENANTS,
             generator.MAX_PHASES,
@@ -244,13 +249,23 @@ def _named_family(name: str, pool_size: int) -> ScenarioFamily:
 
 
 def make_family(
-    spec: str | Path | Mapping[str, Any] | Scenario | ScenarioFamily, pool_size: int = 512
+    spec: str | Path | Mapping[str, Any] | Scenario | ScenarioFamily,
+    pool_size: int = 512,
+    generator_chances: Mapping[str, Any] | None = None,
 ) -> ScenarioFamily:
-    """A family from a family name, a scenario (name, file, dict) or a family."""
+    """A family from a family name, a scenario (name, file, dict) or a family.
+
+    ``generator_chances`` (entries of :data:`envs.generator.CHANCES`) draws a generator
+    family (``gen-*``, ``unseen-*``) with other chances; other families and scenarios
+    do not draw them and ignore it (a ValueError for a bad entry all the same).
+    """
+    chances = generator.check_chances(generator_chances)
     if isinstance(spec, ScenarioFamily):
         return spec
     if isinstance(spec, str) and spec in FAMILY_NAMES:
-        return _named_family(spec, pool_size)
+        changed = tuple((k, v) for k, v in chances.items() if v != generator.CHANCES[k])
+        drawn = changed if generator.parse_family_name(spec) is not None else ()
+        return _named_family(spec, pool_size, drawn)
     try:
         sc = load_scenario(spec)
     except ScenarioError as exc:

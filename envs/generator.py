@@ -30,6 +30,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -37,10 +38,12 @@ import numpy as np
 from envs.scenario import Scenario, hardware_presets, load_scenario
 
 __all__ = [
+    "CHANCES",
     "GROUPS",
     "HELD_OUT",
     "KINDS",
     "SHAPES",
+    "check_chances",
     "expand_family_names",
     "family_name",
     "generated_scenario",
@@ -214,16 +217,55 @@ KINDS: dict[str, dict[str, Any]] = {
     },
 }  # fmt: skip
 
-#: Chance that a tenant after the first arrives late (at 10-50% of the episode), leaves
-#: early (at 60-95%), changes its intensity once (compute_ns x 0.5-2, at 30-80%), has a
-#: cgroup memory.low (25-100% of its working set), a memory.high (50-100%), or a memory
-#: policy other than local (bind, preferred or interleave over nodes that hold it).
-P_LATE, P_STOP, P_PHASE, P_LOW, P_HIGH, P_MEMPOLICY = 0.5, 0.15, 0.3, 0.15, 0.1, 0.1
-#: Kernel options a scenario fixes: memcg limits that also act on each tier (the
-#: tiering-fairness RFC's, ``tiering-fairness-low-high``) where a tenant has limits, and
-#: the fallback lists of kernels before the 2021 fix (the ``-prefix`` scenarios) where a
-#: machine has more than two DRAM nodes (where they differ).
-P_TIER_AWARE, P_PRE2021 = 0.3, 0.15
+#: The generator's chances (:func:`generated_scenario`'s ``chances`` overrides any of them):
+#: that a tenant after the first arrives late (``late``: at 10-50% of the episode), that a
+#: tenant leaves early (``stop``: at 60-95%), changes its intensity once (``phase``:
+#: compute_ns x 0.5-2, at 30-80%), has a cgroup memory.low (``memory_low``: 25-100% of its
+#: working set), a memory.high (``memory_high``: 50-100%), or a memory policy other than
+#: local (``mempolicy``: bind, preferred or interleave over nodes that hold it); and the
+#: kernel options a scenario fixes: memcg limits that also act on each tier
+#: (``tier_aware``: the tiering-fairness RFC's, ``tiering-fairness-low-high``) where a
+#: tenant has limits, and the fallback lists of kernels before the 2021 fix (``pre_2021``:
+#: the ``-prefix`` scenarios) where a machine has more than two DRAM nodes (where they
+#: differ). Every family's splits draw these; a training run may draw its families with
+#: others (``generator_chances``), evaluation always draws these.
+CHANCES: Mapping[str, float] = MappingProxyType(
+    {
+        "late": 0.5,
+        "stop": 0.15,
+        "phase": 0.3,
+        "memory_low": 0.15,
+        "memory_high": 0.1,
+        "mempolicy": 0.1,
+        "tier_aware": 0.3,
+        "pre_2021": 0.15,
+    }
+)
+
+
+def check_chances(chances: Mapping[str, Any] | None) -> dict[str, float]:
+    """:data:`CHANCES` with the entries of ``chances`` in their place.
+
+    Raises:
+        ValueError: an unknown name, or a value that is not a number in [0, 1].
+    """
+    out = dict(CHANCES)
+    for name, value in (chances or {}).items():
+        if name not in CHANCES:
+            raise ValueError(
+                f"generator_chances: unknown chance {name!r}, expected names of {list(CHANCES)}"
+            )
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not 0.0 <= float(value) <= 1.0
+        ):
+            raise ValueError(
+                f"generator_chances.{name}: got {value!r}, expected a number in [0, 1]"
+            )
+        out[name] = float(value)
+    return out
+
 
 #: The held-out cells ``(shape, kind)``: never drawn by ``gen-*``; each is an
 #: ``unseen-<shape>-<kind>`` family. Every shape and every kind stays in training elsewhere.
@@ -252,7 +294,12 @@ def _draw(rng: np.random.Generator, spec: Any) -> Any:
 
 
 def _tenant(
-    kind: str, rng: np.random.Generator, name: str, episode_s: float, first: bool
+    kind: str,
+    rng: np.random.Generator,
+    name: str,
+    episode_s: float,
+    first: bool,
+    chances: Mapping[str, float],
 ) -> dict[str, Any]:
     r = KINDS[kind]
     d: dict[str, Any] = {"name": name}
@@ -280,16 +327,16 @@ def _tenant(
         if rng.random() < 0.5:
             d["hotness"], flat = flat, d["hotness"]
         phases = [{"at_s": round(float(rng.uniform(0.3, 0.7)) * episode_s, 1), "hotness": flat}]
-    if kind != "llm" and rng.random() < P_PHASE:
+    if kind != "llm" and rng.random() < chances["phase"]:
         at = round(float(rng.uniform(0.3, 0.8)) * episode_s, 1)
         if all(abs(p["at_s"] - at) >= 1.0 for p in phases):
             phases.append({"at_s": at, "compute_ns": d["compute_ns"] * float(rng.uniform(0.5, 2))})
     phases.sort(key=lambda p: p["at_s"])
-    if not first and rng.random() < P_LATE:
+    if not first and rng.random() < chances["late"]:
         d["start_s"] = round(float(rng.uniform(0.1, 0.5)) * episode_s, 1)
         for p in phases:
             p["at_s"] = max(p["at_s"], d["start_s"] + 1.0)
-    if rng.random() < P_STOP:
+    if rng.random() < chances["stop"]:
         d["stop_s"] = round(float(rng.uniform(0.6, 0.95)) * episode_s, 1)
         phases = [p for p in phases if p["at_s"] < d["stop_s"]]
     ats = [p["at_s"] for p in phases]
@@ -298,9 +345,9 @@ def _tenant(
     if phases:
         d["phases"] = phases
     ws = d["working_set_gib"]
-    if rng.random() < P_LOW:
+    if rng.random() < chances["memory_low"]:
         d["memory_low_gib"] = round(ws * float(rng.uniform(0.25, 1.0)), 2)
-    if rng.random() < P_HIGH:
+    if rng.random() < chances["memory_high"]:
         high = round(ws * float(rng.uniform(0.5, 1.0)), 2)
         if high >= d.get("memory_low_gib", 0.0):
             d["memory_high_gib"] = high
@@ -308,7 +355,11 @@ def _tenant(
 
 
 def _place(
-    t: dict[str, Any], shape: Shape, hw: Mapping[str, Any], rng: np.random.Generator
+    t: dict[str, Any],
+    shape: Shape,
+    hw: Mapping[str, Any],
+    rng: np.random.Generator,
+    chances: Mapping[str, float],
 ) -> None:
     """Socket, CPU node and memory policy of tenant ``t`` on the machine."""
     nodes = hw["nodes"]
@@ -317,7 +368,7 @@ def _place(
     local = [i for i in shape.dram_nodes if nodes[i]["socket"] == t.get("socket", 0)]
     if len(local) > 1:
         t["cpu_node"] = nodes[local[int(rng.integers(len(local)))]]["name"]
-    if rng.random() >= P_MEMPOLICY:
+    if rng.random() >= chances["mempolicy"]:
         return
     mode = ("bind", "preferred", "interleave")[int(rng.integers(3))]
     if mode == "preferred":
@@ -365,10 +416,17 @@ def _split_code(split: str) -> int:
 
 
 def generated_scenario(
-    shape: str, split: str, index: int, cell: str | None = None, episode_steps: int = EPISODE_STEPS
+    shape: str,
+    split: str,
+    index: int,
+    cell: str | None = None,
+    episode_steps: int = EPISODE_STEPS,
+    chances: Mapping[str, Any] | None = None,
 ) -> Scenario:
     """Scenario ``index`` of a split of ``gen-<shape>`` or, with ``cell`` (a kind held out
-    on ``shape``), of ``unseen-<shape>-<cell>``."""
+    on ``shape``), of ``unseen-<shape>-<cell>``; ``chances`` replaces entries of
+    :data:`CHANCES`."""
+    ch = check_chances(chances)
     if shape not in SHAPES:
         raise ValueError(f"shape: got {shape!r}, expected one of {sorted(SHAPES)}")
     held = held_out_kinds(shape)
@@ -387,17 +445,17 @@ def generated_scenario(
     pool = list(KINDS) if cell is not None else allowed
     kinds += [pool[int(i)] for i in rng.integers(len(pool), size=n - len(kinds))]
     tenants = [
-        _tenant(kind, rng, f"{kind}{i}", episode_s, first=i == 0) for i, kind in enumerate(kinds)
+        _tenant(kind, rng, f"{kind}{i}", episode_s, i == 0, ch) for i, kind in enumerate(kinds)
     ]
     _fit(tenants, hw, episode_s)
     for t in tenants:
-        _place(t, sh, hw, rng)
+        _place(t, sh, hw, rng, ch)
     family = family_name(shape, cell)
     kernel: dict[str, str] = {}
     limited = any("memory_low_gib" in t or "memory_high_gib" in t for t in tenants)
-    if limited and rng.random() < P_TIER_AWARE:
+    if limited and rng.random() < ch["tier_aware"]:
         kernel["memcg_limits"] = "tier_aware"
-    if len(sh.dram_nodes) > 2 and rng.random() < P_PRE2021:
+    if len(sh.dram_nodes) > 2 and rng.random() < ch["pre_2021"]:
         kernel["fallback_lists"] = "pre-2021"
     return load_scenario(
         {

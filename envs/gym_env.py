@@ -55,7 +55,10 @@ _DOC_ARGS = """
       (``info["reward_baseline"]``, per tenant ``tenant_norm_perf_baseline``). The
       twin's inputs are the agent's, its reward does not depend on the agent's
       actions, so the best policy is the same and the reward's variance from the
-      episode's input is gone.
+      episode's input is gone;
+    - ``generator_chances``: for a generator family (``gen-*``, ``unseen-*``), chances
+      to draw it with instead of ``envs.generator.CHANCES`` (e.g. ``{"memory_high": 0.3}``;
+      default none): a training distribution that meets a rare case more often.
 """
 
 

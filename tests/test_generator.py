@@ -166,3 +166,68 @@ def test_every_family_compiles_and_steps() -> None:
             state, obs, reward = core.step(params, state, act)[:3]
             assert np.all(np.isfinite(reward)), name
             assert np.all(np.isfinite(obs)), name
+
+
+def _share_with_high(chances: dict[str, float] | None, split: str = "train") -> float:
+    tenants = [
+        t
+        for i in range(N)
+        for t in G.generated_scenario("2s-snc-2cxl", split, i, chances=chances).tenants
+    ]
+    return float(np.mean([t.memory_high_gib is not None for t in tenants]))
+
+
+def test_chances_change_what_is_drawn_and_only_that() -> None:
+    base = G.generated_scenario("1s-2cxl", "train", 3).model_dump_json()
+    assert G.generated_scenario("1s-2cxl", "train", 3, chances={}).model_dump_json() == base
+    same = dict(G.CHANCES)
+    assert G.generated_scenario("1s-2cxl", "train", 3, chances=same).model_dump_json() == base
+    assert _share_with_high({"memory_high": 0.0}) == 0.0
+    default = _share_with_high(None)
+    assert 0.05 < default < 0.15  # CHANCES["memory_high"] = 0.1
+    # every tenant draws one; it is kept where it lies above the tenant's memory.low
+    assert _share_with_high({"memory_high": 1.0}) > 0.85
+    assert default < _share_with_high({"memory_high": 0.3}) < 0.4
+    # the machine is drawn before any chance: the same for every chance
+    for i in range(10):
+        a = G.generated_scenario("2s-2cxl", "test", i, chances={"memory_high": 1.0, "late": 0.0})
+        b = G.generated_scenario("2s-2cxl", "test", i)
+        assert a.hardware == b.hardware and a.interval_s == b.interval_s
+
+
+@pytest.mark.parametrize(
+    ("chances", "message"),
+    [
+        ({"memory_hi": 0.3}, "unknown chance 'memory_hi'"),
+        (
+            {"memory_high": 1.5},
+            r"generator_chances.memory_high: got 1.5, expected a number in \[0, 1\]",
+        ),
+        ({"late": "often"}, r"generator_chances.late: got 'often'"),
+        ({"stop": True}, r"generator_chances.stop: got True"),
+    ],
+)
+def test_bad_chances_are_named(chances: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        G.generated_scenario("1s-1cxl", "train", 0, chances=chances)
+    with pytest.raises(ValueError, match=message):  # also where no generator family is drawn
+        make_family("mixed", pool_size=8, generator_chances=chances)
+
+
+def test_a_family_drawn_with_other_chances_is_another_family_object() -> None:
+    from envs import core
+
+    plain = make_family("gen-2s-snc-2cxl", pool_size=8)
+    assert make_family("gen-2s-snc-2cxl", pool_size=8, generator_chances={}) is plain
+    assert make_family("gen-2s-snc-2cxl", pool_size=8, generator_chances=dict(G.CHANCES)) is plain
+    high = make_family("gen-2s-snc-2cxl", pool_size=8, generator_chances={"memory_high": 1.0})
+    assert high is not plain and high.name == plain.name
+    assert high.scenario("train", 5) == G.generated_scenario(
+        "2s-snc-2cxl", "train", 5, chances={"memory_high": 1.0}
+    )
+    # other families ignore it; the environment passes it on
+    assert make_family("mixed", pool_size=8, generator_chances={"memory_high": 1.0}) is (
+        make_family("mixed", pool_size=8)
+    )
+    p = core.make_params("gen-2s-snc-2cxl", pool_size=8, generator_chances={"memory_high": 1.0})
+    assert p.family is high

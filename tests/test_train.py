@@ -286,6 +286,38 @@ def test_set_one_entry_of_a_recipe() -> None:
         load_recipe("imitation", ["n_epochs=2"])
 
 
+def test_generator_chances_reach_training_and_not_evaluation(tmp_path: Path) -> None:
+    """env.generator_chances: the training families are drawn with them (the imitation
+    phase's labels, the RL phase's pools); evaluation draws the documented chances; a bad
+    entry is an error naming it."""
+    from agents.config import RunOptions, TrainingError
+    from agents.config.load import load_recipe, resolve
+    from agents.evaluation import evaluation_env_kwargs
+    from agents.rollout import make_params
+    from baselines import make_policy
+    from envs.generator import generated_scenario
+
+    opts = RunOptions(
+        recipe="imitation", set=["env.generator_chances={memory_high: 0.5}"], runs_root=tmp_path
+    )
+    cfg = resolve(opts)
+    assert cfg.env["generator_chances"] == {"memory_high": 0.5}
+    env = {k: v for k, v in cfg.env.items() if k not in ("scenario", "split")}
+    policy = make_policy("colloid")
+    trained = make_params(policy, "gen-1s-2cxl", "train", env).family
+    scored = make_params(policy, "gen-1s-2cxl", "test", evaluation_env_kwargs(env)).family
+    assert trained is not scored and trained.name == scored.name == "gen-1s-2cxl"
+    for i in range(4):
+        assert trained.scenario("train", i) == generated_scenario(
+            "1s-2cxl", "train", i, chances={"memory_high": 0.5}
+        )
+        assert scored.scenario("test", i) == generated_scenario("1s-2cxl", "test", i)
+    with pytest.raises(TrainingError, match=r"env\.generator_chances.*unknown chance 'highs'"):
+        load_recipe("imitation", ["env.generator_chances={highs: 0.5}"])
+    with pytest.raises(TrainingError, match=r"env\.generator_chances\.late"):
+        load_recipe("imitation", ["env.generator_chances={late: 2}"])
+
+
 def test_rl_train_families_pick_what_the_rl_phase_draws(tmp_path: Path) -> None:
     """rl.train_families: RL's environment on the scenario and the named families only (the
     imitation phase keeps env.train_families); a family outside them is refused by name."""

@@ -29,7 +29,7 @@ from agents.imitation.settings import ImitationSettings
 from agents.networks import TenantPolicy
 from agents.view import MIXINGS, RESIDUAL_CODECS, base_names, make_interface
 from baselines import policy_names as heuristics
-from envs.generator import expand_family_names
+from envs.generator import check_chances, expand_family_names
 from envs.spaces import OBSERVATIONS, TIERING_MODES
 
 # ============================================================================ recipe parts
@@ -150,6 +150,11 @@ class EnvSettings(_Strict):
         description="a heuristic whose twin on the same episode seed the reward is measured "
         "against (the paired reward; training only, evaluation scores each policy alone)",
     )
+    generator_chances: dict[str, Num(ge=0, le=1)] | None = Field(
+        None,
+        description="chances to draw the generator's families with instead of "
+        "envs.generator.CHANCES (training only, evaluation draws those)",
+    )
     base_policy: Name | NameList | None = Field(
         None, description="a heuristic (residual actions over it) or several (the agent mixes them)"
     )
@@ -174,6 +179,13 @@ class EnvSettings(_Strict):
     def _distinct(cls, v: Any) -> Any:
         if v is not None and len(set(v)) != len(v):
             raise ValueError("the modes must be distinct")
+        return v
+
+    @field_validator("generator_chances")
+    @classmethod
+    def _known_chances(cls, v: Any) -> Any:
+        if v is not None:
+            check_chances(v)  # a ValueError naming an unknown chance
         return v
 
     @field_validator("base_policy")
