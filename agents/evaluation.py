@@ -366,7 +366,13 @@ def write_results(
     )
     if trained_on:
         summary["generalisation"] = report.generalisation_summary(
-            summary, trained_on, deployable_heuristics()
+            summary,
+            trained_on,
+            deployable_heuristics(),
+            records=records,
+            n_boot=n_boot,
+            confidence=confidence,
+            seed=seed,
         )
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(

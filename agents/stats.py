@@ -45,6 +45,7 @@ __all__ = [
     "geometric_mean",
     "headroom_share",
     "iqm",
+    "ratio_of_means",
     "ratio_to_reference",
     "stratified_bootstrap_ci",
     "summarize",
@@ -375,6 +376,46 @@ def ratio_to_reference(
         "ci": stratified_bootstrap_ci(groups, np.mean, n_boot, confidence, seed, method),
         "n": int(ratios.size),
     }
+
+
+def ratio_of_means(
+    values: ArrayLike,
+    ref_values: ArrayLike,
+    n_boot: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    method: str = "percentile",
+) -> dict[str, Any]:
+    """``mean(values) / mean(ref_values)`` over paired episodes, with a bootstrap interval.
+
+    What it is for: "is the policy below this heuristic on this scenario", where the
+    question is about the two means (a heuristic's mean over the scenario's episodes),
+    not about the mean of per-episode ratios. The arrays are aligned as for
+    :func:`ratio_to_reference`, and a replicate resamples the pairs, so the variance both
+    policies' runs of an episode share cancels.
+
+    Returns:
+        ``{"mean": float, "ci": (low, high), "n": int}``.
+
+    Raises:
+        ValueError: for empty, misaligned or non-finite input, or a reference mean <= 0.
+    """
+    x = _as_finite_1d(values, name="values")
+    y = _as_finite_1d(ref_values, name="ref_values")
+    if x.size != y.size:
+        raise ValueError(f"values ({x.size}) and ref_values ({y.size}) are not aligned")
+    if y.mean() <= 0.0:
+        raise ValueError(f"the reference mean must be positive; got {y.mean()!r}")
+
+    def of_pairs(strata: list[NDArray[np.float64]]) -> Any:
+        pick = strata[0].astype(np.int64)  # resampled pair indices
+        return x[pick].mean(axis=-1) / y[pick].mean(axis=-1)
+
+    pairs = np.arange(x.size, dtype=np.float64)
+    ci = bootstrap_ci(
+        [pairs], of_pairs, n_boot=n_boot, confidence=confidence, seed=seed, method=method
+    )
+    return {"mean": float(x.mean() / y.mean()), "ci": ci, "n": int(x.size)}
 
 
 def geometric_mean(x: ArrayLike) -> float:

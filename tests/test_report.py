@@ -26,6 +26,7 @@ from agents.report import (
     summarize_records,
     write_csv,
 )
+from agents.stats import ratio_of_means
 
 REF = "dram-first"
 POLICIES = (REF, "numa-tiering", "random")
@@ -422,3 +423,23 @@ def test_generalisation_sorts_scenarios_and_compares_with_the_best_heuristic(
         assert (f"random on {scen} ({group})" in text) == flagged
     assert any(info["per_scenario"][s]["below"] for s in ("kv-store", held))  # random is poor
     assert generalisation_markdown({}, REF) == ""
+    assert all("vs_best_heuristic_ci" not in e for e in info["per_scenario"].values())
+    # with the records: each ratio's paired interval over the scenario's episodes
+    gen = generalisation_summary(
+        summ, {"random": ["kv-store"]}, [REF, "numa-tiering"], records=recs, n_boot=200
+    )
+    for scen, e in gen["random"]["per_scenario"].items():
+        lo, hi = e["vs_best_heuristic_ci"]
+        assert lo <= e["vs_best_heuristic"] <= hi, scen
+        mine = metric_of(recs, scen, "random")
+        theirs = metric_of(recs, scen, e["best_heuristic"])
+        seeds = sorted(mine)
+        want = ratio_of_means([mine[k] for k in seeds], [theirs[k] for k in seeds], n_boot=200)
+        assert [lo, hi] == pytest.approx(list(want["ci"]))
+    notes = generalisation_markdown(gen, REF).splitlines()
+    for scen, e in gen["random"]["per_scenario"].items():
+        if e["below"]:
+            lo, hi = e["vs_best_heuristic_ci"]
+            (line,) = [n for n in notes if n.startswith(f"- random on {scen} ")]
+            assert f"{e['vs_best_heuristic']:.3f} [{lo:.3f}, {hi:.3f}] of" in line
+            assert ("more episodes would tell" in line) == (hi >= 0.98)

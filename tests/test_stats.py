@@ -19,6 +19,7 @@ from agents.stats import (
     geomean_ratio,
     geometric_mean,
     iqm,
+    ratio_of_means,
     ratio_to_reference,
     stratified_bootstrap_ci,
     summarize,
@@ -197,6 +198,27 @@ def test_ratio_errors() -> None:
         ratio_to_reference([1.0, 2.0], [1.0, 0.0])
     with pytest.raises(ValueError, match="empty"):
         ratio_to_reference([], [])
+
+
+def test_ratio_of_means_is_the_ratio_of_the_means_paired() -> None:
+    ref = episode_values("dram-first", "kv-store", 16)
+    pol = episode_values("random", "kv-store", 16)
+    out = ratio_of_means(pol, ref)
+    assert out["mean"] == pytest.approx(float(pol.mean() / ref.mean())) and out["n"] == 16
+    assert out["ci"][0] < out["mean"] < out["ci"][1]
+    assert ratio_of_means(ref * 1.5, ref)["ci"] == pytest.approx((1.5, 1.5))
+    # pairing: a shared per-episode swing cancels, so the paired interval is the narrower
+    rng = np.random.default_rng(3)
+    swing = rng.uniform(0.2, 1.0, 64)
+    a, b = swing * rng.normal(1.0, 0.01, 64), swing * rng.normal(1.02, 0.01, 64)
+    lo, hi = ratio_of_means(a, b)["ci"]
+    ulo, uhi = bootstrap_ci([a, b], lambda st: st[0].mean(axis=-1) / st[1].mean(axis=-1))
+    assert lo < a.mean() / b.mean() < hi and ulo < lo and hi < uhi
+    assert hi - lo < (uhi - ulo) / 5
+    with pytest.raises(ValueError, match="not aligned"):
+        ratio_of_means([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="reference mean must be positive"):
+        ratio_of_means([1.0, 2.0], [0.0, 0.0])
 
 
 # ----------------------------------------------------------------------------- geometric means

@@ -12,7 +12,9 @@ by what it trained on (``RunConfig.trained_on``):
 Per group it gives the policy's geometric-mean ratio to the reference, that of the
 best single heuristic of the group (the heuristic with the highest geometric mean there)
 and the policy's ratio to it; per scenario, the policy's mean over the best heuristic's
-mean on that scenario, so that a scenario where the policy is the worse choice shows.
+mean on that scenario, so that a scenario where the policy is the worse choice shows, and
+with the records, that ratio's paired bootstrap interval over the scenario's episodes
+(whether the episodes measured enough to tell).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agents.stats import geometric_mean
+from agents.stats import geometric_mean, ratio_of_means
 
 __all__ = ["BELOW_TOLERANCE", "GROUPS", "generalisation_summary", "scenario_group"]
 
@@ -51,10 +53,41 @@ def _ratio(summary: Mapping[str, Any], scen: str, pol: str) -> float | None:
     return float(entry["ratio"]["mean"])
 
 
+def _by_seed(
+    records: Sequence[Mapping[str, Any]], metric: str
+) -> dict[tuple[str, str], dict[int, float]]:
+    out: dict[tuple[str, str], dict[int, float]] = {}
+    for r in records:
+        out.setdefault((str(r["scenario"]), str(r["policy"])), {})[int(r["seed"])] = float(
+            r["metrics"][metric]
+        )
+    return out
+
+
+def _interval(
+    values: Mapping[tuple[str, str], Mapping[int, float]],
+    scen: str,
+    pol: str,
+    best: str,
+    boot: Mapping[str, Any],
+) -> list[float] | None:
+    """The paired interval of ``pol``'s mean over ``best``'s on ``scen`` (None: no pairs)."""
+    mine, theirs = values.get((scen, pol), {}), values.get((scen, best), {})
+    seeds = sorted(set(mine) & set(theirs))
+    if not seeds:
+        return None
+    r = ratio_of_means([mine[k] for k in seeds], [theirs[k] for k in seeds], **boot)
+    return [float(r["ci"][0]), float(r["ci"][1])]
+
+
 def generalisation_summary(
     summary: Mapping[str, Any],
     trained_on: Mapping[str, Sequence[str]],
     heuristics: Sequence[str],
+    records: Sequence[Mapping[str, Any]] | None = None,
+    n_boot: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """Per learned policy (the keys of ``trained_on``), its results by group.
 
@@ -63,6 +96,7 @@ def generalisation_summary(
 
         {policy: {"trained_on": [...],
                   "per_scenario": {scenario: {"group", "best_heuristic", "vs_best_heuristic",
+                                              "vs_best_heuristic_ci": [low, high],
                                               "below": bool}},
                   "groups": {group: {"scenarios": [...], "geomean_ratio": float,
                                      "best_heuristic": str, "best_heuristic_ratio": float,
@@ -72,8 +106,13 @@ def generalisation_summary(
 
     ``below`` lists the scenarios where the policy's mean is more than
     :data:`BELOW_TOLERANCE` under the best heuristic's on that scenario.
+    ``vs_best_heuristic_ci`` (with ``records``, the records ``summary`` was made from)
+    is the paired bootstrap interval of ``vs_best_heuristic`` over the scenario's episodes
+    (:func:`agents.stats.ratio_of_means`, ``n_boot``, ``confidence``, ``seed``).
     """
     heur = [h for h in heuristics if h in summary["policies"]]
+    values = _by_seed(records, summary["metric"]) if records is not None else None
+    boot = {"n_boot": n_boot, "confidence": confidence, "seed": seed}
     out: dict[str, Any] = {}
     for pol, names in trained_on.items():
         if pol not in summary["policies"]:
@@ -92,6 +131,9 @@ def generalisation_summary(
                 entry.update(
                     best_heuristic=best, vs_best_heuristic=vs, below=vs < 1.0 - BELOW_TOLERANCE
                 )
+                ci = None if values is None else _interval(values, scen, pol, best, boot)
+                if ci is not None:
+                    entry["vs_best_heuristic_ci"] = ci
             per_scen[scen] = entry
         groups: dict[str, Any] = {}
         for g in GROUPS:

@@ -177,8 +177,8 @@ def generalisation_markdown(gen: Mapping[str, Any], reference: str, digits: int 
     group (held-out first) its geometric-mean ratio, the best single heuristic's, the
     policy's ratio to it and its worst scenario against that scenario's best heuristic;
     then every scenario where it is more than ``BELOW_TOLERANCE``
-    (:mod:`agents.report.generalisation`) below the best heuristic. Empty when no policy
-    was trained."""
+    (:mod:`agents.report.generalisation`) below the best heuristic, with the ratio's
+    interval where the summary has one. Empty when no policy was trained."""
     if not gen:
         return ""
     lines = [
@@ -207,10 +207,20 @@ def generalisation_markdown(gen: Mapping[str, Any], reference: str, digits: int 
             )
             for s in g["below"]:
                 e = info["per_scenario"][s]
+                ci = e.get("vs_best_heuristic_ci")
+                interval = (
+                    f" [{_fmt(ci[0], digits)}, {_fmt(ci[1], digits)}]" if ci is not None else ""
+                )
                 notes.append(
                     f"- {_md_escape(pol)} on {_md_escape(s)} ({group}): "
-                    f"{_fmt(e['vs_best_heuristic'], digits)} of {_md_escape(e['best_heuristic'])}'s "
-                    f"mean, more than {BELOW_TOLERANCE:.0%} below the best heuristic"
+                    f"{_fmt(e['vs_best_heuristic'], digits)}{interval} of "
+                    f"{_md_escape(e['best_heuristic'])}'s mean, more than "
+                    f"{BELOW_TOLERANCE:.0%} below the best heuristic"
+                    + (
+                        ""
+                        if ci is None or ci[1] < 1.0 - BELOW_TOLERANCE
+                        else " (the interval reaches the tolerance: more episodes would tell)"
+                    )
                 )
     trained = [
         f"- {_md_escape(p)} trained on: {', '.join(_md_escape(n) for n in i['trained_on'])}"
