@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agents.report.records import metric_by_seed
 from agents.stats import geometric_mean, ratio_of_means
 
 __all__ = ["BELOW_TOLERANCE", "GROUPS", "generalisation_summary", "scenario_group"]
@@ -51,17 +52,6 @@ def _ratio(summary: Mapping[str, Any], scen: str, pol: str) -> float | None:
     if entry is None or entry.get("ratio") is None:
         return None
     return float(entry["ratio"]["mean"])
-
-
-def _by_seed(
-    records: Sequence[Mapping[str, Any]], metric: str
-) -> dict[tuple[str, str], dict[int, float]]:
-    out: dict[tuple[str, str], dict[int, float]] = {}
-    for r in records:
-        out.setdefault((str(r["scenario"]), str(r["policy"])), {})[int(r["seed"])] = float(
-            r["metrics"][metric]
-        )
-    return out
 
 
 def _interval(
@@ -111,7 +101,7 @@ def generalisation_summary(
     (:func:`agents.stats.ratio_of_means`, ``n_boot``, ``confidence``, ``seed``).
     """
     heur = [h for h in heuristics if h in summary["policies"]]
-    values = _by_seed(records, summary["metric"]) if records is not None else None
+    values = metric_by_seed(records, summary["metric"]) if records is not None else None
     boot = {"n_boot": n_boot, "confidence": confidence, "seed": seed}
     out: dict[str, Any] = {}
     for pol, names in trained_on.items():

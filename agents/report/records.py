@@ -20,6 +20,7 @@ __all__ = [
     "LOWER_IS_BETTER",
     "METRICS",
     "TENANT_METRICS",
+    "metric_by_seed",
     "metric_names",
     "validate_records",
     "write_csv",
@@ -47,6 +48,19 @@ TENANT_METRICS: tuple[str, ...] = (
 LOWER_IS_BETTER: frozenset[str] = frozenset({"mean_latency_ns"})
 
 _REQUIRED_KEYS = ("scenario", "policy", "seed", "episode", "metrics")
+
+
+def metric_by_seed(
+    records: Iterable[Mapping[str, Any]], metric: str
+) -> dict[tuple[str, str], dict[int, float]]:
+    """``metric`` of every record that has it, by (scenario, policy) then seed: the pairing
+    of two policies' runs of the same episodes."""
+    by: dict[tuple[str, str], dict[int, float]] = {}
+    for r in records:
+        v = r["metrics"].get(metric)
+        if v is not None:
+            by.setdefault((str(r["scenario"]), str(r["policy"])), {})[int(r["seed"])] = float(v)
+    return by
 
 
 def validate_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.report.records import metric_names, validate_records
+from agents.report.records import metric_by_seed, metric_names, validate_records
 from agents.stats import (
     MIN_HEADROOM,
     geomean_ratio,
@@ -350,18 +350,6 @@ def summarize_records(
 _Pairs = tuple[np.ndarray, np.ndarray]
 
 
-def _headroom_values(
-    records: Sequence[Mapping[str, Any]],
-) -> dict[tuple[str, str], dict[int, float]]:
-    """:data:`HEADROOM_METRIC` of every record that has it, by (scenario, policy) then seed."""
-    by: dict[tuple[str, str], dict[int, float]] = {}
-    for r in records:
-        v = r["metrics"].get(HEADROOM_METRIC)
-        if v is not None:
-            by.setdefault((str(r["scenario"]), str(r["policy"])), {})[int(r["seed"])] = float(v)
-    return by
-
-
 def _headroom_pairs(
     by: Mapping[tuple[str, str], Mapping[int, float]], scen: str, pol: str
 ) -> _Pairs | None:
@@ -415,7 +403,7 @@ def headroom_summary(
                                      "policies": {policy: {"share", "ci", "n"}}}},
          "per_policy": {policy: {"share", "ci", "n_scenarios", "scenarios"}}}
     """
-    by = _headroom_values(records)
+    by = metric_by_seed(records, HEADROOM_METRIC)
     scenarios = sorted({s for s, _ in by})
     have = [s for s in scenarios if (s, HEADROOM_LOWER) in by and (s, HEADROOM_UPPER) in by]
     if not have:
