@@ -426,3 +426,39 @@ def test_progress_bars_show_each_phase_only_when_asked(
     err = capsys.readouterr().err
     for phase in ("labelling mixed", "planning mixed", "fit", "DAgger round 1/1", "round 1/1 fit"):
         assert phase in err
+
+
+def test_the_fit_reports_the_loss_of_its_whole_last_pass() -> None:
+    """fit_targets returns the last pass's loss over every row, weighted as the loss weighs
+    them (each job the same), not one minibatch's: at learning rate 0 the weights do not
+    move, so it is the loss of the whole data set, computed here directly."""
+    from agents.imitation.bc import fit_targets
+
+    model = _model(ENV)
+    policy = model.policy
+    dim, A = policy.observation_space.shape[0], policy.action_space.shape[0]
+    rng = np.random.default_rng(0)
+    # two jobs of 700 and 300 rows (minibatches of 256: a short last one), the residual
+    # fitted on a third of the rows
+    parts = [
+        [
+            (
+                rng.uniform(0, 1, (n, dim)).astype(np.float32),
+                rng.uniform(-1, 1, (n, A)).astype(np.float32),
+                (rng.uniform(0, 1, n) < 1 / 3).astype(np.float32),
+            )
+        ]
+        for n in (700, 300)
+    ]
+    mixing = len(BASES) - 1
+    got = fit_targets(policy, parts, mixing, 1, 256, 0.0, seed=0)
+    res = A - mixing
+    want_sum = want_w = 0.0
+    with torch.no_grad():
+        for (obs, y, fit), in parts:
+            mean = policy.get_distribution(torch.as_tensor(obs)).distribution.mean.numpy()
+            err = ((mean[:, res:] - y[:, res:]) ** 2).mean(1)
+            err += fit * ((mean[:, :res] - y[:, :res]) ** 2).mean(1)
+            want_sum += float(err.sum()) / len(obs)
+            want_w += 1.0
+    assert got == pytest.approx(want_sum / want_w, rel=1e-5)

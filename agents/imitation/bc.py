@@ -39,7 +39,9 @@ def fit_targets(
     passes of Adam (``learning_rate``) over minibatches of ``batch_size`` rows, shuffled by
     a generator seeded with ``seed``; ``on_epoch`` is called after each pass. Without any
     residual row the residual's rows of the action layer are zero and stay so (the
-    policy's mean residual is exactly 0). Returns the last batch's loss."""
+    policy's mean residual is exactly 0). Returns the loss over the last pass: the mean of
+    its minibatches' losses, each weighing as its rows' weights do (so the whole data set
+    weighs as the loss weighs it, not one minibatch)."""
     import torch
 
     device = policy.device
@@ -66,6 +68,7 @@ def fit_targets(
     policy.set_training_mode(True)
     for _ in range(epochs):
         perm = torch.randperm(len(x), generator=gen)
+        pass_loss = pass_weight = 0.0
         for i in range(0, len(x), batch_size):
             b = perm[i : i + batch_size]
             mean = policy.get_distribution(x[b]).distribution.mean
@@ -74,11 +77,14 @@ def fit_targets(
                 err = err + fit_res[b] * torch.mean(
                     (mean[:, :residual] - y[b, :residual]) ** 2, dim=1
                 )
-            loss = torch.sum(w[b] * err) / torch.sum(w[b])
+            weight = torch.sum(w[b])
+            loss = torch.sum(w[b] * err) / weight
             opt.zero_grad()
             loss.backward()
             opt.step()  # Adam leaves zero rows alone: their gradient is 0
-            loss_value = float(loss.detach())
+            pass_loss += float(loss.detach()) * float(weight)
+            pass_weight += float(weight)
+        loss_value = pass_loss / pass_weight if pass_weight > 0 else float("nan")
         if on_epoch is not None:
             on_epoch()
     policy.set_training_mode(False)
