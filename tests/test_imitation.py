@@ -212,15 +212,21 @@ def test_warm_start_with_plans_beats_every_base_on_its_episodes(
     assert np.log(fitted).mean() > np.log(best_base).mean()
 
 
+@pytest.mark.parametrize("privileged", [False, True])
 def test_a_share_plan_runs_through_the_agent_interface_as_the_planner_scored_it(
-    settings: ImitationSettings,
+    settings: ImitationSettings, privileged: bool
 ) -> None:
     """With ``residual_codec: share`` the plan is one DRAM share per tenant over dram-first
     (local-first: 1.25); through the agent's interface it scores exactly what the planner's
     replay scored, and its targets are the shares' steps (0 for slots the episode does
-    not use)."""
+    not use); so too where the observation ends with the critic's privileged entries
+    (``privileged_critic``), after the base actions the plan's residual is taken from
+    (dram-first listed first: the entries just before the privileged ones are another
+    base's, not dram-first's -1 everywhere)."""
     n, seed = 12, 800
-    env = {**PLANNED, "residual_codec": "share"}
+    bases = ["dram-first", "colloid", "tpp"]
+    env = {**PLANNED, "base_policy": bases, "residual_codec": "share",
+           "privileged_critic": privileged}  # fmt: skip
     plan, planned_score, _ = plan_actions(env, "mixed", n, seed, settings, objective=LOG)
     assert plan.shares is not None and plan.shares.span == 1.25
     s = settings.updated(stride=10)

@@ -39,7 +39,7 @@ from numpy.typing import NDArray
 from agents.imitation.objective import check_objective, record_score, scoring_env
 from agents.imitation.settings import ImitationSettings
 from agents.rollout import make_params, rollout
-from agents.view import LearnedPolicy, make_interface
+from agents.view import LearnedPolicy, make_interface, privileged_width
 from baselines.placement import SHARE_TOP, dram_share, share_or_local_to_weights
 from baselines.planner import Planner
 from envs import core
@@ -100,7 +100,8 @@ class Plans:
     switch something off, ``base`` the index of the base it is a residual over, ``scale``
     the residual scale, ``off_margin`` how far below the box's -1 the entries that are off
     are fitted (:attr:`ImitationSettings.off_margin`); ``shares`` with the ``share`` residual
-    codec (its weight targets).
+    codec (its weight targets); ``tail`` the entries of the agent's observation after the
+    base actions (the critic's privileged entries, :func:`agents.view.privileged_width`).
     """
 
     def __init__(
@@ -111,16 +112,18 @@ class Plans:
         scale: float,
         off_margin: float,
         shares: ShareTargets | None = None,
+        tail: int = 0,
     ) -> None:
         self.box, self.off, self.base, self.scale = box, off, base, scale
         self.off_margin = off_margin
         self.shares = shares
+        self.tail = tail
 
     def residual(self, obs: NDArray[np.float32], rows: NDArray[np.int64], k: int) -> NDArray:
         """Residual targets (S, A) of observations ``obs`` (S, obs_dim) of episodes ``rows``:
         what takes the base action the agent observes there to the plan."""
         a = self.box.shape[1]
-        start = obs.shape[1] - k * a + self.base * a
+        start = obs.shape[1] - self.tail - k * a + self.base * a
         base = 2.0 * obs[:, start : start + a].astype(np.float64) - 1.0
         box = self.box[rows]
         target = np.where(self.off[rows], -1.0 - self.off_margin, box)
@@ -251,5 +254,6 @@ def plan_actions(
         rows = params.codec.n_weight_rows
         used = state.instance.present.T if rows > 1 else np.ones((episodes, 1), dtype=bool)
         shares = ShareTargets(np.clip(share, 0.0, SHARE_TOP), used, is_cxl, iface.share_span)
-    plans = Plans(box, off, base, iface.scale, settings.off_margin, shares)
+    tail = privileged_width(params, iface.privileged_critic)
+    plans = Plans(box, off, base, iface.scale, settings.off_margin, shares, tail)
     return plans, planner.plan_score, planner.plan_seconds

@@ -17,7 +17,13 @@ The DRAM share and its weights (``SHARE_TOP``, :func:`dram_share`) come from
 :mod:`baselines.placement`.
 """
 
-from agents.view.interface import AgentInterface, agent_layout, agent_spaces, make_interface
+from agents.view.interface import (
+    AgentInterface,
+    agent_layout,
+    agent_spaces,
+    make_interface,
+    privileged_width,
+)
 from agents.view.padding import NODE_DESCRIPTORS, PaddedLayout, padded_sizes
 from agents.view.policy import LearnedPolicy, PolicyError
 from agents.view.spec import (
@@ -54,5 +60,6 @@ __all__ = [
     "make_interface",
     "make_training_vec_env",
     "padded_sizes",
+    "privileged_width",
     "residual_base_mask",
 ]

@@ -36,7 +36,19 @@ from baselines import make_policy
 from envs.core import COMING_FEATURES, EnvParams, Hardware
 from envs.spaces import tiering_mode_of
 
-__all__ = ["AgentInterface", "agent_layout", "agent_spaces", "make_interface"]
+__all__ = [
+    "AgentInterface",
+    "agent_layout",
+    "agent_spaces",
+    "make_interface",
+    "privileged_width",
+]
+
+
+def privileged_width(params: EnvParams, privileged_critic: bool) -> int:
+    """Entries that close the agent's observation after the base actions: the critic's
+    (:data:`~envs.core.COMING_FEATURES` per tenant slot) with ``privileged_critic``, else 0."""
+    return params.encoder.T * COMING_FEATURES if privileged_critic else 0
 
 
 def agent_spaces(
@@ -55,7 +67,7 @@ def agent_spaces(
     """
     k = len(base_names(base_policy))
     obs, act = params.encoder.space(), params.codec.space()
-    extra = params.encoder.T * COMING_FEATURES if privileged_critic else 0
+    extra = privileged_width(params, privileged_critic)
     if k == 0 and pad_nodes is None and not extra:
         return obs, act
     c = params.codec
@@ -247,7 +259,7 @@ class AgentInterface:
                 parts = [self.pad_action(b, -1.0) for b in parts]
             parts = [(b + 1.0) / 2.0 for b in parts]
         if self.privileged_critic:
-            width = self._bound().encoder.T * COMING_FEATURES
+            width = privileged_width(self._bound(), True)
             if coming is None:
                 parts.append(np.zeros((o.shape[0], width), dtype=np.float32))
             else:
