@@ -461,7 +461,8 @@ def test_the_fit_reports_the_loss_of_its_whole_last_pass() -> None:
     res = A - mixing
     want_sum = want_w = 0.0
     with torch.no_grad():
-        for (obs, y, fit), in parts:
+        for job in parts:
+            obs, y, fit = job[0]
             mean = policy.get_distribution(torch.as_tensor(obs)).distribution.mean.numpy()
             err = ((mean[:, res:] - y[:, res:]) ** 2).mean(1)
             err += fit * ((mean[:, :res] - y[:, :res]) ** 2).mean(1)
