@@ -217,8 +217,7 @@ class Checkpoint:
         _atomic(path, lambda f: f.write(json.dumps(body, indent=1).encode()))
 
     def _write_npz(self, path: Path, arrays: Mapping[str, NDArray]) -> None:
-        # Compressed: the recorded observations deflate about 8x (a default run's folder
-        # holds some 70 MB instead of 550 MB) for about a second a DAgger round.
+        # deflated: the recorded observations shrink about 8x, for about a second a round
         _atomic(path, lambda f: np.savez_compressed(f, **cast(dict[str, Any], arrays)))
 
     def _done(self, name: str) -> dict[str, Any] | None:
