@@ -30,19 +30,18 @@ passes, so that one pass's instruments do not distort another's figures:
    model are timed too (``envs.core.step``, ``TieredMemoryEnv.step``, the
    ``gym.make`` wrappers), each as its time less the layer below it;
 3. counts: counters (no timers) around the solver's functions and helpers:
-   ``_solve_small`` is called once per Newton iteration (the T x T solve of one
-   batched iteration over the elements still unconverged), ``_Problem.evaluate``
-   once per evaluation of the residual (the warm start, trial points of the line
-   search), ``_Problem.jacobian``, ``_Problem.take`` (a sub-problem gathered),
    ``solve_fixed_point`` (the step's call, through ``envs.model``'s name, and the
-   calls ``_retry`` makes when elements are left unconverged), ``lsum`` (the fixed-order sum over a leading axis; the calls
-   through ``envs.model``'s name and through ``envs.solver``'s apart: a call over a
-   tuple of axes from the model counts once under envs.model and once per axis
-   under envs.solver, where ``lsum`` recurses) and ``lmax``. Newton iterations per element
-   are the step's ``Outputs.solver_iterations`` (mean over the batch);
-4. helper time: timers around the same functions (inclusive time: an
-   ``evaluate`` includes its ``lsum`` calls; a call inside another of the same
-   function, ``lsum``'s recursion included, is timed once, in the outer one), as
+   calls ``_retry`` makes when elements are left unconverged), ``_pack`` (its
+   inputs packed into the compiled kernel's arrays) and ``_solve_batch`` (the
+   compiled kernel: every element's Newton iterations inside one call, so they
+   are counted by the step's ``Outputs.solver_iterations``, mean over the batch),
+   ``lsum`` (the fixed-order sum over a leading axis; the calls through
+   ``envs.model``'s name and through ``envs.solver``'s apart: a call over a tuple
+   of axes from the model counts once under envs.model and once per axis under
+   envs.solver, where ``lsum`` recurses and ``link_weights`` calls it);
+4. helper time: timers around the same functions (inclusive time: a
+   ``solve_fixed_point`` includes its ``_solve_batch``; a call inside another of the
+   same function, ``lsum``'s recursion included, is timed once, in the outer one), as
    seconds per step and as a share of that pass's step time (the timers add
    about a microsecond per call, which the "timer overhead" line shows).
 
@@ -100,13 +99,10 @@ REST = "rest of step (inline code of envs.model.step)"
 HELPERS: tuple[tuple[str, Any, str], ...] = (
     ("solve_fixed_point (the step's call)", envs.model, "solve_fixed_point"),
     ("solve_fixed_point again (_retry: unconverged elements)", envs.solver, "solve_fixed_point"),
-    ("_solve_small (Newton iterations)", envs.solver, "_solve_small"),
-    ("_Problem.evaluate", envs.solver._Problem, "evaluate"),
-    ("_Problem.jacobian", envs.solver._Problem, "jacobian"),
-    ("_Problem.take", envs.solver._Problem, "take"),
+    ("_pack (the kernel's inputs packed)", envs.solver, "_pack"),
+    ("_solve_batch (the compiled kernel)", envs.solver, "_solve_batch"),
     ("lsum from envs.solver", envs.solver, "lsum"),
     ("lsum from envs.model", envs.model, "lsum"),
-    ("lmax", envs.solver, "lmax"),
 )
 
 

@@ -1,6 +1,7 @@
 """Whether two checkouts of TierGym give the same numbers: a trace of every array, compared.
 
     python benchmarks/trace_diff.py --before ../wt-before     # this checkout is "after"
+    python benchmarks/trace_diff.py --before ../wt-before --rtol 1e-9
 
 The companion of ``ab_speed.py`` for speed work, whose rule is that results do not
 change. Each checkout runs, in a fresh process with ``PYTHONPATH`` set to it, the
@@ -22,9 +23,12 @@ same cases and records every array they produce into an ``.npz``:
 - the native vector env on ``mixed`` (N = 16; paired at N = 8; tiering modes as
   actions at N = 8, with and without the twins): observations and rewards.
 
-The comparison is exact: two floats agree when they are equal (NaN equal to NaN),
-and a difference in the sign of a zero is counted apart. It prints the number of
-arrays, how many differ and the largest relative difference.
+The comparison is exact by default: two floats agree when they are equal (NaN equal
+to NaN), and a difference in the sign of a zero is counted apart. With ``--rtol R``
+they agree within a relative difference R, and the solver's residual (itself a
+relative error, at most the solver's tolerance) within an absolute difference R: the
+check for a change that reorders floating-point operations. It prints the number of
+arrays, how many differ and the largest differences.
 """
 
 from __future__ import annotations
@@ -151,14 +155,19 @@ def record(path: str) -> None:
     print(envs.__file__)
 
 
-def compare(a_path: str, b_path: str) -> int:
-    """Print how the two traces differ; the number of arrays that do."""
+#: arrays that hold the fixed point's own residual (the relative error of Little's law, at
+#: most the solver's tolerance): compared by absolute difference under ``--rtol``
+RESIDUALS = ("solver_residual",)
+
+
+def compare(a_path: str, b_path: str, rtol: float = 0.0) -> int:
+    """Print how the two traces differ; the number of arrays that do (beyond ``rtol``)."""
     a, b = np.load(a_path), np.load(b_path)
     if set(a.files) != set(b.files):
         print(f"the traces hold different arrays: {sorted(set(a.files) ^ set(b.files))[:10]}")
         return max(len(a.files), 1)
-    differ = signs = 0
-    worst = 0.0
+    differ = signs = within = 0
+    worst = worst_resid = 0.0
     for k in sorted(a.files):
         x, y = a[k], b[k]
         if x.shape != y.shape or x.dtype != y.dtype:
@@ -171,16 +180,27 @@ def compare(a_path: str, b_path: str) -> int:
                 differ += 1
             continue
         if not np.array_equal(x, y, equal_nan=True):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                rel = np.abs(x - y) / np.maximum(np.abs(x), np.abs(y))
+            rel = np.where((x == y) | (np.isnan(x) & np.isnan(y)), 0.0, rel)
+            resid = any(r in k for r in RESIDUALS)
+            gap = float(np.nanmax(np.abs(x - y) if resid else rel))
+            if resid:
+                worst_resid = max(worst_resid, gap)
+            else:
+                worst = max(worst, gap)
+            if rtol and gap <= rtol:
+                within += 1
+                continue
             if differ < 10:
                 print(f"differs: {k}")
             differ += 1
-            with np.errstate(invalid="ignore", divide="ignore"):
-                rel = np.abs(x - y) / np.maximum(np.abs(x), np.abs(y))
-            worst = max(worst, float(np.nanmax(np.where(x == y, 0.0, rel))))
         elif not np.array_equal(np.signbit(x), np.signbit(y)):
             signs += 1
+    tail = f", {within} more within {rtol:g}" if rtol else ""
     print(
-        f"{len(a.files)} arrays: {differ} differ (largest relative difference {worst:.3g}), "
+        f"{len(a.files)} arrays: {differ} differ{tail} (largest relative difference {worst:.3g}; "
+        f"the solver's residuals: largest absolute difference {worst_resid:.3g}), "
         f"{signs} more differ only in the sign of a zero"
     )
     return differ
@@ -192,6 +212,13 @@ def main() -> None:
     )
     ap.add_argument("--before", required=True, help="the other checkout (its root)")
     ap.add_argument("--after", default=str(HERE.parent), help="default: this checkout")
+    ap.add_argument(
+        "--rtol",
+        type=float,
+        default=0.0,
+        help="agree within this relative difference (the solver's residual: absolute); "
+        "default 0: bit for bit",
+    )
     ap.add_argument("--record", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.record:
@@ -210,7 +237,7 @@ def main() -> None:
             if not done.stdout.strip().splitlines()[-1].startswith(str(root)):
                 sys.exit(f"{name}: imported envs from outside {root}")
             paths.append(path)
-        sys.exit(1 if compare(*paths) else 0)
+        sys.exit(1 if compare(paths[0], paths[1], rtol=args.rtol) else 0)
 
 
 if __name__ == "__main__":

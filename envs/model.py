@@ -70,7 +70,6 @@ from envs.rng import uniform as _uniform
 from envs.scenario import HotColdHotness, Scenario, TenantSpec, ZipfHotness, tenant_cpu_node
 from envs.solver import TOL as SOLVER_TOL
 from envs.solver import (
-    CurveStructure,
     NodeCurves,
     SocketLinks,
     link_weights,
@@ -310,11 +309,6 @@ class Params:
 
     # Constants of the batch that a step needs, computed at their first use and kept
     # (the parameters are never written; a new batch is a new object).
-
-    @functools.cached_property
-    def curve_structure(self) -> CurveStructure:
-        """:meth:`envs.solver.CurveStructure.of` the node curves."""
-        return CurveStructure.of(self.curves)
 
     @functools.cached_property
     def flags(self) -> dict[str, Any]:
@@ -1827,7 +1821,6 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         x0=state.throughput,
         links=links,
         random=_gather(p.random, phase) if p.flags["random"] else None,
-        structure=p.curve_structure,
     )
 
     # ---- outputs (batch-first)

@@ -22,43 +22,47 @@ host-to-device for a write), so a tenant with read fraction ``r`` sees
 ``L0 + q(u_mem) + r*q(u_d2h) + (1-r)*q(u_h2d)``; a remote access adds the
 remote path's latency and queue.
 
-The solver is Newton's method on ``z = log X`` over the tenant axis of every
-batch element at once, with backtracking that keeps every utilisation below 1
-and the residual decreasing. An element stops moving once converged, so its
-result does not depend on what else is in the batch. The residual is
+The solver is Newton's method on ``z = log X`` over the tenant axis of each
+batch element, with backtracking that keeps every utilisation below 1 and the
+residual decreasing. The residual is
 ``max_t |log X_t + log(compute_t + Lbar_t) - log C_t|``, the relative error of
 Little's law; the default tolerance is 1e-8.
 
 Cost: a step from a warm start typically takes one evaluation at the start
 and two Newton iterations (a Jacobian, a T x T solve and an evaluation each).
-The Jacobian is built only where a Newton step is taken, not at trial points;
-whatever concerns only some elements (a start pulled back, a cold start,
-backtracking, the unconverged tail) is computed on those elements alone, by
-gathering them into a sub-problem. Every array operation is element-wise or a
-fixed-order sum over a leading axis, so an element gets the same numbers in
-any sub-problem as in the whole batch.
+
+Implementation: one compiled kernel (numba, ``_solve_batch``) solves the batch 32
+elements at a time, side by side in the lanes of SIMD registers; each lane follows
+its own element's path (its start, its steps, its backtracking), so an element's
+numbers depend on its own inputs alone, whatever else is in the batch: batched and
+single runs agree bit for bit. Sums run in a fixed order (tenants, nodes, links by
+index), exp and log are fdlibm's polynomials in plain arithmetic (within 1 ulp of
+libm; libm's calls would not vectorise). Compiled on first use and cached on disk
+beside this file: a fresh install's first fixed point takes about 20 s.
 
 Layout: the batch axis is the *last* axis of every array here (``(T, N, B)``
-and so on). numpy reduces over a small leading axis of a batch-last array over ten times
-faster than over a small trailing axis of a batch-first one (measured in
-the table "Layout" of
-``benchmarks/env_speed.py``), and the step reduces over tenants and nodes many
-times. The public API (:mod:`envs.model`) speaks batch-first.
+and so on): the lanes are then consecutive in memory, and numpy (the model's
+other phases, :func:`lsum`) reduces over a small leading axis of a batch-last
+array over ten times faster than over a small trailing axis of a batch-first one
+(the table "Layout" of ``benchmarks/env_speed.py``). The public API
+(:mod:`envs.model`) speaks batch-first.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 from numpy.typing import NDArray
 
 __all__ = [
-    "CurveStructure",
     "NodeCurves",
+    "Problem",
     "SocketLinks",
     "Solution",
     "link_weights",
@@ -68,7 +72,6 @@ __all__ = [
 ]
 
 F64 = NDArray[np.float64]
-Ev = dict[str, np.ndarray]  # an evaluation: named arrays, float and bool
 TOL = 1e-8
 MAX_ITER = 60
 _U_MAX = 1.0 - 1e-12
@@ -204,440 +207,1005 @@ def lsum(x: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
     return out
 
 
-def lmax(x: np.ndarray) -> np.ndarray:
-    """Maximum over the leading axis (NaN propagates, as in ``x.max(0)``), by slices:
-    a few calls of np.maximum cost less than a reduction over a small axis."""
-    out = x[0]
-    for i in range(1, x.shape[0]):
-        out = np.maximum(out, x[i])
-    return out
+# --------------------------------------------------------------------------- the compiled kernel
+#
+# Compiled by numba (``@njit``). Batch elements are solved ``_W`` at a time, side by side
+# in the lanes of every array (the lane axis last), so that each arithmetic statement is
+# one SIMD instruction over ``_W`` elements. Each lane follows its own element's path (its
+# start, its Newton steps, its backtracking; ``mode`` says where it is): a lane's numbers
+# depend on its own element's inputs alone, whatever else is in the batch or the block.
+#
+# Two rules make the loops vectorise and stay cheap: every loop over lanes is innermost
+# and free of calls (the helpers below are inlined, and exp and log are the polynomial
+# ones below, not libm's); and the functions that take arrays are inlined where they are
+# called, once each (a call of a compiled function costs two atomic reference counts per
+# array argument).
+
+_W = 32  # lanes: batch elements solved side by side
+
+#: rows of the packed per-node inputs ``nb`` (k, N, B): background traffic, then the curves
+_BG_RD, _BG_WR = 0, 1
+(
+    _IDLE,
+    _MEM_R,
+    _MEM_W,
+    _MEM_C,
+    _LINK_R,
+    _LINK_W,
+    _SLOPE,
+    _KNEE,
+    _KEXP,
+    _REM_NS,
+    _REM_R,
+    _REM_W,
+    _REM_C,
+    _REM_SLOPE,
+    _REM_KNEE,
+    _REM_KEXP,
+    _RND_R,
+    _RND_W,
+) = range(2, 2 + len(_CURVES))
+
+#: rows of an evaluation's per-node scratch (k, N, W)
+(
+    _E_RD,  # read traffic incl. background (real bytes: the links carry these)
+    _E_WR,
+    _E_CRD,  # costed traffic: random bytes at the memory's random peaks
+    _E_CWR,
+    _E_RRD,  # remote read and write traffic
+    _E_RWR,
+    _E_DQM,  # the memory queue's derivative
+    _E_QLR,  # the link queue, read direction (device to host), and its derivative
+    _E_DQLR,
+    _E_QLW,  # write direction
+    _E_DQLW,
+    _E_LNODE,  # latency of a read probe
+    _E_ULOC,  # bottleneck utilisation of the node's own resources
+    _E_UREM,
+    _E_QR,  # the remote path's queue and its derivative
+    _E_DQR,
+) = range(16)
+_EN = 16
+#: rows of an evaluation's per-tenant scratch (k, T, W)
+_E_X, _E_LBAR, _E_DENOM, _E_RESID, _E_SLR, _E_SLW, _E_SREM, _E_SLK = range(8)
+_ET = 8
+#: rows of an evaluation's per-link scratch (k, L, W) and its scalars (k, W)
+_E_ULK, _E_DQLK, _E_QLK = range(3)
+_S_NORM, _S_FEAS, _S_ULKMAX, _S_UMAX = range(4)
+
+#: what an element's evaluation is for (:func:`_solve_batch`)
+_WARM, _PULLED, _QUIET, _COLD, _SHRUNK, _TRIAL, _DONE = range(7)
+
+#: the kernel's decorators: compiled once and cached on disk (``__pycache__``), numpy's
+#: error model (x / 0 is inf, no check that would stop a loop vectorising); ``_inline``
+#: for what is inlined where it is called
+_jit = njit(cache=True, error_model="numpy")
+_inline = njit(cache=True, error_model="numpy", inline="always")
 
 
-def mix_utilisation(rd: F64, wr: F64, r: F64, w: F64, c: F64) -> F64:
+# ------------------------------------------------ exp and log, in arithmetic that vectorises
+
+
+def _bitcast(to: Any, sig: Any) -> Any:
+    """A numba intrinsic that reinterprets a 64-bit value's bits (LLVM's bitcast)."""
+
+    def typer(typingctx: Any, x: Any) -> Any:  # pragma: no cover (compile time)
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            return builder.bitcast(args[0], to)
+
+        return sig, codegen
+
+    return intrinsic(typer)
+
+
+_as_int: Any = _bitcast(ir.IntType(64), types.int64(types.float64))  # a float64's bits
+_as_float: Any = _bitcast(ir.DoubleType(), types.float64(types.int64))  # bits as a float64
+
+
+# fdlibm's e_exp.c and e_log.c (Sun Microsystems, 1993; the algorithms of every libm that
+# descends from it): ln 2 split in two parts, and the minimax polynomials of each.
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+_INV_LN2 = 1.44269504088896338700e00
+_EXP_P = (
+    1.66666666666666019037e-01,
+    -2.77777777770155933842e-03,
+    6.61375632143793436117e-05,
+    -1.65339022054652515390e-06,
+    4.13813679705723846039e-08,
+)
+_LOG_LG = (
+    6.666666666666735130e-01,
+    3.999999999940941908e-01,
+    2.857142874366239149e-01,
+    2.222219843214978396e-01,
+    1.818357216161805012e-01,
+    1.531383769920937332e-01,
+    1.479819860511658591e-01,
+)
+
+
+@_inline
+def _exp(x: float) -> float:  # pragma: no cover (compiled)
+    """e**x within 1 ulp (tests/test_solver.py checks it against libm): x = k ln2 + r with
+    |r| <= ln2 / 2, e**r from fdlibm's polynomial, times 2**k as two exact powers of two
+    (so that a subnormal result is rounded once); inf above 709.78, 0 below -745.2."""
+    p1, p2, p3, p4, p5 = _EXP_P
+    xc = min(max(x, -746.0), 710.0)
+    k = np.floor(xc * _INV_LN2 + 0.5)
+    hi = xc - k * _LN2_HI
+    lo = k * _LN2_LO
+    r = hi - lo
+    t = r * r
+    c = r - t * (p1 + t * (p2 + t * (p3 + t * (p4 + t * p5))))
+    y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
+    ki = np.int64(k)
+    k1 = ki >> 1
+    s1 = _as_float((k1 + 1023) << 52)
+    s2 = _as_float((ki - k1 + 1023) << 52)
+    out = y * s1 * s2
+    out = np.inf if x > 709.782712893384 else out
+    out = 0.0 if x < -745.1332191019412 else out
+    return x if x != x else out
+
+
+@_inline
+def _log(x: float) -> float:  # pragma: no cover (compiled)
+    """The natural logarithm within 1 ulp (checked against libm as ``_exp``): x = 2**k (1 + f)
+    with sqrt(2)/2 <= 1 + f < sqrt(2), log(1 + f) from fdlibm's polynomial in s = f / (2 + f);
+    -inf at 0, NaN below 0 and for NaN, inf at inf."""
+    g1, g2, g3, g4, g5, g6, g7 = _LOG_LG
+    sub = x < 2.2250738585072014e-308  # subnormal: scaled up by 2**54 first
+    xs = x * 18014398509481984.0 if sub else x
+    bits = _as_int(xs)
+    k = (bits >> 52) - (1023 + 54 if sub else 1023)
+    m = bits & 0x000FFFFFFFFFFFFF
+    big = m > 0x6A09E667F3BCD  # 1 + f above sqrt(2): halved, k one more
+    f = _as_float(m | (0x3FE0000000000000 if big else 0x3FF0000000000000)) - 1.0
+    dk = np.float64(k + 1 if big else k)
+    hfsq = 0.5 * f * f
+    s = f / (2.0 + f)
+    z = s * s
+    w = z * z
+    r = z * (g1 + w * (g3 + w * (g5 + w * g7))) + w * (g2 + w * (g4 + w * g6))
+    out = dk * _LN2_HI - ((hfsq - (s * (hfsq + r) + dk * _LN2_LO)) - f)
+    out = -np.inf if x == 0.0 else out
+    out = np.inf if x == np.inf else out
+    return np.nan if (x < 0.0 or x != x) else out
+
+
+# ------------------------------------------------ scalar helpers (inlined into the lanes
+
+
+@_inline
+def _fmax(a: float, b: float) -> float:  # pragma: no cover (compiled)
+    """``np.maximum`` of two floats: NaN propagates."""
+    m = a if a >= b else b
+    return a + b if (a != a or b != b) else m
+
+
+@_inline
+def _fmin(a: float, b: float) -> float:  # pragma: no cover (compiled)
+    """``np.minimum`` of two floats: NaN propagates."""
+    m = a if a <= b else b
+    return a + b if (a != a or b != b) else m
+
+
+@_inline
+def mix_utilisation(
+    rd: float, wr: float, r: float, w: float, c: float
+) -> float:  # pragma: no cover
     """Utilisation of a resource with peaks r (reads), w (writes) and turnaround c."""
-    return rd / r + wr / w + c * rd * wr / np.maximum(rd + wr, _TINY)
+    return rd / r + wr / w + c * rd * wr / _fmax(rd + wr, _TINY)
 
 
-def queue_delay(u: F64, slope: F64, knee: F64, e: F64) -> tuple[F64, F64]:
+@_inline
+def queue_delay(
+    u: float, slope: float, knee: float, e: float
+) -> tuple[float, float]:  # pragma: no cover
     """Queueing delay (ns) and its derivative at utilisation u < 1."""
-    u = np.minimum(np.maximum(u, 1e-12), _U_MAX)  # np.clip, without its overhead
-    ue = np.exp(e * np.log(u))
+    u = _fmin(_fmax(u, 1e-12), _U_MAX)  # np.clip
+    ue = _exp(e * _log(u))
     inv = 1.0 / (1.0 - u)
     kq = knee * ue * inv
     return slope * u + kq, slope + kq * (e / u + inv)
 
 
-@dataclass(frozen=True)
-class CurveStructure:
-    """What a batch's node curves decide of its fixed points: which link rows exist, the
-    constant queueing delay of the rows without one, the queue curves of the memory's
-    rows then the link rows (one :func:`queue_delay` call).
-
-    A function of the curves alone, so a batch whose curves do not change builds it once
-    (:attr:`envs.model.Params.curve_structure`) and passes it to every
-    :func:`solve_fixed_point`; without it the solver builds it from ``nc``.
-    """
-
-    rows_lr: list[int]  # node rows with a link in the read direction in some element
-    rows_lw: list[int]
-    sel_lr: slice | list[int]
-    sel_lw: slice | list[int]
-    q_link0: F64 | None  # (N, B) a link direction's delay where it has no link row
-    local_curve: list[F64]  # slope, knee, exponent of the memory rows then the link rows
-
-    @classmethod
-    def of(cls, nc: NodeCurves) -> CurveStructure:
-        N = nc.link_read.shape[0]
-        # Node rows whose link direction is absent (inf) in every element have zero
-        # utilisation there: their queueing delay is a constant (computed once here, by
-        # the same function) and their Jacobian terms are exactly zero (skipped).
-        rows_lr = np.flatnonzero(np.isfinite(nc.link_read).any(axis=1)).tolist()
-        rows_lw = np.flatnonzero(np.isfinite(nc.link_write).any(axis=1)).tolist()
-        q_link0 = None
-        if (rows_lr or rows_lw) and len(rows_lr) + len(rows_lw) < 2 * N:
-            # rows without a link in one direction or the other
-            rows = [n for n in range(N) if n not in rows_lr or n not in rows_lw]
-            q_link0 = np.zeros_like(nc.slope_ns)
-            q_link0[rows] = queue_delay(
-                np.zeros_like(nc.slope_ns[rows]),
-                nc.slope_ns[rows],
-                nc.knee_ns[rows],
-                nc.knee_exp[rows],
-            )[0]
-        sel_lr, sel_lw = _rows(rows_lr), _rows(rows_lw)
-        curve = _local_curve(nc, bool(rows_lr or rows_lw), sel_lr, sel_lw)
-        return cls(rows_lr, rows_lw, sel_lr, sel_lw, q_link0, curve)
+# ------------------------------------------------ one block of W elements
 
 
-def _local_curve(
-    nc: NodeCurves, any_link: bool, sel_lr: slice | list[int], sel_lw: slice | list[int]
-) -> list[F64]:
-    curve = [nc.slope_ns, nc.knee_ns, nc.knee_exp]
-    if any_link:
-        # the memory's rows then the link rows of each direction: one queue_delay call
-        curve = [np.concatenate([c, c[sel_lr], c[sel_lw]]) for c in curve]
-    return curve
-
-
-class _Problem:
-    """One batch of fixed-point problems; arrays batch-last.
-
-    :meth:`evaluate` gives the residual at a point together with what the
-    Jacobian needs; :meth:`jacobian` builds the Jacobian from that only where
-    Newton takes a step (trial points of the line search and converged
-    elements need none). Every element's numbers depend on its own inputs
-    alone, so a sub-problem (:meth:`take`) gives the same numbers as the batch.
-    """
-
-    def __init__(
-        self,
-        cap: F64,
-        compute: F64,
-        rfrac: F64,
-        share: F64,
-        remote: F64,
-        bg_rd: F64,
-        bg_wr: F64,
-        nc: NodeCurves,
-        links: SocketLinks | None = None,
-        random: F64 | None = None,
-        structure: CurveStructure | None = None,
-    ) -> None:
-        self.T, self.N = share.shape[0], share.shape[1]
-        # socket links (the caller passes them only where some machine of the batch
-        # limits its link; a sub-problem keeps the structure, an element without a
-        # limit gets exact zeros)
-        self.n_links = 0
-        if links is not None and links.weight.shape[0]:
-            self.n_links = links.weight.shape[0]
-            fin = np.isfinite(links.gbps)
-            self.lk_w = links.weight  # (L, T, B)
-            # per unit throughput, the share of a direction's bandwidth (0 without a limit)
-            self.lk_r = links.weight * np.where(fin, 1.0 / np.where(fin, links.gbps, 1.0), 0.0)
-            self.lk_on = np.broadcast_to(fin.astype(float), rfrac.shape)  # (T, B)
-            self.lk_curve = [
-                np.broadcast_to(c, rfrac.shape)
-                for c in (links.slope_ns, links.knee_ns, links.knee_exp)
-            ]
-        # Structure (which terms exist) is decided for the whole batch and kept by
-        # sub-problems, so they return the same entries; a term that is absent for
-        # an element adds an exact zero to it.
-        self.any_remote = bool(remote.any())
-        st = CurveStructure.of(nc) if structure is None else structure
-        self.rows_lr, self.rows_lw = st.rows_lr, st.rows_lw
-        self.any_link = bool(self.rows_lr or self.rows_lw)
-        self.const_link = st.q_link0 is not None
-        self.sel_lr, self.sel_lw = st.sel_lr, st.sel_lw
-        self.cap, self.compute, self.rfrac = cap, compute, rfrac
-        self.share, self.remote = share, remote
-        # read and write shares per unit throughput, stacked: (2, T, N, B)
-        self.rw_w = np.empty((2, *np.broadcast_shapes(share.shape, rfrac[:, None].shape)))
-        self.rd_w = np.multiply(share, rfrac[:, None], out=self.rw_w[0])
-        self.wr_w = np.subtract(share, self.rd_w, out=self.rw_w[1])
-        # random access: a random tenant's bytes use the memory at its random peaks, i.e.
-        # cost R/R_random (W/W_random) of a sequential byte; "costed" traffic loads the
-        # memory, real bytes load the links (decided for the whole batch, exact 1 elsewhere)
-        self.any_random = random is not None and bool(np.any(random))
-        if self.any_random:
-            assert random is not None
-            rnd = random[:, None]
-            self.crw_w = np.stack(
-                [
-                    self.rd_w * (1.0 + rnd * (nc.mem_read / nc.rnd_read - 1.0)),
-                    self.wr_w * (1.0 + rnd * (nc.mem_write / nc.rnd_write - 1.0)),
-                ]
-            )
-        if self.any_remote:
-            self.rshare = share * remote  # (T, N, B)
-            self.rrw_w = self.rw_w * remote  # (2, T, N, B): remote reads, remote writes
-            self.rrd_w, self.rwr_w = self.rrw_w
-        self.bg = np.stack(
-            [bg_rd, bg_wr] if bg_rd.shape == bg_wr.shape else np.broadcast_arrays(bg_rd, bg_wr)
-        )  # (2, N, B) background traffic
-        self.bg_rd, self.bg_wr = self.bg
-        self.nc = nc
-        if st.q_link0 is not None:
-            self.q_link0 = st.q_link0
-        self._derived(st.local_curve)
-        self._pack: tuple[F64, F64, F64] | None = None
-
-    def _derived(self, local_curve: list[F64] | None = None) -> None:
-        self.active = self.cap > 0
-        self.all_active = bool(self.active.all())
-        self.capsafe = np.maximum(self.cap, _TINY)
-        if local_curve is None:  # a sub-problem: its own elements' curves
-            local_curve = _local_curve(self.nc, self.any_link, self.sel_lr, self.sel_lw)
-        self.local_curve = local_curve
-
-    def _packed(self) -> tuple[F64, F64, F64]:
-        """The inputs packed by shape, (k, T, B), (k, T, N, B) and (k, N, B), built once:
-        a sub-problem is then three gathers."""
-        if self._pack is None:
-            per_tn = [self.share, self.remote, self.rd_w, self.wr_w]  # rw_w: items 2 and 3
-            if self.any_remote:
-                per_tn += [self.rshare, self.rrd_w, self.rwr_w]
-            if self.any_random:
-                per_tn += [*self.crw_w]
-            per_n = [self.bg_rd, self.bg_wr, *(getattr(self.nc, f) for f in _CURVES)]  # bg: 0, 1
-            if self.const_link:
-                per_n.append(self.q_link0)
-            per_t = [self.cap, self.compute, self.rfrac]
-            if self.n_links:
-                per_t += [*self.lk_w, *self.lk_r, self.lk_on, *self.lk_curve]
-            self._pack = (
-                np.stack(np.broadcast_arrays(*per_t)),
-                np.stack(np.broadcast_arrays(*per_tn)),
-                np.stack(np.broadcast_arrays(*per_n)),
-            )
-        return self._pack
-
-    def take(self, idx: NDArray[np.int64]) -> _Problem:
-        """The sub-problem of batch elements ``idx``."""
-        per_t, per_tn, per_n = self._packed()
-        per_t, per_tn, per_n = per_t[..., idx], per_tn[..., idx], per_n[..., idx]
-        sub = copy.copy(self)
-        sub._pack = (per_t, per_tn, per_n)
-        sub.cap, sub.compute, sub.rfrac = per_t[:3]
-        if self.n_links:
-            L = self.n_links
-            sub.lk_w, sub.lk_r = per_t[3 : 3 + L], per_t[3 + L : 3 + 2 * L]
-            sub.lk_on = per_t[3 + 2 * L]
-            sub.lk_curve = list(per_t[4 + 2 * L : 7 + 2 * L])
-        sub.share, sub.remote, sub.rd_w, sub.wr_w = per_tn[:4]
-        sub.rw_w = per_tn[2:4]
-        if self.any_remote:
-            sub.rshare, sub.rrd_w, sub.rwr_w = per_tn[4:7]
-            sub.rrw_w = per_tn[5:7]
-        if self.any_random:
-            k0 = 7 if self.any_remote else 4
-            sub.crw_w = per_tn[k0 : k0 + 2]
-        sub.bg = per_n[:2]
-        sub.bg_rd, sub.bg_wr = sub.bg
-        k = 2 + len(_CURVES)
-        sub.nc = NodeCurves(*per_n[2:k])
-        if self.const_link:
-            sub.q_link0 = per_n[k]
-        sub._derived()
-        return sub
-
-    def without_background(self) -> _Problem:
-        """The same problem without background (migration) traffic."""
-        quiet = copy.copy(self)
-        quiet.bg = self.bg * 0.0
-        quiet.bg_rd, quiet.bg_wr = quiet.bg
-        quiet._pack = None
-        return quiet
-
-    def _link_rows(self, q: F64, rows: list[int], sel: slice | list[int]) -> F64:
-        """A link direction's delay (N, B) from its link rows' ``q``."""
-        if len(rows) == self.N:
-            return q
-        full = self.q_link0.copy()
-        full[sel] = q
-        return full
-
-    def evaluate(self, x: F64) -> Ev:
-        """Residual, norm, feasibility, latencies and utilisations at throughput ``x`` (T, B),
-        and what :meth:`jacobian` needs."""
-        nc, N = self.nc, self.N
-        rd, wr = lsum(x[None, :, None] * self.rw_w, 1) + self.bg  # (N, B) each
-        out = {"x": x, "rd": rd, "wr": wr}
-        if self.any_random:
-            crd, cwr = lsum(x[None, :, None] * self.crw_w, 1) + self.bg
-            out["crd"], out["cwr"] = crd, cwr
-            u_mem = mix_utilisation(crd, cwr, nc.mem_read, nc.mem_write, nc.mem_turn)
-        else:
-            u_mem = mix_utilisation(rd, wr, nc.mem_read, nc.mem_write, nc.mem_turn)
-        if self.any_link:
-            # the link's two directions queue in series with the memory behind them:
-            # reads wait on device-to-host, writes on host-to-device
-            u_lr = rd / nc.link_read
-            u_lw = wr / nc.link_write
-            u = np.concatenate([u_mem, u_lr[self.sel_lr], u_lw[self.sel_lw]])
-        else:
-            u = u_mem
-        q, dq = queue_delay(u, *self.local_curve)  # memory rows, then link rows
-        q_mem = q[:N]
-        out["dq_mem"] = dq[:N]
-        lnode = nc.idle_ns + q_mem  # (N, B) latency of a read probe
-        lbar = lsum((self.share * lnode), 1)  # (T, B)
-        u_loc = u_mem
-        if self.any_link:
-            k = N + len(self.rows_lr)
-            q_lr = self._link_rows(q[N:k], self.rows_lr, self.sel_lr)
-            q_lw = self._link_rows(q[k:], self.rows_lw, self.sel_lw)
-            out["dq_lr"], out["dq_lw"] = dq[N:k], dq[k:]
-            lnode = lnode + q_lr
-            lbar = (
-                lbar
-                + self.rfrac * lsum((self.share * q_lr), 1)
-                + (1 - self.rfrac) * lsum((self.share * q_lw), 1)
-            )
-            u_loc = np.maximum(u_mem, np.maximum(u_lr, u_lw))
-        if self.any_remote:
-            rrd, rwr = lsum(x[None, :, None] * self.rrw_w, 1)  # (N, B) each
-            u_rem = mix_utilisation(rrd, rwr, nc.rem_read, nc.rem_write, nc.rem_turn)
-            qr, out["dqr"] = queue_delay(u_rem, nc.rem_slope_ns, nc.rem_knee_ns, nc.rem_knee_exp)
-            out["rrd"], out["rwr"] = rrd, rwr
-            lbar = lbar + lsum((self.rshare * (nc.remote_ns + qr)), 1)
-            feasible = (lmax(u_loc) < _U_MAX) & (lmax(u_rem) < _U_MAX)
-        else:
-            u_rem = np.zeros_like(u_loc)
-            feasible = lmax(u_loc) < _U_MAX  # u_loc covers the memory and the link
-        if self.n_links:
-            # the socket links: shared by every tenant's remote traffic (a queue each way)
-            u_lk = lsum((x[None] * self.lk_r), 1)  # (L, B)
-            # the curve is the same for every tenant: its row 0
-            qk, dqk = queue_delay(u_lk, *(c[0] for c in self.lk_curve))
-            on = self.lk_on[0]
-            qk, dqk = qk * on, dqk * on  # exact zeros where a machine has no link limit
-            out["dq_lk"] = dqk
-            lbar = lbar + lsum((self.lk_w * qk[:, None]), 0)
-            feasible = feasible & (lmax(u_lk) < _U_MAX)
-            out["u_lk"] = u_lk
-            out["u_lk_max"] = lmax(u_lk)
-        else:
-            out["u_lk"] = np.zeros((0, *x.shape[1:]))
-            out["u_lk_max"] = np.zeros(x.shape[1:])
-        denom = self.compute + lbar
-        ratio = np.maximum(x, _TINY) * denom / self.capsafe
-        resid = np.log(ratio if self.all_active else np.where(self.active, ratio, 1.0))
-        out.update(
-            lbar=lbar,
-            denom=denom,
-            resid=resid,
-            norm=lmax(np.abs(resid)),
-            feasible=feasible,
-            lnode=lnode,
-            u_loc=u_loc,
-            u_rem=u_rem,
-        )
-        return out
-
-    def jacobian(self, ev: Ev) -> F64:
-        """Jacobian (T, T, B) of the residual in log X at the point ``ev`` was evaluated at.
-
-        ``J[t, s] = delta_ts + X_s / denom_t * d Lbar_t / d X_s``, where
-        ``d Lbar_t / d X_s = sum_n left_t,n * right_s,n`` over every resource
-        (a node row without a link in a direction would add exact zeros: skipped).
-        """
-        nc, T, N = self.nc, self.T, self.N
-        rd, wr = (ev["crd"], ev["cwr"]) if self.any_random else (ev["rd"], ev["wr"])
-        tot = np.maximum(rd + wr, _TINY)
-        dmr = 1.0 / nc.mem_read + nc.mem_turn * (wr / tot) ** 2
-        dmw = 1.0 / nc.mem_write + nc.mem_turn * (rd / tot) ** 2
-        sh, dq = self.share, ev["dq_mem"]
-        mrd_w, mwr_w = self.crw_w if self.any_random else (self.rd_w, self.wr_w)
-        # every node's memory term at once: left and right (T, N, B), products (T, T, N, B)
-        mem = (sh * dq)[:, None] * (mrd_w * dmr + mwr_w * dmw)[None]
-        terms: list[tuple[F64, F64]] = []
-        if self.any_link:
-            rf = self.rfrac
-            terms += [
-                (sh[:, n] * (rf * ev["dq_lr"][i]), self.rd_w[:, n] / nc.link_read[n])
-                for i, n in enumerate(self.rows_lr)
-            ]
-            terms += [
-                (sh[:, n] * ((1 - rf) * ev["dq_lw"][i]), self.wr_w[:, n] / nc.link_write[n])
-                for i, n in enumerate(self.rows_lw)
-            ]
-        if self.any_remote:
-            rrd, rwr = ev["rrd"], ev["rwr"]
-            rtot = np.maximum(rrd + rwr, _TINY)
-            drr = 1.0 / nc.rem_read + nc.rem_turn * (rwr / rtot) ** 2
-            drw = 1.0 / nc.rem_write + nc.rem_turn * (rrd / rtot) ** 2
-            rem = (self.rshare * ev["dqr"])[:, None] * (self.rrd_w * drr + self.rwr_w * drw)[None]
-        # outer products added in a fixed order (memory rows, link rows, remote rows,
-        # socket links), into one buffer; the first is what adding it to zeros gives
-        j = lsum(mem, 2)
-        tmp = np.empty_like(j)
-        for left, right in terms:
-            np.multiply(left[:, None], right[None], out=tmp)
-            j += tmp
-        if self.any_remote:
+@_inline
+def _load(b0, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl):  # pragma: no cover (compiled)
+    """The inputs of elements ``b0 .. b0 + W - 1`` into the block's lanes (a lane past the
+    batch's end repeats its last element)."""
+    W = tl.shape[2]  # lanes (a run-time value: a constant count would be unrolled, not vectorised)
+    B = tb.shape[2]
+    T, N, L = tb.shape[1], tnb.shape[2], ltb.shape[1]
+    for k in range(tb.shape[0]):
+        for t in range(T):
+            for lane in range(W):
+                tl[k, t, lane] = tb[k, t, min(b0 + lane, B - 1)]
+    for k in range(tnb.shape[0]):
+        for t in range(T):
             for n in range(N):
-                j += rem[:, :, n]
-        for k in range(self.n_links):
-            np.multiply((self.lk_w[k] * ev["dq_lk"][k])[:, None], self.lk_r[k][None], out=tmp)
-            j += tmp
-        np.divide(ev["x"][None], np.maximum(ev["denom"], _TINY)[:, None], out=tmp)
-        j *= tmp
-        if not self.all_active:
-            np.copyto(j, 0.0, where=~(self.active[:, None] & self.active[None]))
-        diag = np.arange(T)
-        j[diag, diag] += 1.0  # each diagonal entry once
-        return j
+                for lane in range(W):
+                    tnl[k, t, n, lane] = tnb[k, t, n, min(b0 + lane, B - 1)]
+    for k in range(nb.shape[0]):
+        for n in range(N):
+            for lane in range(W):
+                nl[k, n, lane] = nb[k, n, min(b0 + lane, B - 1)]
+    for k in range(ltb.shape[0]):
+        for i in range(L):
+            for t in range(T):
+                for lane in range(W):
+                    ll[k, i, t, lane] = ltb[k, i, t, min(b0 + lane, B - 1)]
+    for k in range(lb.shape[0]):
+        for lane in range(W):
+            lbl[k, lane] = lb[k, min(b0 + lane, B - 1)]
 
 
-def _rows(rows: list[int]) -> slice | list[int]:
-    """An index for ``rows``: a slice (a view, no copy) where they are consecutive."""
-    if rows and rows == list(range(rows[0], rows[-1] + 1)):
-        return slice(rows[0], rows[-1] + 1)
-    return rows
+@_inline
+def _prepare(tl, tnl, nl, lbl, w, any_link, cq):  # pragma: no cover (compiled)
+    """What stays fixed while a block is solved: the weights (k, T, N, W) per unit of
+    throughput (reads, writes, costed reads and writes, remote shares, remote reads and
+    writes, reads and writes per unit of the link's bandwidth: 0 without a link) into
+    ``w``; whether each lane's machine has a link into ``any_link``; the queue curves
+    (slope, knee, exponent) of every queue into ``cq`` (3, 4N + L, W): the memory of each
+    node, the link's read then write direction of each node (the memory's curve), the
+    remote path of each node, the socket links. Returns whether some lane has a remote
+    path and some a link."""
+    W = tl.shape[2]  # lanes (a run-time value: a constant count would be unrolled, not vectorised)
+    T, N = tl.shape[1], tnl.shape[2]
+    for lane in range(W):
+        any_link[lane] = False
+    for n in range(N):
+        for lane in range(W):
+            has = nl[_LINK_R, n, lane] < np.inf or nl[_LINK_W, n, lane] < np.inf
+            any_link[lane] = any_link[lane] or has
+    blk_remote = False
+    for t in range(T):
+        for n in range(N):
+            for lane in range(W):
+                sh, rf, rnd = tnl[0, t, n, lane], tl[2, t, lane], tl[3, t, lane]
+                rem = tnl[1, t, n, lane]
+                rd_w = sh * rf
+                wr_w = sh - rd_w
+                w[0, t, n, lane] = rd_w
+                w[1, t, n, lane] = wr_w
+                w[2, t, n, lane] = rd_w * (
+                    1.0 + rnd * (nl[_MEM_R, n, lane] / nl[_RND_R, n, lane] - 1.0)
+                )
+                w[3, t, n, lane] = wr_w * (
+                    1.0 + rnd * (nl[_MEM_W, n, lane] / nl[_RND_W, n, lane] - 1.0)
+                )
+                w[4, t, n, lane] = sh * rem
+                w[5, t, n, lane] = rd_w * rem
+                w[6, t, n, lane] = wr_w * rem
+                w[7, t, n, lane] = rd_w / nl[_LINK_R, n, lane]  # 0 without a link (inf)
+                w[8, t, n, lane] = wr_w / nl[_LINK_W, n, lane]
+            for lane in range(W):
+                blk_remote = blk_remote or tnl[1, t, n, lane] != 0.0
+    blk_link = False
+    for lane in range(W):
+        blk_link = blk_link or any_link[lane]
+    L = cq.shape[1] - 4 * N
+    for i in range(3):
+        for n in range(N):
+            for lane in range(W):
+                c = nl[_SLOPE + i, n, lane]
+                cq[i, n, lane], cq[i, N + n, lane], cq[i, 2 * N + n, lane] = c, c, c
+                cq[i, 3 * N + n, lane] = nl[_REM_SLOPE + i, n, lane]
+        for k in range(L):
+            for lane in range(W):
+                cq[i, 4 * N + k, lane] = lbl[1 + i, lane]
+    return blk_remote, blk_link
 
 
-def _solve_small(a: F64, b: F64) -> F64:
-    """Solve a[:, :, i] x = b[:, i] for every batch element (Gaussian elimination, batch-last).
+@_inline
+def _zero_load(tl, tnl, nl, out):  # pragma: no cover (compiled)
+    """The block's zero-load demand (T, W) into ``out``: Little's law at idle latencies."""
+    W = tl.shape[2]  # lanes (a run-time value: a constant count would be unrolled, not vectorised)
+    T, N = tl.shape[1], tnl.shape[2]
+    for t in range(T):
+        for lane in range(W):
+            lat, latr = 0.0, 0.0
+            for n in range(N):
+                lat += tnl[0, t, n, lane] * nl[_IDLE, n, lane]
+            for n in range(N):
+                latr += tnl[0, t, n, lane] * tnl[1, t, n, lane] * nl[_REM_NS, n, lane]
+            c = tl[0, t, lane]
+            d = c / _fmax(tl[1, t, lane] + (lat + latr), _TINY)
+            out[t, lane] = d if c > 0 else 0.0
 
-    The Jacobian is the identity plus a non-negative matrix with a positive
-    diagonal, so elimination without pivoting is safe at these sizes.
-    ``a`` is overwritten.
+
+@_inline
+def _evaluate(
+    x, bgs, tl, tnl, nl, ll, lbl, w, any_link, blk_remote, blk_link, cq, uq, qq, en, et, el, es
+):  # pragma: no cover
+    """Every lane at throughput ``x`` (T, W): residual, norm, feasibility, latencies and
+    utilisations, and what :func:`_jacobian` needs, into slot 1 (the trial point) of the
+    scratch (``en`` (2, k, N, W), ``et`` (2, k, T, W), ``el`` (2, k, L, W), ``es``
+    (2, k, W); ``uq`` (4N + L, W) and ``qq`` (2, 4N + L, W) the queues' utilisations,
+    delays and derivatives, in the rows of ``cq``, :func:`_prepare`). ``bgs`` (W,) 1 with
+    the background (migration) traffic, 0 without. Sums over tenants, nodes and links run
+    in index order. A term a lane lacks (no link, no remote path, no socket-link limit)
+    adds an exact zero or is not added."""
+    W = tl.shape[2]  # lanes (a run-time value: a constant count would be unrolled, not vectorised)
+    T, N, L = tl.shape[1], tnl.shape[2], ll.shape[1]
+    # 1. traffic and the utilisation of every queue
+    for n in range(N):
+        for r in range(_E_RD, _E_RWR + 1):
+            for lane in range(W):
+                en[1, r, n, lane] = 0.0
+        for t in range(T):
+            for lane in range(W):
+                xt = x[t, lane]
+                en[1, _E_RD, n, lane] += xt * w[0, t, n, lane]
+                en[1, _E_WR, n, lane] += xt * w[1, t, n, lane]
+                en[1, _E_CRD, n, lane] += xt * w[2, t, n, lane]
+                en[1, _E_CWR, n, lane] += xt * w[3, t, n, lane]
+                en[1, _E_RRD, n, lane] += xt * w[5, t, n, lane]
+                en[1, _E_RWR, n, lane] += xt * w[6, t, n, lane]
+        for lane in range(W):
+            brd, bwr = nl[_BG_RD, n, lane] * bgs[lane], nl[_BG_WR, n, lane] * bgs[lane]
+            rd, wr = en[1, _E_RD, n, lane] + brd, en[1, _E_WR, n, lane] + bwr
+            crd, cwr = en[1, _E_CRD, n, lane] + brd, en[1, _E_CWR, n, lane] + bwr
+            en[1, _E_RD, n, lane], en[1, _E_WR, n, lane] = rd, wr
+            en[1, _E_CRD, n, lane], en[1, _E_CWR, n, lane] = crd, cwr
+            uq[n, lane] = mix_utilisation(
+                crd, cwr, nl[_MEM_R, n, lane], nl[_MEM_W, n, lane], nl[_MEM_C, n, lane]
+            )
+            # the link's two directions queue in series with the memory behind them:
+            # reads wait on device-to-host, writes on host-to-device (a node without a
+            # link: utilisation 0, the queue's floor, not added to a machine without any)
+            uq[N + n, lane] = rd / nl[_LINK_R, n, lane]
+            uq[2 * N + n, lane] = wr / nl[_LINK_W, n, lane]
+            rrd, rwr = en[1, _E_RRD, n, lane], en[1, _E_RWR, n, lane]
+            uq[3 * N + n, lane] = mix_utilisation(
+                rrd, rwr, nl[_REM_R, n, lane], nl[_REM_W, n, lane], nl[_REM_C, n, lane]
+            )
+    # the socket links: shared by every tenant's remote traffic (a queue each way, the same
+    # curve for both; exact zeros where the machine has no link limit)
+    for k in range(L):
+        for lane in range(W):
+            uq[4 * N + k, lane] = 0.0
+        for t in range(T):
+            for lane in range(W):
+                uq[4 * N + k, lane] += x[t, lane] * ll[1, k, t, lane]
+    # 2. every queue's delay and derivative (the links only in a block with one, the
+    # remote paths only in a block with one)
+    for r in range(4 * N + L):
+        if (N <= r < 3 * N and not blk_link) or (3 * N <= r < 4 * N and not blk_remote):
+            continue
+        for lane in range(W):
+            qq[0, r, lane], qq[1, r, lane] = queue_delay(
+                uq[r, lane], cq[0, r, lane], cq[1, r, lane], cq[2, r, lane]
+            )
+    # 3. the nodes' latencies and utilisations, feasibility
+    for lane in range(W):
+        es[1, _S_FEAS, lane] = 1.0
+    for n in range(N):
+        for lane in range(W):
+            u_mem = uq[n, lane]
+            en[1, _E_DQM, n, lane] = qq[1, n, lane]
+            en[1, _E_LNODE, n, lane] = nl[_IDLE, n, lane] + qq[0, n, lane]  # the link's: below
+            u_loc = u_mem
+            if blk_link:
+                en[1, _E_QLR, n, lane], en[1, _E_DQLR, n, lane] = (
+                    qq[0, N + n, lane],
+                    qq[1, N + n, lane],
+                )
+                en[1, _E_QLW, n, lane] = qq[0, 2 * N + n, lane]
+                en[1, _E_DQLW, n, lane] = qq[1, 2 * N + n, lane]
+                u_any = _fmax(u_mem, _fmax(uq[N + n, lane], uq[2 * N + n, lane]))
+                u_loc = u_any if any_link[lane] else u_mem
+            en[1, _E_ULOC, n, lane] = u_loc
+            ok = u_loc < _U_MAX  # NaN is infeasible
+            if blk_remote:
+                u_rem = uq[3 * N + n, lane]
+                en[1, _E_UREM, n, lane] = u_rem
+                en[1, _E_QR, n, lane], en[1, _E_DQR, n, lane] = (
+                    qq[0, 3 * N + n, lane],
+                    qq[1, 3 * N + n, lane],
+                )
+                ok = ok and u_rem < _U_MAX
+            else:
+                en[1, _E_UREM, n, lane], en[1, _E_QR, n, lane], en[1, _E_DQR, n, lane] = (
+                    0.0,
+                    0.0,
+                    0.0,
+                )
+            es[1, _S_FEAS, lane] = es[1, _S_FEAS, lane] if ok else 0.0
+    for lane in range(W):
+        es[1, _S_ULKMAX, lane] = 0.0
+    for k in range(L):
+        for lane in range(W):
+            u = uq[4 * N + k, lane]
+            el[1, _E_ULK, k, lane] = u
+            m = _fmax(es[1, _S_ULKMAX, lane], u)
+            es[1, _S_ULKMAX, lane] = u if k == 0 else m
+            ok = u < _U_MAX
+            es[1, _S_FEAS, lane] = es[1, _S_FEAS, lane] if ok else 0.0
+            on = lbl[0, lane] != 0.0
+            el[1, _E_QLK, k, lane] = qq[0, 4 * N + k, lane] if on else 0.0
+            el[1, _E_DQLK, k, lane] = qq[1, 4 * N + k, lane] if on else 0.0
+    # 4. the tenants' mean latencies and the residual
+    for t in range(T):
+        for r in (_E_LBAR, _E_SLR, _E_SLW, _E_SREM, _E_SLK):
+            for lane in range(W):
+                et[1, r, t, lane] = 0.0
+        for n in range(N):
+            for lane in range(W):
+                et[1, _E_LBAR, t, lane] += tnl[0, t, n, lane] * en[1, _E_LNODE, n, lane]
+        if blk_link:
+            for n in range(N):
+                for lane in range(W):
+                    et[1, _E_SLR, t, lane] += tnl[0, t, n, lane] * en[1, _E_QLR, n, lane]
+            for n in range(N):
+                for lane in range(W):
+                    et[1, _E_SLW, t, lane] += tnl[0, t, n, lane] * en[1, _E_QLW, n, lane]
+        if blk_remote:
+            for n in range(N):
+                for lane in range(W):
+                    et[1, _E_SREM, t, lane] += w[4, t, n, lane] * (
+                        nl[_REM_NS, n, lane] + en[1, _E_QR, n, lane]
+                    )
+        for k in range(L):
+            for lane in range(W):
+                et[1, _E_SLK, t, lane] += ll[0, k, t, lane] * el[1, _E_QLK, k, lane]
+        for lane in range(W):
+            lbar = et[1, _E_LBAR, t, lane]
+            rf = tl[2, t, lane]
+            with_link = lbar + rf * et[1, _E_SLR, t, lane] + (1 - rf) * et[1, _E_SLW, t, lane]
+            lbar = with_link if (blk_link and any_link[lane]) else lbar
+            lbar = lbar + et[1, _E_SREM, t, lane] if blk_remote else lbar  # + 0 without one
+            with_sock = lbar + et[1, _E_SLK, t, lane]
+            lbar = with_sock if (L > 0 and lbl[0, lane] != 0.0) else lbar
+            denom = tl[1, t, lane] + lbar
+            xt = x[t, lane]
+            et[1, _E_X, t, lane], et[1, _E_LBAR, t, lane], et[1, _E_DENOM, t, lane] = (
+                xt,
+                lbar,
+                denom,
+            )
+            cap = tl[0, t, lane]
+            # the relative error of Little's law (0 for an absent tenant)
+            resid = _log(_fmax(xt, _TINY) * denom / _fmax(cap, _TINY))
+            resid = resid if cap > 0 else 0.0
+            et[1, _E_RESID, t, lane] = resid
+            m = _fmax(es[1, _S_NORM, lane], abs(resid))
+            es[1, _S_NORM, lane] = abs(resid) if t == 0 else m
+    for lane in range(W):
+        u_loc, u_rem = en[1, _E_ULOC, 0, lane], en[1, _E_UREM, 0, lane]
+        for n in range(1, N):
+            u_loc = _fmax(u_loc, en[1, _E_ULOC, n, lane])
+            u_rem = _fmax(u_rem, en[1, _E_UREM, n, lane])
+        # the highest utilisation: local resources, remote paths, socket links
+        es[1, _S_UMAX, lane] = _fmax(_fmax(u_loc, u_rem), es[1, _S_ULKMAX, lane])
+    if blk_link:
+        for n in range(N):
+            for lane in range(W):
+                with_link = en[1, _E_LNODE, n, lane] + en[1, _E_QLR, n, lane]
+                en[1, _E_LNODE, n, lane] = with_link if any_link[lane] else en[1, _E_LNODE, n, lane]
+
+
+@_inline
+def _jacobian(tl, tnl, nl, ll, w, blk_remote, blk_link, en, et, el, d, j):  # pragma: no cover
+    """Jacobian (T, T, W) of the residual in log X at the current point (slot 0 of the
+    scratch, :func:`_evaluate`), into ``j`` (``d`` (k, T, N, W): scratch).
+
+    ``J[t, s] = delta_ts + X_s / denom_t * d Lbar_t / d X_s``, where
+    ``d Lbar_t / d X_s = sum_r left_t,r * right_s,r`` over every resource ``r``, added in
+    a fixed order: the memory of every node, the links' read then write directions, the
+    remote paths, the socket links. A term that is absent (no link, no remote path)
+    adds an exact zero (or is not added in a block without any).
     """
-    b = b.copy()
+    W = tl.shape[2]  # lanes (a run-time value: a constant count would be unrolled, not vectorised)
+    T, N, L = tl.shape[1], tnl.shape[2], ll.shape[1]
+    for n in range(N):
+        for lane in range(W):
+            # the utilisations' derivatives in read and write traffic (costed bytes; a
+            # square is a product, what numpy's ** 2 computes)
+            tot = _fmax(en[0, _E_CRD, n, lane] + en[0, _E_CWR, n, lane], _TINY)
+            fw, fr = en[0, _E_CWR, n, lane] / tot, en[0, _E_CRD, n, lane] / tot
+            dmr = 1.0 / nl[_MEM_R, n, lane] + nl[_MEM_C, n, lane] * (fw * fw)
+            dmw = 1.0 / nl[_MEM_W, n, lane] + nl[_MEM_C, n, lane] * (fr * fr)
+            rtot = _fmax(en[0, _E_RRD, n, lane] + en[0, _E_RWR, n, lane], _TINY)
+            fw, fr = en[0, _E_RWR, n, lane] / rtot, en[0, _E_RRD, n, lane] / rtot
+            drr = 1.0 / nl[_REM_R, n, lane] + nl[_REM_C, n, lane] * (fw * fw)
+            drw = 1.0 / nl[_REM_W, n, lane] + nl[_REM_C, n, lane] * (fr * fr)
+            for t in range(T):
+                sh, rf = tnl[0, t, n, lane], tl[2, t, lane]
+                # left: what tenant t's latency gains per unit of the resource's load;
+                # right: what tenant t's throughput adds to that load
+                d[0, t, n, lane] = sh * en[0, _E_DQM, n, lane]
+                d[1, t, n, lane] = w[2, t, n, lane] * dmr + w[3, t, n, lane] * dmw
+                d[2, t, n, lane] = sh * (rf * en[0, _E_DQLR, n, lane])
+                d[3, t, n, lane] = sh * ((1 - rf) * en[0, _E_DQLW, n, lane])
+                d[4, t, n, lane] = w[4, t, n, lane] * en[0, _E_DQR, n, lane]
+                d[5, t, n, lane] = w[5, t, n, lane] * drr + w[6, t, n, lane] * drw
+    for t in range(T):
+        for s in range(T):
+            for lane in range(W):
+                j[t, s, lane] = 0.0
+            for n in range(N):
+                for lane in range(W):
+                    j[t, s, lane] += d[0, t, n, lane] * d[1, s, n, lane]
+            if blk_link:
+                for n in range(N):
+                    for lane in range(W):
+                        j[t, s, lane] += d[2, t, n, lane] * w[7, s, n, lane]
+                for n in range(N):
+                    for lane in range(W):
+                        j[t, s, lane] += d[3, t, n, lane] * w[8, s, n, lane]
+            if blk_remote:
+                for n in range(N):
+                    for lane in range(W):
+                        j[t, s, lane] += d[4, t, n, lane] * d[5, s, n, lane]
+            for k in range(L):
+                for lane in range(W):
+                    j[t, s, lane] += (ll[0, k, t, lane] * el[0, _E_DQLK, k, lane]) * ll[
+                        1, k, s, lane
+                    ]
+            for lane in range(W):
+                acc = j[t, s, lane] * (
+                    et[0, _E_X, s, lane] / _fmax(et[0, _E_DENOM, t, lane], _TINY)
+                )
+                acc = acc if (tl[0, t, lane] > 0 and tl[0, s, lane] > 0) else 0.0
+                j[t, s, lane] = acc + 1.0 if t == s else acc
+
+
+@_inline
+def _solve_small(a, rhs, out, piv):  # pragma: no cover (compiled)
+    """Solve ``a x = rhs`` in every lane into ``out`` (Gaussian elimination; ``a`` and ``rhs``
+    overwritten; ``piv`` (W,) scratch).
+
+    The Jacobian is the identity plus a non-negative matrix with a positive diagonal, so
+    elimination without pivoting is safe at these sizes."""
+    W = piv.shape[0]  # lanes (a run-time value: a constant count would be unrolled, not vectorised)
     n = a.shape[0]
     for k in range(n):
-        piv = a[k, k]
-        piv = np.where(np.abs(piv) < 1e-300, 1e-300, piv)
-        if k + 1 < n:  # eliminate column k from every row below at once
-            f = a[k + 1 :, k] / piv
-            a[k + 1 :, k:] -= f[:, None] * a[k, k:]
-            b[k + 1 :] -= f * b[k]
-        a[k, k] = piv
-    x = np.empty_like(b)
+        for lane in range(W):
+            p = a[k, k, lane]
+            piv[lane] = 1e-300 if abs(p) < 1e-300 else p
+        for i in range(k + 1, n):
+            for lane in range(W):
+                f = a[i, k, lane] / piv[lane]
+                for c in range(k + 1, n):
+                    a[i, c, lane] -= f * a[k, c, lane]
+                rhs[i, lane] -= f * rhs[k, lane]
+        for lane in range(W):
+            a[k, k, lane] = piv[lane]
     for k in range(n - 1, -1, -1):
-        s = b[k] - lsum((a[k, k + 1 :] * x[k + 1 :]), 0) if k + 1 < n else b[k]
-        x[k] = s / a[k, k]
-    return x
+        for lane in range(W):
+            s = 0.0
+            for c in range(k + 1, n):
+                s += a[k, c, lane] * out[c, lane]
+            out[k, lane] = (rhs[k, lane] - s) / a[k, k, lane]
 
 
-def _pick(mask: NDArray[np.bool_], new: Ev, old: Ev) -> Ev:
-    if mask.all():
-        return new
-    return {k: np.where(mask, new[k], old[k]) for k in old if k in new}
+@_jit
+def _solve_batch(
+    tb, tnb, nb, ltb, lb, x0, has_x0, tol, max_iter, out_t, out_n, out_l, out_b, iters, W
+):  # pragma: no cover
+    """Every element's fixed point, ``W`` elements at a time.
+
+    ``tb`` (4, T, B): bytes in flight, compute ns, read fraction, random access;
+    ``tnb`` (2, T, N, B): access shares, remote; ``nb`` (2 + 18, N, B): background read
+    and write traffic, the node curves; ``ltb`` (2, L, T, B): the socket links' weights
+    per byte of throughput and per unit of bandwidth; ``lb`` (4, B): whether a limit
+    exists and the links' queue curve; ``x0`` (T, B) the warm start (``has_x0``).
+    Outputs: ``out_t`` (2, T, B) throughput and mean latency; ``out_n`` (5, N, B)
+    latency, utilisation, remote utilisation, read and write traffic; ``out_l`` (L, B)
+    socket-link utilisation; ``out_b`` (B,) residual; ``iters`` (B,) Newton iterations.
+
+    Each element: a warm start (pulled back, kept, or abandoned for a cold start), or a
+    cold start evaluated without then with the background, halved while infeasible; then
+    Newton steps with backtracking. Every round evaluates every lane once at the point
+    its ``mode`` asks for; a lane whose element is done waits for the block's others.
+    """
+    T, N, B, L = tb.shape[1], tnb.shape[2], tb.shape[2], ltb.shape[1]
+    tl, tnl, nl = np.empty((4, T, W)), np.empty((2, T, N, W)), np.empty((2 + 18, N, W))
+    ll, lbl = np.empty((2, L, T, W)), np.empty((4, W))
+    w = np.empty((9, T, N, W))
+    any_link = np.empty(W, dtype=np.bool_)
+    cq, uq, qq = np.empty((3, 4 * N + L, W)), np.empty((4 * N + L, W)), np.zeros((2, 4 * N + L, W))
+    en, et = np.zeros((2, _EN, N, W)), np.zeros((2, _ET, T, W))  # 0: current point, 1: trial
+    el, es = np.zeros((2, 3, L, W)), np.zeros((2, 4, W))
+    x, z, step = np.empty((T, W)), np.zeros((T, W)), np.zeros((T, W))
+    rhs, sol, demand = np.empty((T, W)), np.empty((T, W)), np.empty((T, W))
+    jac, dj, piv = np.empty((T, T, W)), np.empty((6, T, N, W)), np.empty(W)
+    bgs, lam, accept = np.empty(W), np.ones(W), np.empty(W)
+    mode = np.empty(W, dtype=np.int64)
+    n_iter, tries = np.zeros(W, dtype=np.int64), np.zeros(W, dtype=np.int64)
+    shrinks = np.zeros(W, dtype=np.int64)
+    need = np.empty(W, dtype=np.bool_)
+    for b0 in range(0, B, W):
+        _load(b0, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl)
+        blk_remote, blk_link = _prepare(tl, tnl, nl, lbl, w, any_link, cq)
+        _zero_load(tl, tnl, nl, demand)
+        for lane in range(W):
+            n_iter[lane], tries[lane], shrinks[lane], lam[lane] = 0, 0, 0, 1.0
+            if b0 + lane >= B:
+                mode[lane] = _DONE  # past the batch's end
+            elif has_x0:
+                # warm start from the last interval's rates (a tenant without one, just
+                # started, from its zero-load demand)
+                mode[lane] = _WARM
+                for t in range(T):
+                    active = tl[0, t, lane] > 0
+                    xw = x0[t, b0 + lane] if active else 0.0
+                    x[t, lane] = demand[t, lane] if (active and xw <= 0) else xw
+            else:
+                mode[lane] = _QUIET
+            if mode[lane] != _WARM:
+                # cold start: the zero-load demand, first evaluated without the background
+                for t in range(T):
+                    x[t, lane] = demand[t, lane]
+        while True:
+            for lane in range(W):
+                bgs[lane] = 0.0 if mode[lane] == _QUIET else 1.0
+            _evaluate(
+                x,
+                bgs,
+                tl,
+                tnl,
+                nl,
+                ll,
+                lbl,
+                w,
+                any_link,
+                blk_remote,
+                blk_link,
+                cq,
+                uq,
+                qq,
+                en,
+                et,
+                el,
+                es,
+            )
+            for lane in range(W):
+                accept[lane], need[lane] = 0.0, False
+                m = mode[lane]
+                if m == _DONE:
+                    continue
+                feasible, norm = es[1, _S_FEAS, lane] != 0.0, es[1, _S_NORM, lane]
+                if m == _TRIAL:
+                    if feasible and norm < es[0, _S_NORM, lane]:
+                        accept[lane] = 1.0  # the trial point is the new current point
+                        for t in range(T):
+                            z[t, lane] = z[t, lane] + lam[lane] * step[t, lane]
+                        n_iter[lane] += 1
+                        need[lane] = n_iter[lane] < max_iter
+                        if not need[lane]:
+                            mode[lane] = _DONE
+                    else:
+                        tries[lane] += 1
+                        if tries[lane] == 40:
+                            mode[lane] = _DONE  # nothing can improve further (machine precision)
+                        lam[lane] = lam[lane] * 0.5
+                    continue
+                accept[lane] = 1.0  # a start's evaluation is the current point
+                if m == _WARM:
+                    # pulled back below 90% utilisation: Newton is slow from the saturated
+                    # side of the knee, fast from below; a start that already solves the
+                    # problem (a steady state: the same placement and rates as the last
+                    # interval) is kept, however loaded: pulling it back would only cost
+                    # Newton iterations to climb the knee again
+                    pull = _fmin(1.0, 0.9 / _fmax(es[1, _S_UMAX, lane], _TINY))
+                    pull = 1.0 if (feasible and norm <= tol) else pull
+                    m = _PULLED
+                    if pull < 1.0:
+                        mode[lane] = m
+                        for t in range(T):
+                            x[t, lane] = x[t, lane] * pull
+                        continue
+                if m == _PULLED:
+                    cold = not feasible
+                    for t in range(T):
+                        cold = cold or (x[t, lane] <= 0 and tl[0, t, lane] > 0)
+                    if cold:
+                        mode[lane] = _QUIET
+                        for t in range(T):
+                            x[t, lane] = demand[t, lane]
+                        continue
+                    m = _SHRUNK
+                elif m == _QUIET:
+                    # the zero-load demand scaled so that no resource passes 50%
+                    scale = _fmin(1.0, 0.5 / _fmax(es[1, _S_UMAX, lane], _TINY))
+                    for t in range(T):
+                        x[t, lane] = demand[t, lane] * scale if tl[0, t, lane] > 0 else 0.0
+                    mode[lane] = _COLD
+                    continue
+                elif m == _COLD:
+                    m = _SHRUNK
+                # _SHRUNK: background traffic is capped by the caller; a start that is
+                # still infeasible is halved
+                mode[lane] = _SHRUNK
+                if not feasible and shrinks[lane] < 60:
+                    shrinks[lane] += 1
+                    for t in range(T):
+                        x[t, lane] = x[t, lane] * 0.5
+                    continue
+                for t in range(T):
+                    z[t, lane] = _log(_fmax(x[t, lane], _TINY))
+                need[lane] = max_iter > 0
+                if not need[lane]:
+                    mode[lane] = _DONE
+            # the evaluation becomes the current point where accepted (one select a value)
+            for r in range(_EN):
+                for n in range(N):
+                    for lane in range(W):
+                        en[0, r, n, lane] = (
+                            en[1, r, n, lane] if accept[lane] != 0.0 else en[0, r, n, lane]
+                        )
+            for r in range(_ET):
+                for t in range(T):
+                    for lane in range(W):
+                        et[0, r, t, lane] = (
+                            et[1, r, t, lane] if accept[lane] != 0.0 else et[0, r, t, lane]
+                        )
+            for r in range(3):
+                for k in range(L):
+                    for lane in range(W):
+                        el[0, r, k, lane] = (
+                            el[1, r, k, lane] if accept[lane] != 0.0 else el[0, r, k, lane]
+                        )
+            for r in range(4):
+                for lane in range(W):
+                    es[0, r, lane] = es[1, r, lane] if accept[lane] != 0.0 else es[0, r, lane]
+            # a Newton step where a lane is ready for one and not converged (or NaN)
+            newton = False
+            for lane in range(W):
+                if need[lane] and not es[0, _S_NORM, lane] > tol:
+                    need[lane] = False
+                    mode[lane] = _DONE
+                newton = newton or need[lane]
+            if newton:
+                _jacobian(tl, tnl, nl, ll, w, blk_remote, blk_link, en, et, el, dj, jac)
+                for t in range(T):
+                    for lane in range(W):
+                        rhs[t, lane] = et[0, _E_RESID, t, lane]
+                _solve_small(jac, rhs, sol, piv)
+                for lane in range(W):
+                    if need[lane]:
+                        # backtracking: the step halved until the point is feasible and the
+                        # residual falls
+                        mode[lane], lam[lane], tries[lane] = _TRIAL, 1.0, 0
+                        for t in range(T):
+                            step[t, lane] = -sol[t, lane] if tl[0, t, lane] > 0 else 0.0
+            done = True
+            for lane in range(W):
+                done = done and mode[lane] == _DONE
+            if done:
+                break
+            for t in range(T):
+                for lane in range(W):
+                    xt = _exp(z[t, lane] + lam[lane] * step[t, lane])
+                    xt = xt if tl[0, t, lane] > 0 else 0.0
+                    x[t, lane] = xt if mode[lane] == _TRIAL else x[t, lane]
+        for lane in range(min(W, B - b0)):
+            b = b0 + lane
+            iters[b] = n_iter[lane]
+            for t in range(T):
+                out_t[0, t, b] = _exp(z[t, lane]) if tl[0, t, lane] > 0 else 0.0
+                out_t[1, t, b] = et[0, _E_LBAR, t, lane]
+            for n in range(N):
+                out_n[0, n, b] = en[0, _E_LNODE, n, lane]
+                out_n[1, n, b] = en[0, _E_ULOC, n, lane]
+                out_n[2, n, b] = en[0, _E_UREM, n, lane]
+                out_n[3, n, b] = en[0, _E_RD, n, lane]
+                out_n[4, n, b] = en[0, _E_WR, n, lane]
+            for k in range(L):
+                out_l[k, b] = el[0, _E_ULK, k, lane]
+            out_b[b] = es[0, _S_NORM, lane]
 
 
-def _scatter(ev: Ev, idx: NDArray[np.int64], new: Ev) -> Ev:
-    """A copy of ``ev`` with batch elements ``idx`` replaced by ``new``'s (one per index)."""
-    out = {k: v.copy() for k, v in ev.items()}
-    for k, v in out.items():
-        v[..., idx] = new[k]
+@_jit
+def _evaluate_batch(tb, tnb, nb, ltb, lb, x, ev_t, ev_n, ev_l, ev_b, jac, W):  # pragma: no cover
+    """:func:`_evaluate` and :func:`_jacobian` of every element at ``x`` (T, B), for tests:
+    ``ev_t`` (8, T, B), ``ev_n`` (16, N, B), ``ev_l`` (3, L, B), ``ev_b`` (4, B), ``jac``
+    (T, T, B)."""
+    T, N, B, L = tb.shape[1], tnb.shape[2], tb.shape[2], ltb.shape[1]
+    tl, tnl, nl = np.empty((4, T, W)), np.empty((2, T, N, W)), np.empty((2 + 18, N, W))
+    ll, lbl = np.empty((2, L, T, W)), np.empty((4, W))
+    w = np.empty((9, T, N, W))
+    any_link = np.empty(W, dtype=np.bool_)
+    cq, uq, qq = np.empty((3, 4 * N + L, W)), np.empty((4 * N + L, W)), np.zeros((2, 4 * N + L, W))
+    en, et = np.zeros((2, _EN, N, W)), np.zeros((2, _ET, T, W))
+    el, es = np.zeros((2, 3, L, W)), np.zeros((2, 4, W))
+    xl, bgs = np.empty((T, W)), np.ones(W)
+    j, dj = np.empty((T, T, W)), np.empty((6, T, N, W))
+    for b0 in range(0, B, W):
+        _load(b0, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl)
+        blk_remote, blk_link = _prepare(tl, tnl, nl, lbl, w, any_link, cq)
+        for lane in range(W):
+            for t in range(T):
+                xl[t, lane] = x[t, min(b0 + lane, B - 1)]
+        _evaluate(
+            xl,
+            bgs,
+            tl,
+            tnl,
+            nl,
+            ll,
+            lbl,
+            w,
+            any_link,
+            blk_remote,
+            blk_link,
+            cq,
+            uq,
+            qq,
+            en,
+            et,
+            el,
+            es,
+        )
+        en[0], et[0], el[0], es[0] = en[1], et[1], el[1], es[1]
+        _jacobian(tl, tnl, nl, ll, w, blk_remote, blk_link, en, et, el, dj, j)
+        for lane in range(min(W, B - b0)):
+            b = b0 + lane
+            ev_t[:, :, b] = et[0, :, :, lane]
+            ev_n[:, :, b] = en[0, :, :, lane]
+            ev_l[:, :, b] = el[0, :, :, lane]
+            ev_b[:, b] = es[0, :, lane]
+            jac[:, :, b] = j[:, :, lane]
+
+
+@_jit
+def _zero_load_batch(tb, tnb, nb, W):  # pragma: no cover (compiled)
+    T, N, B = tb.shape[1], tnb.shape[2], tb.shape[2]
+    tl, tnl, nl = np.empty((4, T, W)), np.empty((2, T, N, W)), np.empty((2 + 18, N, W))
+    ll, lbl = np.empty((2, 0, T, W)), np.empty((4, W))
+    ltb, lb = np.empty((2, 0, T, B)), np.empty((4, B))
+    out, d = np.empty((T, B)), np.empty((T, W))
+    for b0 in range(0, B, W):
+        _load(b0, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl)
+        _zero_load(tl, tnl, nl, d)
+        for lane in range(min(W, B - b0)):
+            out[:, b0 + lane] = d[:, lane]
     return out
 
 
-def _reevaluate(pb: _Problem, ev: Ev, x: F64, mask: NDArray[np.bool_]) -> Ev:
-    """``ev`` with the elements in ``mask`` evaluated again at ``x`` (only those are computed)."""
-    if not mask.any():
-        return ev
-    if mask.all():
-        return pb.evaluate(x)
-    idx = np.flatnonzero(mask)
-    return _scatter(ev, idx, pb.take(idx).evaluate(x[:, idx]))
+def _pack(
+    cap: F64,
+    compute: F64,
+    rfrac: F64,
+    share: F64,
+    remote: F64,
+    bg_rd: F64,
+    bg_wr: F64,
+    nc: NodeCurves,
+    links: SocketLinks | None,
+    random: F64 | None,
+) -> tuple[F64, F64, F64, F64, F64]:
+    """The kernel's inputs, float64 and C-contiguous, batch-last: ``tb`` (4, T, B), ``tnb``
+    (2, T, N, B), ``nb`` (20, N, B), ``ltb`` (2, L, T, B), ``lb`` (4, B) (the rows of
+    :func:`_solve_batch`'s docstring)."""
+    T, N, B = share.shape[0], share.shape[1], cap.shape[-1]
+    tb = np.empty((4, T, B))
+    tb[0], tb[1], tb[2] = cap, compute, rfrac
+    tb[3] = 0.0 if random is None else random
+    tnb = np.empty((2, T, N, B))
+    tnb[0], tnb[1] = share, remote
+    nb = np.empty((2 + len(_CURVES), N, B))
+    nb[_BG_RD], nb[_BG_WR] = bg_rd, bg_wr
+    for i, f in enumerate(_CURVES):
+        nb[2 + i] = getattr(nc, f)
+    L = 0 if links is None else links.weight.shape[0]
+    ltb = np.empty((2, L, T, B))
+    lb = np.zeros((4, B))
+    if L:
+        assert links is not None
+        fin = np.isfinite(links.gbps)
+        ltb[0] = links.weight
+        # per unit throughput, the share of a direction's bandwidth (0 without a limit)
+        ltb[1] = links.weight * np.where(fin, 1.0 / np.where(fin, links.gbps, 1.0), 0.0)
+        lb[0] = fin
+        lb[1], lb[2], lb[3] = links.slope_ns, links.knee_ns, links.knee_exp
+    return tb, tnb, nb, ltb, lb
 
 
 def zero_load_demand(cap: F64, compute: F64, share: F64, remote: F64, nc: NodeCurves) -> F64:
     """Each tenant's throughput (T, B) at idle latencies: its bandwidth demand (0 where ``cap`` is 0).
 
     ``cap`` (T, B) bytes in flight, ``compute`` (T, B) ns, ``share`` and
-    ``remote`` (T, N, B): Little's law with every node at its idle latency.
+    ``remote`` (T, N, B): Little's law with every node at its idle latency (the
+    solver's cold start, by the same compiled code).
     """
-    lat0 = lsum((share * nc.idle_ns), 1) + lsum((share * remote * nc.remote_ns), 1)
-    return np.where(cap > 0, cap / np.maximum(compute + lat0, _TINY), 0.0)
+    T, N, B = share.shape[0], share.shape[1], cap.shape[-1]
+    tb = np.zeros((4, T, B))
+    tb[0], tb[1] = cap, compute
+    tnb = np.empty((2, T, N, B))
+    tnb[0], tnb[1] = share, remote
+    nb = np.zeros((2 + len(_CURVES), N, B))
+    nb[_IDLE], nb[_REM_NS] = nc.idle_ns, nc.remote_ns
+    return _zero_load_batch(tb, tnb, nb, min(_W, B))
 
 
-def _zero_load_demand(pb: _Problem) -> F64:
-    return np.where(
-        pb.active, zero_load_demand(pb.cap, pb.compute, pb.share, pb.remote, pb.nc), 0.0
-    )
+@dataclass
+class Problem:
+    """One batch of fixed-point problems (arrays batch-last, as :func:`solve_fixed_point`
+    takes them), to inspect: the kernel's own evaluation and Jacobian at any point."""
+
+    cap: F64
+    compute: F64
+    rfrac: F64
+    share: F64
+    remote: F64
+    bg_rd: F64
+    bg_wr: F64
+    nc: NodeCurves
+    links: SocketLinks | None = None
+    random: F64 | None = None
+
+    @property
+    def active(self) -> NDArray[np.bool_]:
+        return np.asarray(self.cap) > 0
+
+    @property
+    def T(self) -> int:
+        return int(self.share.shape[0])
+
+    def _arrays(self) -> tuple[F64, F64, F64, F64, F64, F64, F64]:
+        return (self.cap, self.compute, self.rfrac, self.share, self.remote, self.bg_rd, self.bg_wr)
+
+    def evaluate_and_jacobian(self, x: F64) -> tuple[dict[str, F64], F64]:
+        """The named arrays at throughput ``x`` (T, B) (``resid`` (T, B), ``lbar``, ``rd``,
+        ``u_loc``, ``u_rem`` (N, B), ``u_lk`` (L, B), ``norm``, ``feasible``, ``u_lk_max``
+        (B,), ...) and the Jacobian (T, T, B) of the residual in ``z = log X``."""
+        tb, tnb, nb, ltb, lb = _pack(*self._arrays(), self.nc, self.links, self.random)
+        T, N, L, B = tb.shape[1], tnb.shape[2], ltb.shape[1], tb.shape[2]
+        ev_t, ev_n = np.empty((_ET, T, B)), np.empty((_EN, N, B))
+        ev_l, ev_b = np.empty((3, L, B)), np.empty((4, B))
+        jac = np.empty((T, T, B))
+        xx = np.ascontiguousarray(np.broadcast_to(x, (T, B)), dtype=np.float64)
+        _evaluate_batch(tb, tnb, nb, ltb, lb, xx, ev_t, ev_n, ev_l, ev_b, jac, min(_W, B))
+        ev = {
+            "x": ev_t[_E_X],
+            "lbar": ev_t[_E_LBAR],
+            "denom": ev_t[_E_DENOM],
+            "resid": ev_t[_E_RESID],
+            "rd": ev_n[_E_RD],
+            "wr": ev_n[_E_WR],
+            "lnode": ev_n[_E_LNODE],
+            "u_loc": ev_n[_E_ULOC],
+            "u_rem": ev_n[_E_UREM],
+            "u_lk": ev_l[_E_ULK],
+            "norm": ev_b[_S_NORM],
+            "feasible": ev_b[_S_FEAS] != 0.0,
+            "u_lk_max": ev_b[_S_ULKMAX],
+        }
+        return ev, jac
+
+    def evaluate(self, x: F64) -> dict[str, F64]:
+        return self.evaluate_and_jacobian(x)[0]
+
+    def jacobian(self, x: F64) -> F64:
+        return self.evaluate_and_jacobian(x)[1]
+
+    def take(self, idx: NDArray[np.int64]) -> Problem:
+        """The sub-batch of elements ``idx``."""
+        B = self.cap.shape[-1]
+
+        def sub(a: Any) -> Any:
+            return np.broadcast_to(a, (*np.shape(a)[:-1], B))[..., idx]
+
+        nc = NodeCurves(**{k: sub(v) for k, v in vars(self.nc).items()})
+        links = None
+        if self.links is not None:
+            links = SocketLinks(**{k: sub(v) for k, v in vars(self.links).items()})
+        rnd = None if self.random is None else sub(self.random)
+        cap, compute, rfrac, share, remote, bg_rd, bg_wr = (sub(a) for a in self._arrays())
+        return Problem(cap, compute, rfrac, share, remote, bg_rd, bg_wr, nc, links, rnd)
+
+    def solve(self, **kw: Any) -> Solution:
+        """:func:`solve_fixed_point` of this batch."""
+        return solve_fixed_point(
+            *self._arrays(), self.nc, links=self.links, random=self.random, **kw
+        )
 
 
 def solve_fixed_point(
@@ -655,7 +1223,6 @@ def solve_fixed_point(
     retry: bool = True,
     links: SocketLinks | None = None,
     random: F64 | None = None,
-    structure: CurveStructure | None = None,
 ) -> Solution:
     """Solve every batch element's fixed point (arrays batch-last).
 
@@ -666,131 +1233,55 @@ def solve_fixed_point(
     ``bg_rd``/``bg_wr`` (N, B) background traffic in GB/s (migrations);
     ``x0`` (T, B) an optional warm start (used where it is feasible);
     ``links`` the socket links (:class:`SocketLinks`; None: no limit);
-    ``random`` (T, B) 1 for a tenant with random access (None: all sequential);
-    ``structure`` :meth:`CurveStructure.of` ``nc`` where the caller keeps it.
+    ``random`` (T, B) 1 for a tenant with random access (None: all sequential).
 
-    Only the elements that need it are evaluated again (a start pulled back,
-    a cold start, an infeasible start halved); the others keep their numbers.
-    With ``retry``, an element that Newton leaves above the tolerance (deep
-    saturation reached from a poor start) is solved again from a cold start
-    and, if that fails too, by continuation: the bytes in flight raised in
-    stages from 10% to 100%, each stage started from the last one's solution.
+    Each element: a warm start pulled back below 90% utilisation (kept where it already
+    solves the problem), else a cold start at the zero-load demand scaled to 50%, halved
+    while infeasible; then Newton steps in ``z = log X`` with backtracking until the
+    residual is at most ``tol``. With ``retry``, an element that Newton leaves above the
+    tolerance (deep saturation reached from a poor start) is solved again from a cold
+    start and, if that fails too, by continuation: the bytes in flight raised in stages
+    from 10% to 100%, each stage started from the last one's solution.
     """
-    pb = _Problem(cap, compute, rfrac, share, remote, bg_rd, bg_wr, nc, links, random, structure)
-    active = pb.active
-    cold = np.ones(cap.shape[1], dtype=bool)
-    if x0 is not None:
-        # Warm start from the last interval's rates (a tenant without one, just started,
-        # from its zero-load demand), pulled back below 90% utilisation: Newton is slow
-        # from the saturated side of the knee, fast from below.
-        x = np.where(active, x0, 0.0)
-        new = active & (x <= 0)
-        if new.any():
-            x = np.where(new, _zero_load_demand(pb), x)
-        ev = pb.evaluate(x)
-        umax = np.maximum(np.maximum(lmax(ev["u_loc"]), lmax(ev["u_rem"])), ev["u_lk_max"])
-        pull = np.minimum(1.0, 0.9 / np.maximum(umax, _TINY))
-        # a start that already solves the problem (a steady state: the same placement and
-        # rates as the last interval) is kept, however loaded: pulling it back would only
-        # cost Newton iterations to climb the knee again
-        pull = np.where(ev["feasible"] & (ev["norm"] <= tol), 1.0, pull)
-        x = x * pull
-        ev = _reevaluate(pb, ev, x, pull < 1.0)
-        cold = ~ev["feasible"] | ((x <= 0) & active).any(0)
-    if cold.any():
-        # cold start: the zero-load demand scaled so that no resource passes 50%
-        idx = np.flatnonzero(cold)
-        cp = pb if cold.all() else pb.take(idx)
-        demand = _zero_load_demand(cp)
-        quiet = cp.without_background().evaluate(demand)
-        umax = np.maximum(np.maximum(lmax(quiet["u_loc"]), lmax(quiet["u_rem"])), quiet["u_lk_max"])
-        xc = np.where(cp.active, demand * np.minimum(1.0, 0.5 / np.maximum(umax, _TINY)), 0.0)
-        evc = cp.evaluate(xc)
-        if cp is pb:
-            x, ev = xc, evc
-        else:
-            x = x.copy()
-            x[:, idx] = xc
-            ev = _scatter(ev, idx, evc)
-    # Background traffic is capped by the caller; shrink a start that is still infeasible.
-    for _ in range(60):
-        bad = ~ev["feasible"]
-        if not bad.any():
-            break
-        x = np.where(bad, x * 0.5, x)
-        ev = _reevaluate(pb, ev, x, bad)
-    z = np.log(np.maximum(x, _TINY))
-    iters = np.zeros(cap.shape[1], dtype=np.int64)
-    # Newton iterations on the working set of unconverged elements; the set is
-    # compacted (gathered into smaller arrays) as elements converge.
-    work = np.arange(cap.shape[1])
-    sub, sz, sev = pb, z, ev
-    for _ in range(max_iter):
-        todo = sev["norm"] > tol
-        if not todo.any():
-            break
-        if np.count_nonzero(todo) / todo.size < 0.7:  # todo.mean(), without its overhead
-            if sub is pb:
-                z, ev = sz, {k: v.copy() for k, v in sev.items()}
-            work = work[todo]
-            sub = pb.take(work)
-            sz = z[:, work]
-            sev = {k: v[..., work] for k, v in ev.items()}
-            todo = np.ones(work.size, dtype=bool)
-        step = -_solve_small(sub.jacobian(sev), sev["resid"])
-        step = np.where(sub.active & todo, step, 0.0)
-        lam = np.ones_like(sev["norm"])
-        pending = todo.copy()
-        moved = np.zeros_like(todo)
-        few: tuple[NDArray[np.int64], _Problem] | None = None  # backtracking sub-problem
-        for _ in range(40):
-            if np.count_nonzero(pending) / pending.size > 0.5:
-                tz = sz + lam * step
-                tev = sub.evaluate(np.where(sub.active, np.exp(tz), 0.0))
-                ok = pending & tev["feasible"] & (tev["norm"] < sev["norm"])
-                if ok.any():
-                    sz = np.where(ok, tz, sz)
-                    sev = _pick(ok, tev, sev)
-            else:
-                # backtracking for a few elements: only those are evaluated again
-                idx = np.flatnonzero(pending)
-                if few is None or not np.array_equal(few[0], idx):
-                    few = (idx, sub.take(idx))
-                tz = sz[:, idx] + lam[idx] * step[:, idx]
-                tev = few[1].evaluate(np.where(few[1].active, np.exp(tz), 0.0))
-                ok_few = tev["feasible"] & (tev["norm"] < sev["norm"][idx])
-                ok = np.zeros_like(pending)
-                ok[idx] = ok_few
-                if ok_few.any():
-                    sz = sz.copy()
-                    sz[:, idx[ok_few]] = tz[:, ok_few]
-                    sev = _scatter(sev, idx[ok_few], {k: v[..., ok_few] for k, v in tev.items()})
-            moved |= ok
-            pending &= ~ok
-            if not pending.any():
-                break
-            lam = np.where(pending, lam * 0.5, lam)
-        iters[work] += moved
-        if sub is pb:
-            z, ev = sz, sev
-        else:
-            z[:, work] = sz
-            for k, v in sev.items():
-                ev[k][..., work] = v
-        if not moved.any():
-            break  # nothing can improve further (machine precision)
-    x = np.where(active, np.exp(z), 0.0)
+    tb, tnb, nb, ltb, lb = _pack(
+        cap, compute, rfrac, share, remote, bg_rd, bg_wr, nc, links, random
+    )
+    T, N, L, B = tb.shape[1], tnb.shape[2], ltb.shape[1], tb.shape[2]
+    has_x0 = x0 is not None
+    xs = (
+        tb[0] if x0 is None else np.ascontiguousarray(np.broadcast_to(x0, (T, B)), dtype=np.float64)
+    )
+    out_t, out_n = np.empty((2, T, B)), np.empty((5, N, B))
+    out_l, out_b = np.empty((L, B)), np.empty(B)
+    iters = np.empty(B, dtype=np.int64)
+    _solve_batch(
+        tb,
+        tnb,
+        nb,
+        ltb,
+        lb,
+        xs,
+        has_x0,
+        float(tol),
+        int(max_iter),
+        out_t,
+        out_n,
+        out_l,
+        out_b,
+        iters,
+        min(_W, B),
+    )
     sol = Solution(
-        throughput=x,
-        tenant_latency_ns=ev["lbar"],
-        node_latency_ns=ev["lnode"],
-        node_util=ev["u_loc"],
-        remote_util=ev["u_rem"],
-        node_read_gbps=ev["rd"],
-        node_write_gbps=ev["wr"],
-        residual=ev["norm"],
+        throughput=out_t[0],
+        tenant_latency_ns=out_t[1],
+        node_latency_ns=out_n[0],
+        node_util=out_n[1],
+        remote_util=out_n[2],
+        node_read_gbps=out_n[3],
+        node_write_gbps=out_n[4],
+        residual=out_b,
         iterations=iters,
-        link_util=ev["u_lk"],
+        link_util=out_l,
     )
     if retry and (sol.residual > tol).any():
         _retry(

@@ -379,7 +379,7 @@ def test_inline_machines_copy_the_fitted_presets(name: str) -> None:
 
 def test_jacobian_with_socket_links_matches_central_differences() -> None:
     """The link and random-access terms of the Jacobian against central differences."""
-    from envs.solver import NodeCurves, SocketLinks, _Problem, link_weights
+    from envs.solver import NodeCurves, Problem, SocketLinks, link_weights
 
     p = compile_params(load_scenario("cxl-spill"), batch_size=3)
     rng = np.random.default_rng(4)
@@ -401,8 +401,8 @@ def test_jacobian_with_socket_links_matches_central_differences() -> None:
     nc = NodeCurves(**{k: v for k, v in vars(p.curves).items()})
     zeros = np.zeros((N, B))
     rnd = np.array([[0.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 0.0], [1.0, 0.0, 1.0]])
-    pb = _Problem(cap, compute, rfrac, share, remote, zeros, zeros, nc, links, rnd)
-    assert pb.any_random and pb.n_links == 2
+    pb = Problem(cap, compute, rfrac, share, remote, zeros, zeros, nc, links, rnd)
+    assert pb.random is not None and pb.random.any() and pb.links.weight.shape[0] == 2
     x = np.full((T, B), 1.0)
     ev = pb.evaluate(x)
     load = np.maximum(np.maximum(ev["u_loc"].max(0), ev["u_rem"].max(0)), ev["u_lk_max"])
@@ -418,12 +418,12 @@ def test_jacobian_with_socket_links_matches_central_differences() -> None:
         fd[:, s] = (pb.evaluate(np.exp(z + dz))["resid"] - pb.evaluate(np.exp(z - dz))["resid"]) / (
             2 * h
         )
-    np.testing.assert_allclose(pb.jacobian(ev), fd, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(pb.jacobian(x), fd, rtol=1e-5, atol=1e-8)
     # a sub-problem gives the batch's numbers
     sub = pb.take(np.array([0, 2]))
     np.testing.assert_array_equal(sub.evaluate(x[:, [0, 2]])["resid"], ev["resid"][:, [0, 2]])
     # without a limit the link adds nothing: the same numbers as no links at all
-    plain = _Problem(cap, compute, rfrac, share, remote, zeros, zeros, nc, None, rnd)
+    plain = Problem(cap, compute, rfrac, share, remote, zeros, zeros, nc, None, rnd)
     np.testing.assert_array_equal(pb.evaluate(x)["lbar"][:, 2], plain.evaluate(x)["lbar"][:, 2])
 
 
