@@ -1161,7 +1161,8 @@ class Problem:
         ev_t, ev_n = np.empty((_ET, T, B)), np.empty((_EN, N, B))
         ev_l, ev_b = np.empty((3, L, B)), np.empty((4, B))
         jac = np.empty((T, T, B))
-        xx = np.ascontiguousarray(np.broadcast_to(x, (T, B)), dtype=np.float64)
+        xx = np.empty((T, B))
+        xx[...] = x
         _evaluate_batch(tb, tnb, nb, ltb, lb, xx, ev_t, ev_n, ev_l, ev_b, jac, min(_W, B))
         ev = {
             "x": ev_t[_E_X],
@@ -1248,9 +1249,8 @@ def solve_fixed_point(
     )
     T, N, L, B = tb.shape[1], tnb.shape[2], ltb.shape[1], tb.shape[2]
     has_x0 = x0 is not None
-    xs = (
-        tb[0] if x0 is None else np.ascontiguousarray(np.broadcast_to(x0, (T, B)), dtype=np.float64)
-    )
+    xs = np.empty((T, B))  # a writable array always: one compiled signature
+    xs[...] = 0.0 if x0 is None else x0
     out_t, out_n = np.empty((2, T, B)), np.empty((5, N, B))
     out_l, out_b = np.empty((L, B)), np.empty(B)
     iters = np.empty(B, dtype=np.int64)
