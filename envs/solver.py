@@ -415,33 +415,24 @@ def queue_delay(
 
 
 @_inline
-def _load(b0, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl):  # pragma: no cover (compiled)
-    """The inputs of elements ``b0 .. b0 + W - 1`` into the block's lanes (a lane past the
-    batch's end repeats its last element)."""
-    W = tl.shape[2]  # lanes (a run-time value: a constant count would be unrolled, not vectorised)
-    B = tb.shape[2]
-    T, N, L = tb.shape[1], tnb.shape[2], ltb.shape[1]
-    for k in range(tb.shape[0]):
-        for t in range(T):
-            for lane in range(W):
-                tl[k, t, lane] = tb[k, t, min(b0 + lane, B - 1)]
-    for k in range(tnb.shape[0]):
-        for t in range(T):
-            for n in range(N):
-                for lane in range(W):
-                    tnl[k, t, n, lane] = tnb[k, t, n, min(b0 + lane, B - 1)]
-    for k in range(nb.shape[0]):
-        for n in range(N):
-            for lane in range(W):
-                nl[k, n, lane] = nb[k, n, min(b0 + lane, B - 1)]
-    for k in range(ltb.shape[0]):
-        for i in range(L):
-            for t in range(T):
-                for lane in range(W):
-                    ll[k, i, t, lane] = ltb[k, i, t, min(b0 + lane, B - 1)]
-    for k in range(lb.shape[0]):
+def _copy_lanes(b0, src, dst):  # pragma: no cover (compiled)
+    """Elements ``b0 .. b0 + W - 1`` of ``src`` (..., B) into the lanes of ``dst`` (..., W)
+    (a lane past the batch's end repeats its last element)."""
+    B, W = src.shape[-1], dst.shape[-1]
+    s2, d2 = src.reshape(-1, B), dst.reshape(-1, W)
+    for r in range(s2.shape[0]):
         for lane in range(W):
-            lbl[k, lane] = lb[k, min(b0 + lane, B - 1)]
+            d2[r, lane] = s2[r, min(b0 + lane, B - 1)]
+
+
+@_inline
+def _load(b0, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl):  # pragma: no cover (compiled)
+    """The inputs of elements ``b0 .. b0 + W - 1`` into the block's lanes."""
+    _copy_lanes(b0, tb, tl)
+    _copy_lanes(b0, tnb, tnl)
+    _copy_lanes(b0, nb, nl)
+    _copy_lanes(b0, ltb, ll)
+    _copy_lanes(b0, lb, lbl)
 
 
 @_inline
@@ -519,17 +510,16 @@ def _zero_load(tl, tnl, nl, out):  # pragma: no cover (compiled)
 
 
 @_inline
-def _evaluate(
-    x, bgs, tl, tnl, nl, ll, lbl, w, any_link, blk_remote, blk_link, cq, uq, qq, en, et, el, es
-):  # pragma: no cover
-    """Every lane at throughput ``x`` (T, W): residual, norm, feasibility, latencies and
-    utilisations, and what :func:`_jacobian` needs, into slot 1 (the trial point) of the
-    scratch (``en`` (2, k, N, W), ``et`` (2, k, T, W), ``el`` (2, k, L, W), ``es``
-    (2, k, W); ``uq`` (4N + L, W) and ``qq`` (2, 4N + L, W) the queues' utilisations,
-    delays and derivatives, in the rows of ``cq``, :func:`_prepare`). ``bgs`` (W,) 1 with
-    the background (migration) traffic, 0 without. Sums over tenants, nodes and links run
-    in index order. A term a lane lacks (no link, no remote path, no socket-link limit)
-    adds an exact zero or is not added."""
+def _evaluate(x, bgs, blk, blk_remote, blk_link):  # pragma: no cover (compiled)
+    """Every lane of the block ``blk`` (:func:`_block`) at throughput ``x`` (T, W):
+    residual, norm, feasibility, latencies and utilisations, and what :func:`_jacobian`
+    needs, into slot 1 (the trial point) of its evaluations (``en`` (2, k, N, W), ``et``
+    (2, k, T, W), ``el`` (2, k, L, W), ``es`` (2, k, W); ``uq`` (4N + L, W) and ``qq``
+    (2, 4N + L, W) the queues' utilisations, delays and derivatives, in the rows of
+    ``cq``, :func:`_prepare`). ``bgs`` (W,) 1 with the background (migration) traffic, 0
+    without. Sums over tenants, nodes and links run in index order. A term a lane lacks
+    (no link, no remote path, no socket-link limit) adds an exact zero or is not added."""
+    tl, tnl, nl, ll, lbl, w, any_link, cq, uq, qq, en, et, el, es = blk
     W = tl.shape[2]  # lanes (a run-time value: a constant count would be unrolled, not vectorised)
     T, N, L = tl.shape[1], tnl.shape[2], ll.shape[1]
     # 1. traffic and the utilisation of every queue
@@ -690,9 +680,9 @@ def _evaluate(
 
 
 @_inline
-def _jacobian(tl, tnl, nl, ll, w, blk_remote, blk_link, en, et, el, d, j):  # pragma: no cover
-    """Jacobian (T, T, W) of the residual in log X at the current point (slot 0 of the
-    scratch, :func:`_evaluate`), into ``j`` (``d`` (k, T, N, W): scratch).
+def _jacobian(blk, blk_remote, blk_link, d, j):  # pragma: no cover (compiled)
+    """Jacobian (T, T, W) of the residual in log X at the block's current point (slot 0
+    of its evaluations, :func:`_evaluate`), into ``j`` (``d`` (k, T, N, W): scratch).
 
     ``J[t, s] = delta_ts + X_s / denom_t * d Lbar_t / d X_s``, where
     ``d Lbar_t / d X_s = sum_r left_t,r * right_s,r`` over every resource ``r``, added in
@@ -700,6 +690,16 @@ def _jacobian(tl, tnl, nl, ll, w, blk_remote, blk_link, en, et, el, d, j):  # pr
     remote paths, the socket links. A term that is absent (no link, no remote path)
     adds an exact zero (or is not added in a block without any).
     """
+    tl, tnl, nl, ll, w, en, et, el = (
+        blk[0],
+        blk[1],
+        blk[2],
+        blk[3],
+        blk[5],
+        blk[10],
+        blk[11],
+        blk[12],
+    )
     W = tl.shape[2]  # lanes (a run-time value: a constant count would be unrolled, not vectorised)
     T, N, L = tl.shape[1], tnl.shape[2], ll.shape[1]
     for n in range(N):
@@ -784,6 +784,39 @@ def _solve_small(a, rhs, out, piv):  # pragma: no cover (compiled)
             out[k, lane] = (rhs[k, lane] - s) / a[k, k, lane]
 
 
+@_inline
+def _block(T, N, L, W):  # pragma: no cover (compiled)
+    """A block's arrays: its inputs in lanes (``tl``, ``tnl``, ``nl``, ``ll``, ``lbl``:
+    :func:`_load`), what :func:`_prepare` fixes (``w``, ``any_link``, ``cq``), the queues'
+    scratch (``uq``, ``qq``) and two evaluations (``en``, ``et``, ``el``, ``es``; slot 0 the
+    current point, 1 the trial point), as one tuple in that order."""
+    return (
+        np.empty((4, T, W)),
+        np.empty((2, T, N, W)),
+        np.empty((2 + 18, N, W)),
+        np.empty((2, L, T, W)),
+        np.empty((4, W)),
+        np.empty((9, T, N, W)),
+        np.empty(W, dtype=np.bool_),
+        np.empty((3, 4 * N + L, W)),
+        np.empty((4 * N + L, W)),
+        np.zeros((2, 4 * N + L, W)),
+        np.zeros((2, _EN, N, W)),
+        np.zeros((2, _ET, T, W)),
+        np.zeros((2, 3, L, W)),
+        np.zeros((2, 4, W)),
+    )
+
+
+@_inline
+def _open(b0, tb, tnb, nb, ltb, lb, blk):  # pragma: no cover (compiled)
+    """Load elements ``b0 ..`` into the block ``blk`` (:func:`_block`) and prepare it:
+    whether some lane has a remote path and some a link."""
+    tl, tnl, nl, ll, lbl, w, any_link, cq = blk[:8]
+    _load(b0, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl)
+    return _prepare(tl, tnl, nl, lbl, w, any_link, cq)
+
+
 @_jit
 def _solve_batch(
     tb, tnb, nb, ltb, lb, x0, has_x0, tol, max_iter, out_t, out_n, out_l, out_b, iters, W
@@ -805,13 +838,8 @@ def _solve_batch(
     its ``mode`` asks for; a lane whose element is done waits for the block's others.
     """
     T, N, B, L = tb.shape[1], tnb.shape[2], tb.shape[2], ltb.shape[1]
-    tl, tnl, nl = np.empty((4, T, W)), np.empty((2, T, N, W)), np.empty((2 + 18, N, W))
-    ll, lbl = np.empty((2, L, T, W)), np.empty((4, W))
-    w = np.empty((9, T, N, W))
-    any_link = np.empty(W, dtype=np.bool_)
-    cq, uq, qq = np.empty((3, 4 * N + L, W)), np.empty((4 * N + L, W)), np.zeros((2, 4 * N + L, W))
-    en, et = np.zeros((2, _EN, N, W)), np.zeros((2, _ET, T, W))  # 0: current point, 1: trial
-    el, es = np.zeros((2, 3, L, W)), np.zeros((2, 4, W))
+    blk = _block(T, N, L, W)
+    tl, tnl, nl, en, et, el, es = blk[0], blk[1], blk[2], blk[10], blk[11], blk[12], blk[13]
     x, z, step = np.empty((T, W)), np.zeros((T, W)), np.zeros((T, W))
     rhs, sol, demand = np.empty((T, W)), np.empty((T, W)), np.empty((T, W))
     jac, dj, piv = np.empty((T, T, W)), np.empty((6, T, N, W)), np.empty(W)
@@ -821,8 +849,7 @@ def _solve_batch(
     shrinks = np.zeros(W, dtype=np.int64)
     need = np.empty(W, dtype=np.bool_)
     for b0 in range(0, B, W):
-        _load(b0, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl)
-        blk_remote, blk_link = _prepare(tl, tnl, nl, lbl, w, any_link, cq)
+        blk_remote, blk_link = _open(b0, tb, tnb, nb, ltb, lb, blk)
         _zero_load(tl, tnl, nl, demand)
         for lane in range(W):
             n_iter[lane], tries[lane], shrinks[lane], lam[lane] = 0, 0, 0, 1.0
@@ -845,26 +872,7 @@ def _solve_batch(
         while True:
             for lane in range(W):
                 bgs[lane] = 0.0 if mode[lane] == _QUIET else 1.0
-            _evaluate(
-                x,
-                bgs,
-                tl,
-                tnl,
-                nl,
-                ll,
-                lbl,
-                w,
-                any_link,
-                blk_remote,
-                blk_link,
-                cq,
-                uq,
-                qq,
-                en,
-                et,
-                el,
-                es,
-            )
+            _evaluate(x, bgs, blk, blk_remote, blk_link)
             for lane in range(W):
                 accept[lane], need[lane] = 0.0, False
                 m = mode[lane]
@@ -963,7 +971,7 @@ def _solve_batch(
                     mode[lane] = _DONE
                 newton = newton or need[lane]
             if newton:
-                _jacobian(tl, tnl, nl, ll, w, blk_remote, blk_link, en, et, el, dj, jac)
+                _jacobian(blk, blk_remote, blk_link, dj, jac)
                 for t in range(T):
                     for lane in range(W):
                         rhs[t, lane] = et[0, _E_RESID, t, lane]
@@ -1008,43 +1016,18 @@ def _evaluate_batch(tb, tnb, nb, ltb, lb, x, ev_t, ev_n, ev_l, ev_b, jac, W):  #
     ``ev_t`` (8, T, B), ``ev_n`` (16, N, B), ``ev_l`` (3, L, B), ``ev_b`` (4, B), ``jac``
     (T, T, B)."""
     T, N, B, L = tb.shape[1], tnb.shape[2], tb.shape[2], ltb.shape[1]
-    tl, tnl, nl = np.empty((4, T, W)), np.empty((2, T, N, W)), np.empty((2 + 18, N, W))
-    ll, lbl = np.empty((2, L, T, W)), np.empty((4, W))
-    w = np.empty((9, T, N, W))
-    any_link = np.empty(W, dtype=np.bool_)
-    cq, uq, qq = np.empty((3, 4 * N + L, W)), np.empty((4 * N + L, W)), np.zeros((2, 4 * N + L, W))
-    en, et = np.zeros((2, _EN, N, W)), np.zeros((2, _ET, T, W))
-    el, es = np.zeros((2, 3, L, W)), np.zeros((2, 4, W))
+    blk = _block(T, N, L, W)
+    en, et, el, es = blk[10], blk[11], blk[12], blk[13]
     xl, bgs = np.empty((T, W)), np.ones(W)
     j, dj = np.empty((T, T, W)), np.empty((6, T, N, W))
     for b0 in range(0, B, W):
-        _load(b0, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl)
-        blk_remote, blk_link = _prepare(tl, tnl, nl, lbl, w, any_link, cq)
+        blk_remote, blk_link = _open(b0, tb, tnb, nb, ltb, lb, blk)
         for lane in range(W):
             for t in range(T):
                 xl[t, lane] = x[t, min(b0 + lane, B - 1)]
-        _evaluate(
-            xl,
-            bgs,
-            tl,
-            tnl,
-            nl,
-            ll,
-            lbl,
-            w,
-            any_link,
-            blk_remote,
-            blk_link,
-            cq,
-            uq,
-            qq,
-            en,
-            et,
-            el,
-            es,
-        )
+        _evaluate(xl, bgs, blk, blk_remote, blk_link)
         en[0], et[0], el[0], es[0] = en[1], et[1], el[1], es[1]
-        _jacobian(tl, tnl, nl, ll, w, blk_remote, blk_link, en, et, el, dj, j)
+        _jacobian(blk, blk_remote, blk_link, dj, j)
         for lane in range(min(W, B - b0)):
             b = b0 + lane
             ev_t[:, :, b] = et[0, :, :, lane]
