@@ -75,7 +75,6 @@ from envs.solver import (
     link_weights,
     lsum,
     solve_fixed_point,
-    zero_load_demand,
 )
 
 __all__ = [
@@ -1826,7 +1825,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     # ---- outputs (batch-first)
     x = sol.throughput
     c = p.curves
-    demand = zero_load_demand(cap, compute, node_share, remote, c)
+    demand = sol.demand  # each tenant's throughput at idle latencies
     rd, wr = sol.node_read_gbps, sol.node_write_gbps
     bw = rd + wr
     mix = rd / np.maximum(bw, 1e-300)

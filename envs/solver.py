@@ -68,7 +68,6 @@ __all__ = [
     "link_weights",
     "lsum",
     "solve_fixed_point",
-    "zero_load_demand",
 ]
 
 F64 = NDArray[np.float64]
@@ -163,6 +162,7 @@ class Solution:
     residual: F64  # (B,)
     iterations: NDArray[np.int64]  # (B,)
     link_util: F64  # (L, B) utilisation of each socket-link direction (L = 0: no limit)
+    demand: F64  # (T, B) throughput at idle latencies: the zero-load demand (0 if absent)
 
 
 def lsum(x: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
@@ -828,7 +828,7 @@ def _solve_batch(
     and write traffic, the node curves; ``ltb`` (2, L, T, B): the socket links' weights
     per byte of throughput and per unit of bandwidth; ``lb`` (4, B): whether a limit
     exists and the links' queue curve; ``x0`` (T, B) the warm start (``has_x0``).
-    Outputs: ``out_t`` (2, T, B) throughput and mean latency; ``out_n`` (5, N, B)
+    Outputs: ``out_t`` (3, T, B) throughput, mean latency and zero-load demand; ``out_n`` (5, N, B)
     latency, utilisation, remote utilisation, read and write traffic; ``out_l`` (L, B)
     socket-link utilisation; ``out_b`` (B,) residual; ``iters`` (B,) Newton iterations.
 
@@ -999,6 +999,7 @@ def _solve_batch(
             for t in range(T):
                 out_t[0, t, b] = _exp(z[t, lane]) if tl[0, t, lane] > 0 else 0.0
                 out_t[1, t, b] = et[0, _E_LBAR, t, lane]
+                out_t[2, t, b] = demand[t, lane]
             for n in range(N):
                 out_n[0, n, b] = en[0, _E_LNODE, n, lane]
                 out_n[1, n, b] = en[0, _E_ULOC, n, lane]
@@ -1035,21 +1036,6 @@ def _evaluate_batch(tb, tnb, nb, ltb, lb, x, ev_t, ev_n, ev_l, ev_b, jac, W):  #
             ev_l[:, :, b] = el[0, :, :, lane]
             ev_b[:, b] = es[0, :, lane]
             jac[:, :, b] = j[:, :, lane]
-
-
-@_jit
-def _zero_load_batch(tb, tnb, nb, W):  # pragma: no cover (compiled)
-    T, N, B = tb.shape[1], tnb.shape[2], tb.shape[2]
-    tl, tnl, nl = np.empty((4, T, W)), np.empty((2, T, N, W)), np.empty((2 + 18, N, W))
-    ll, lbl = np.empty((2, 0, T, W)), np.empty((4, W))
-    ltb, lb = np.empty((2, 0, T, B)), np.empty((4, B))
-    out, d = np.empty((T, B)), np.empty((T, W))
-    for b0 in range(0, B, W):
-        _load(b0, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl)
-        _zero_load(tl, tnl, nl, d)
-        for lane in range(min(W, B - b0)):
-            out[:, b0 + lane] = d[:, lane]
-    return out
 
 
 def _pack(
@@ -1089,23 +1075,6 @@ def _pack(
         lb[0] = fin
         lb[1], lb[2], lb[3] = links.slope_ns, links.knee_ns, links.knee_exp
     return tb, tnb, nb, ltb, lb
-
-
-def zero_load_demand(cap: F64, compute: F64, share: F64, remote: F64, nc: NodeCurves) -> F64:
-    """Each tenant's throughput (T, B) at idle latencies: its bandwidth demand (0 where ``cap`` is 0).
-
-    ``cap`` (T, B) bytes in flight, ``compute`` (T, B) ns, ``share`` and
-    ``remote`` (T, N, B): Little's law with every node at its idle latency (the
-    solver's cold start, by the same compiled code).
-    """
-    T, N, B = share.shape[0], share.shape[1], cap.shape[-1]
-    tb = np.zeros((4, T, B))
-    tb[0], tb[1] = cap, compute
-    tnb = np.empty((2, T, N, B))
-    tnb[0], tnb[1] = share, remote
-    nb = np.zeros((2 + len(_CURVES), N, B))
-    nb[_IDLE], nb[_REM_NS] = nc.idle_ns, nc.remote_ns
-    return _zero_load_batch(tb, tnb, nb, min(_W, B))
 
 
 @dataclass
@@ -1234,7 +1203,7 @@ def solve_fixed_point(
     has_x0 = x0 is not None
     xs = np.empty((T, B))  # a writable array always: one compiled signature
     xs[...] = 0.0 if x0 is None else x0
-    out_t, out_n = np.empty((2, T, B)), np.empty((5, N, B))
+    out_t, out_n = np.empty((3, T, B)), np.empty((5, N, B))
     out_l, out_b = np.empty((L, B)), np.empty(B)
     iters = np.empty(B, dtype=np.int64)
     _solve_batch(
@@ -1257,6 +1226,7 @@ def solve_fixed_point(
     sol = Solution(
         throughput=out_t[0],
         tenant_latency_ns=out_t[1],
+        demand=out_t[2],
         node_latency_ns=out_n[0],
         node_util=out_n[1],
         remote_util=out_n[2],
