@@ -6,8 +6,12 @@ in its docstring (constants of the source as defaults).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from envs.jit import ufunc
 
 __all__ = [
     "FALLBACK_LISTS",
@@ -50,6 +54,9 @@ __all__ = [
 ]
 
 PAGE_BYTES = 4096
+GIB = float(1 << 30)
+GB_PER_GIB = GIB / 1e9
+PAGES_PER_GIB = GIB / PAGE_BYTES
 GIB_KB = 1024.0 * 1024.0
 
 # kernel/sched/fair.c: numa_promotion_adjust_threshold()
@@ -189,18 +196,20 @@ MAX_RECLAIM_RETRIES = 16
 PAGES_PER_GIB_SHIFT = 30 - 12  # ``gb = pages >> (30 - PAGE_SHIFT)`` in inactive_is_low
 
 
-def inactive_ratio(lru_pages: ArrayLike) -> NDArray[np.float64]:
+@ufunc("float64(float64)")
+def inactive_ratio(lru_pages: float) -> float:
     """Target active:inactive ratio of an anon LRU of ``lru_pages`` 4 KiB pages.
 
     ``mm/vmscan.c`` ``inactive_is_low``: ``int_sqrt(10 * gb)`` with ``gb`` the LRU's
     whole GiB (``(inactive + active) >> 18``), 1 under a GiB: 50 for 256 GiB, 11 for
     14 GiB, 3 for 1 GiB.
     """
-    gb = np.floor(np.asarray(lru_pages, dtype=float) / float(1 << PAGES_PER_GIB_SHIFT))
-    return np.where(gb >= 1.0, np.floor(np.sqrt(10.0 * np.maximum(gb, 1.0))), 1.0)
+    gb = math.floor(lru_pages / float(1 << PAGES_PER_GIB_SHIFT))
+    return math.floor(math.sqrt(10.0 * gb)) if gb >= 1.0 else 1.0
 
 
-def inactive_anon_target(lru_pages: ArrayLike) -> NDArray[np.float64]:
+@ufunc("float64(float64)")
+def inactive_anon_target(lru_pages: float) -> float:
     """Pages on the inactive anon list that ``inactive_is_low`` keeps an LRU at.
 
     ``inactive_is_low`` is true while ``inactive * ratio < active``; reclaim then
@@ -208,11 +217,11 @@ def inactive_anon_target(lru_pages: ArrayLike) -> NDArray[np.float64]:
     ``kswapd_age_node``) until it is false, so the inactive list holds
     ``lru / (1 + ratio)`` of the LRU (:func:`inactive_ratio`): about 5 GiB of 256.
     """
-    lru = np.asarray(lru_pages, dtype=float)
-    return lru / (1.0 + inactive_ratio(lru))
+    return lru_pages / (1.0 + inactive_ratio(lru_pages))
 
 
-def kswapd_hopeless(failures: ArrayLike) -> NDArray[np.bool_]:
+@ufunc("boolean(float64)")
+def kswapd_hopeless(failures: float) -> bool:
     """Whether kswapd has given up on a node (``kswapd_failures >= MAX_RECLAIM_RETRIES``).
 
     ``mm/vmscan.c`` ``wakeup_kswapd`` returns early for such a node ("hopeless node,
@@ -220,12 +229,11 @@ def kswapd_hopeless(failures: ArrayLike) -> NDArray[np.bool_]:
     so neither allocations nor failed promotions (``migrate_misplaced_folio_prepare``)
     wake it until reclaim on the node succeeds (:func:`kswapd_failures_after`).
     """
-    return np.asarray(failures, dtype=float) >= MAX_RECLAIM_RETRIES
+    return failures >= MAX_RECLAIM_RETRIES
 
 
-def kswapd_failures_after(
-    failures: ArrayLike, passes: ArrayLike, ran: ArrayLike, progress: ArrayLike
-) -> NDArray[np.float64]:
+@ufunc("float64(float64, float64, boolean, boolean)")
+def kswapd_failures_after(failures: float, passes: float, ran: bool, progress: bool) -> float:
     """A node's ``kswapd_failures`` after an interval.
 
     ``mm/vmscan.c``: each ``balance_pgdat`` pass (priorities ``DEF_PRIORITY`` 12 down
@@ -237,9 +245,11 @@ def kswapd_failures_after(
     ``ran`` whether it ran fruitlessly, ``progress`` whether any reclaim on the
     node succeeded.
     """
-    f = np.asarray(failures, dtype=float)
-    more = np.minimum(f + np.asarray(passes, dtype=float), float(MAX_RECLAIM_RETRIES))
-    return np.where(np.asarray(progress), 0.0, np.where(np.asarray(ran), more, f))
+    if progress:
+        return 0.0
+    if ran:
+        return min(failures + passes, float(MAX_RECLAIM_RETRIES))
+    return failures
 
 
 def memcg_reclaim_scan(
@@ -259,13 +269,16 @@ def memcg_reclaim_scan(
     scans this ``>> priority`` at each priority from 12 down to 1, about this once
     in all.
     """
-    size = np.asarray(size_pages, dtype=float)
-    prot = np.asarray(protection_pages, dtype=float)
-    use = np.asarray(usage_pages, dtype=float)
-    usage = np.maximum(use, prot)
-    scan = size - size * prot / (usage + 1.0)
-    scan = np.minimum(np.maximum(scan, min_scan_pages), size)
-    return np.where(use <= prot, 0.0, scan)
+    return reclaim_scan(size_pages, protection_pages, usage_pages, min_scan_pages)
+
+
+@ufunc("float64(float64, float64, float64, float64)")
+def reclaim_scan(size: float, prot: float, use: float, min_scan: float) -> float:
+    """:func:`memcg_reclaim_scan` with every argument given: the ufunc compiled code calls."""
+    if use <= prot:
+        return 0.0
+    scan = size - size * prot / (max(use, prot) + 1.0)
+    return min(max(scan, min_scan), size)
 
 
 # --------------------------------------------------------------------------- NUMA-balancing scanning
@@ -411,10 +424,15 @@ def memcg_high_delay_s(
     ``mem_cgroup_handle_over_high`` caps one sleep at 2 s and skips sleeps of
     10 ms or less (the cap is the caller's: see :func:`memcg_high_throttle`).
     """
-    use = np.asarray(usage, dtype=float)
-    hi = np.maximum(np.asarray(high, dtype=float), 1e-300)
-    over = np.minimum(np.maximum(use - hi, 0.0) / hi, 1e6)  # 1e6: far past the 2 s cap
-    return 64.0 * over * over * np.asarray(nr_pages, dtype=float) / MEMCG_CHARGE_BATCH
+    return high_delay_s(usage, high, nr_pages)
+
+
+@ufunc("float64(float64, float64, float64)")
+def high_delay_s(usage: float, high: float, nr_pages: float) -> float:
+    """:func:`memcg_high_delay_s` with every argument given: the ufunc compiled code calls."""
+    hi = max(high, 1e-300)
+    over = min(max(usage - hi, 0.0) / hi, 1e6)  # 1e6: far past the 2 s cap
+    return 64.0 * over * over * nr_pages / MEMCG_CHARGE_BATCH
 
 
 def memcg_high_throttle(

@@ -39,11 +39,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from envs import reclaim as _reclaim
 from envs.hardware import mix_peak, turnaround_penalty
 from envs.kernel import (
     FALLBACK_LISTS,
-    MEMCG_MIN_HIGH_DELAY_S,
-    PAGE_BYTES,
+    GB_PER_GIB,
+    GIB,
+    PAGES_PER_GIB,
     SCAN_DELAY_MS,
     SCAN_PERIOD_MAX_MS,
     SCAN_PERIOD_MIN_MS,
@@ -51,19 +53,15 @@ from envs.kernel import (
     THRESHOLD_START_MS,
     adapt_promotion_threshold,
     build_fallback_lists,
-    inactive_anon_target,
-    kswapd_failures_after,
-    kswapd_hopeless,
-    memcg_high_delay_s,
     memcg_high_throttle,
     memcg_promotion_scan_fraction,
-    memcg_reclaim_scan,
     pgdat_free_space_enough,
     task_scan_bounds,
     tier_aware_limit,
     update_task_scan_period,
     zone_watermarks,
 )
+from envs.reclaim import bandwidth_share, from_tanh, migration_free_gib, tanh_arg
 from envs.rng import normal32 as _normal32
 from envs.rng import splitmix as _splitmix
 from envs.rng import uniform as _uniform
@@ -92,9 +90,6 @@ __all__ = [
 
 F64 = NDArray[np.float64]
 LINE_BYTES = 64
-GIB = float(1 << 30)
-GB_PER_GIB = GIB / 1e9
-PAGES_PER_GIB = GIB / PAGE_BYTES
 # Hotness buckets: edges in fraction of a tenant's pages, hottest first.
 # Log-spaced at the hot end so a Zipf head is resolved with few buckets.
 BUCKET_EDGES = np.array([0.0, 0.001, 0.005, 0.02, 0.06, 0.15, 0.3, 0.6, 1.0])
@@ -345,6 +340,12 @@ class Params:
         """Each node's read and write peak for page migration (N, B), the CXL link included."""
         c = self.curves
         return np.minimum(c.mem_read, c.link_read), np.minimum(c.mem_write, c.link_write)
+
+    @functools.cached_property
+    def demoting_nodes(self) -> list[int]:
+        """The nodes that are DRAM with a demotion target in some element of the batch."""
+        can = ~self.is_cxl & (self.demote_target >= 0)
+        return [m for m in range(self.n_nodes) if can[m].any()]
 
     @property
     def n_tenants(self) -> int:
@@ -1075,22 +1076,7 @@ def access_probability(x: F64) -> F64:
     ``2 tanh(x/2) / (1 + tanh(x/2))`` in float32: plenty for a probability, exact for
     small ``x``, and numpy vectorises float32 tanh (not expm1), 5x faster here.
     """
-    th = np.tanh((0.5 * x).astype(np.float32))
-    return ((th + th) / (th + np.float32(1.0))).astype(float)
-
-
-def _take_in_proportion(pages: F64, weights: F64, amount: F64) -> F64:
-    """``amount`` (T, B) GiB taken from each tenant's ``pages`` (T, K, B) by ``weights``.
-
-    In proportion to ``weights`` (T, K, B; at most ``pages``) first, then whatever is
-    still missing in proportion to the pages left. Returns the take (T, K, B).
-    """
-    pages = np.maximum(pages, 0.0)
-    wsum = lsum(weights, 1)
-    first = np.minimum(pages, weights * (amount / np.maximum(wsum, 1e-300))[:, None])
-    rest = np.maximum(amount - lsum(first, 1), 0.0)
-    left = pages - first
-    return first + left * np.minimum(1.0, rest / np.maximum(lsum(left, 1), 1e-300))[:, None]
+    return from_tanh(np.tanh(tanh_arg(x)))
 
 
 # --------------------------------------------------------------------------- the step
@@ -1149,16 +1135,14 @@ def migration_room(p: Params, util: F64, dt: F64) -> tuple[F64, F64]:
     migration may use up to ``migrate_max_util`` of it.
     """
     peak_rd, peak_wr = p.migration_peaks
-    free = np.maximum(p.migrate_max_util - util, 0.0) * dt / GB_PER_GIB
+    free = migration_free_gib(p.migrate_max_util, util, dt)
     return free * peak_rd, free * peak_wr
 
 
 def _use_bandwidth(p: Params, util: F64, read_gib: F64, write_gib: F64, dt: F64) -> F64:
     """``util`` plus the share of bandwidth that reading and writing these GiB (N, B) takes."""
     peak_rd, peak_wr = p.migration_peaks
-    rd = read_gib * GB_PER_GIB / dt / peak_rd
-    wr = write_gib * GB_PER_GIB / dt / peak_wr
-    return util + rd + wr
+    return bandwidth_share(util, read_gib, write_gib, dt, peak_rd, peak_wr)
 
 
 def tenant_phase(p: Params, state: State, now: F64, dt: F64) -> tuple[Tenants, F64]:
@@ -1474,24 +1458,17 @@ def lru_reclaim(
     cold is demoted in proportion at once rather than as its folios reach the tail of
     the active list; MGLRU's generations (``lru_gen_set_refs``).
     """
-    R = p.kswapd_scan_pps if scan_pps is None else scan_pps
-    on_m = np.maximum(on_m, 0.0)  # (a demotion's rounding may leave -1e-19 GiB)
-    size = lsum(on_m, 1)  # (T, B) GiB of each lruvec on the node
-    inactive = inactive_anon_target(size * PAGES_PER_GIB)  # (T, B) pages
-    scan = memcg_reclaim_scan(inactive, protected * PAGES_PER_GIB, usage * PAGES_PER_GIB)
-    pass_pages = lsum(scan, 0)  # (B,) pages a pass looks at
-    pass_s = pass_pages / R
-    scanned = scan > 0
-    age = np.where(scanned, pass_s * inactive / np.where(scanned, scan, 1.0), 0.0)  # (T, B)
-    miss = 1.0 - access_probability(access_rate * age[:, None])  # no reference since
-    first_look = np.minimum(1.0, pass_s / dt)  # (B,) share of looks that are a page's first
-    let_go = np.maximum(on_m - fresh_m * first_look, 0.0) * miss  # (T, K, B) GiB let go
-    # of each lruvec's inactive list, R * scan / pass_pages pages a second, bucket by bucket
-    # as the lruvec: the GiB a second the check lets go
-    share = let_go / np.maximum(size, 1e-300)[:, None]  # (T, K, B) <= 1
-    gib_s = R / PAGES_PER_GIB * scan / np.maximum(pass_pages, 1e-300)  # (T, B)
-    rate = share * gib_s[:, None]  # (T, K, B) GiB/s
-    per_pass = lsum(scan * lsum(share, 1), 0)  # (B,) pages
+    B = on_m.shape[-1]
+    R = np.broadcast_to(p.kswapd_scan_pps if scan_pps is None else scan_pps, (B,))
+    place = np.ascontiguousarray(on_m[:, :, None], dtype=float)  # (T, K, 1, B): node 0
+    low, usage = np.broadcast_arrays(protected, usage)
+    h = np.empty(on_m.shape, np.float32)
+    _reclaim.lru_args(place, access_rate, low, usage, R, h)
+    rate = np.empty(on_m.shape)
+    per_pass, pass_s = np.empty(B), np.empty(B)
+    dt = np.broadcast_to(np.asarray(dt, dtype=float), (B,))
+    fresh = np.ascontiguousarray(fresh_m[:, :, None], dtype=float)
+    _reclaim.lru_rates(place, fresh, np.tanh(h), low, usage, R, dt, rate, per_pass, pass_s)
     return rate, per_pass, pass_s
 
 
@@ -1534,116 +1511,33 @@ def reclaim_and_demote(
     the rest. ``memory.low`` acts on total usage with ``memcg_limits`` "total",
     else on DRAM usage.
     """
-    N = p.n_nodes
-    is_dram = ~p.is_cxl
-    tenant_node, used, dram_use = cand.tenant_node, cand.used, cand.dram_use  # of ``place``
-    dem_from = np.zeros_like(p.capacity_gib)  # (N, B) GiB demoted from each node
-    dem_to = np.zeros_like(p.capacity_gib)
-    util = np.zeros_like(p.capacity_gib)  # share of each node's bandwidth migration uses
+    N, B = p.n_nodes, p.batch_size
+    dem_from = np.zeros((N, B))  # GiB demoted from each node
+    dem_to = np.zeros((N, B))
+    util = np.zeros((N, B))  # share of each node's bandwidth migration uses
     failures = failures.copy()
-    over_high = np.maximum(dram_use - tn.high, 0.0) / np.maximum(dram_use, 1e-300)  # (T, B)
-    total_use = lsum(tenant_node, 1)  # (T, B) demotion does not change it
-    if charged is not None and np.isfinite(tn.tot_high).any():
-        over_tot = (charged * PAGES_PER_GIB >= 1.0) & (  # at least one page charged
-            memcg_high_delay_s(total_use, tn.tot_high) > MEMCG_MIN_HIGH_DELAY_S
-        )
-        over_high = np.where(over_tot, 1.0, over_high)
-    low_on_total = p.memcg_mode == 0
-    demoted = False  # the placement (and its sums above) changed
-    low = tn.low
-    for m in range(N):
-        tgt = p.demote_target[m]
-        can = is_dram[m] & (tgt >= 0)
-        if not can.any():
-            continue
-        dst = _onehot(np.maximum(tgt, 0), N)  # (N, B)
-        tfree = lsum(((p.capacity_gib - used - p.wm_low) * dst), 0)
-        on_m = place[:, :, m]  # (T, K, B)
-        if demoted:
-            tenant_node = lsum(place, 1)
-            dram_use = lsum((tenant_node * is_dram), 1)  # (T, B)
-        size_m = tenant_node[:, m]  # (T, B)
-        # memory.high: the excess over the cgroup's whole DRAM usage at the start of
-        # the phase, taken from each DRAM node in proportion to what the cgroup has there
-        excess = np.where(can, over_high * size_m, 0.0)
-        free_m = p.capacity_gib[m] - used[m]
-        tpp = p.demote_wm_frac > 0
-        tpp_mark = np.maximum(p.demote_wm_frac * p.capacity_gib[m], 2 * p.wm_high[m])
-        wake = np.where(tpp, tpp_mark, np.where(promo_on, p.wm_high[m], p.wm_low[m]))
-        target = np.where(tpp, tpp_mark, np.where(promo_on, p.wm_promo[m], p.wm_high[m]))
-        kswapd = np.where(free_m < wake, np.maximum(target - free_m, 0.0), 0.0)
-        kswapd = np.maximum(kswapd, cand.need_room[m])
-        kswapd = np.where(p.demotion & can & ~kswapd_hopeless(failures[m]), kswapd, 0.0)
-        kswapd = np.minimum(kswapd, p.kswapd_gibps * dt)  # (B,) GiB it would demote
-        if not (kswapd > 0).any() and not (excess > 0).any():
+    used = cand.used.copy()
+    T, K = place.shape[:2]
+    kswapd, excess, usage = np.empty(B), np.empty((T, B)), np.empty((T, B))
+    h = np.zeros((T, K, B), np.float32)  # written where something reclaims
+    charged = np.empty((T, 0)) if charged is None else charged
+    dt = np.broadcast_to(dt, (B,))
+    peak_rd, peak_wr = p.migration_peaks
+    for m in p.demoting_nodes:
+        busy = _reclaim.look(
+            m, place, used, failures, dem_from, cand.need_room, promo_on, dt, charged,
+            cand.tenant_node, cand.dram_use, tn.high, tn.tot_high, tn.low,
+            p.is_cxl, p.demote_target, p.capacity_gib, p.wm_low, p.wm_high, p.wm_promo,
+            p.demotion, p.demote_wm_frac, p.kswapd_gibps, p.kswapd_scan_pps, p.memcg_mode,
+            cand.access_rate, kswapd, excess, usage, h,
+        )  # fmt: skip
+        if busy == 0:
             continue  # kswapd asleep, no memory.high reclaim: nothing changes
-        usage = np.where(low_on_total, total_use, dram_use)
-        # the reference check and the take only where kswapd runs or memory.high reclaims
-        # (gathered when that is a part of the batch: each element's numbers are its own);
-        # elsewhere nothing is taken, the zeros that the computation gives there
-        busy = (kswapd > 0) | excess.any(0)
-        sel = None if np.count_nonzero(busy) > 0.8 * busy.size else np.flatnonzero(busy)
-
-        def part(a: np.ndarray, sel: NDArray[np.int64] | None = sel) -> np.ndarray:
-            return a if sel is None else a[..., sel]
-
-        on_s, excess_s, dt_s = part(on_m), part(excess), part(dt)
-        usage_s = part(usage)
-        rate, per_pass_s, pass_s_s = lru_reclaim(
-            p,
-            on_s,
-            part(fresh[:, :, m]),
-            np.minimum(part(low), usage_s),
-            usage_s,
-            part(cand.access_rate),
-            dt_s,
-            part(p.kswapd_scan_pps),
-        )
-        # memory.high reclaim first (none over it anywhere: nothing, what it gives then)
-        take_s = _take_in_proportion(on_s, rate, excess_s) if excess_s.any() else None
-        # kswapd's scan meanwhile
-        left = np.maximum(on_s, 0.0) if take_s is None else np.maximum(on_s - take_s, 0.0)
-        cap = np.minimum(rate * dt_s, left)
-        cap_sum = lsum(cap, (0, 1))
-        by_kswapd = cap * np.minimum(1.0, part(kswapd) / np.maximum(cap_sum, 1e-300))
-        take_s = by_kswapd + 0.0 if take_s is None else take_s + by_kswapd
-        if sel is None:
-            take, per_pass, pass_s = take_s, per_pass_s, pass_s_s
-        else:
-            take = np.zeros_like(on_m)
-            take[..., sel] = take_s
-            per_pass, pass_s = np.zeros_like(kswapd), np.zeros_like(kswapd)
-            per_pass[sel], pass_s[sel] = per_pass_s, pass_s_s
-        high_gib = lsum(excess, 0)
-        take = np.minimum(take, np.maximum(on_m, 0.0))  # no rounding past the pages there
-        total = lsum(lsum(take, 1), 0)
-        read_room, write_room = migration_room(p, util, dt)
-        room = np.minimum(np.maximum(tfree, 0.0), read_room[m])
-        room = np.minimum(room, lsum((write_room * dst), 0))
-        fit = np.minimum(1.0, room / np.maximum(total, 1e-300))
-        # kswapd_failures: a pass that reclaims under a page (nothing let go, or no room
-        # on the target) is fruitless, and kswapd then runs for the whole interval
-        ran = kswapd > 0
-        fruitless = np.minimum(per_pass, room * PAGES_PER_GIB) < 1.0
-        progress = (ran & ~fruitless) | (high_gib * fit * PAGES_PER_GIB >= 1.0)
-        failures[m] = kswapd_failures_after(
-            failures[m], dt / np.maximum(pass_s, 1e-300), ran & fruitless, progress
-        )
-        take *= fit
-        if not take.any():
-            continue  # nothing to demote in any element (moving zeros changes nothing)
-        demoted = True
-        place[:, :, m] -= take
-        for n in range(N):
-            if dst[n].all():
-                place[:, :, n] += take
-            elif dst[n].any():
-                place[:, :, n] += take * dst[n]
-        moved = lsum(take, (0, 1))
-        dem_from[m] += moved
-        dem_to += moved * dst
-        used = used + moved * (dst - (np.arange(N) == m)[:, None])
-        util = _use_bandwidth(p, util, moved * (np.arange(N) == m)[:, None], moved * dst, dt)
+        _reclaim.take(
+            m, np.tanh(h, out=h), place, fresh, used, util, failures, dem_from, dem_to, dt,
+            kswapd, excess, usage, tn.low, p.demote_target, p.capacity_gib, p.wm_low,
+            p.migrate_max_util, peak_rd, peak_wr, p.kswapd_scan_pps,
+        )  # fmt: skip
     return place, dem_from, dem_to, util, failures
 
 

@@ -1,0 +1,81 @@
+"""The decorators of TierGym's compiled code (numba), and the cache they share.
+
+``jit`` compiles a function once and keeps it on disk beside its module
+(``__pycache__``); ``inline`` is for the helpers that are inlined where they are
+called; ``ufunc`` makes a scalar function a numpy ufunc that compiled code calls on
+scalars and Python calls on arrays, so that a mechanism is written once for both.
+All use numpy's error model: ``x / 0`` is ``inf``, and no division is checked (a
+check would stop a loop from vectorising).
+
+numba keys a cached function on its own module's source, not on the functions it
+calls in other modules: a kernel of :mod:`envs.solver` or :mod:`envs.reclaim` that
+inlines a helper of :mod:`envs.kernel` would keep the helper's old code after an
+edit of that file. The cache here is keyed on the contents of every module listed in
+``COMPILED`` instead, so an edit of any of them compiles all of them afresh.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from numba import njit, vectorize
+from numba.core.caching import CompileResultCacheImpl, FunctionCache, InTreeCacheLocator
+
+#: the modules that hold compiled code (file names in this package)
+COMPILED = ("jit.py", "kernel.py", "solver.py", "reclaim.py")
+
+_OPTIONS = {"error_model": "numpy"}
+
+
+@functools.cache
+def _sources_stamp() -> bytes:
+    digest = hashlib.sha256()
+    here = Path(__file__).parent
+    for name in COMPILED:
+        digest.update(name.encode())
+        digest.update((here / name).read_bytes())
+    return digest.digest()
+
+
+class _Locator(InTreeCacheLocator):
+    """numba's in-tree cache (``__pycache__``), stamped with every compiled module."""
+
+    def get_source_stamp(self) -> bytes:
+        return _sources_stamp()
+
+
+class _Impl(CompileResultCacheImpl):
+    _locator_classes: ClassVar[list[type]] = [_Locator]
+
+
+class _Cache(FunctionCache):
+    _impl_class = _Impl
+
+
+def jit(f: Callable[..., Any]) -> Any:
+    """``f`` compiled on first use (per argument types) and cached on disk."""
+    dispatcher = njit(**_OPTIONS)(f)
+    dispatcher._cache = _Cache(dispatcher.py_func)  # numba's own: Dispatcher.enable_caching
+    return dispatcher
+
+
+def inline(f: Callable[..., Any]) -> Any:
+    """``f`` inlined into the compiled functions that call it (not callable alone cheaply)."""
+    return njit(inline="always", **_OPTIONS)(f)
+
+
+def ufunc(*signatures: str) -> Callable[[Callable[..., Any]], Any]:
+    """A numpy ufunc of the scalar function it decorates, compiled for ``signatures``.
+
+    Compiled code calls it on scalars; Python calls it on arrays and scalars (with
+    numpy's broadcasting) and gets arrays, or numpy scalars for scalar arguments.
+    """
+
+    def deco(f: Callable[..., Any]) -> Any:
+        return vectorize(list(signatures), cache=True)(f)  # ufuncs: numpy's error model
+
+    return deco
