@@ -342,6 +342,24 @@ class Params:
         return np.minimum(c.mem_read, c.link_read), np.minimum(c.mem_write, c.link_write)
 
     @functools.cached_property
+    def reclaim_arrays(self) -> dict[str, np.ndarray]:
+        """The arrays the compiled reclaim (:mod:`envs.reclaim`) reads, C-contiguous: a
+        kernel is compiled once per memory layout of its arguments, and some batches hold
+        transposed (Fortran-ordered) ones."""
+        peak_rd, peak_wr = self.migration_peaks
+        names = (
+            "is_cxl", "demote_target", "capacity_gib", "wm_low", "wm_high", "wm_promo",
+            "demotion", "demote_wm_frac", "kswapd_gibps", "kswapd_scan_pps", "memcg_mode",
+            "migrate_max_util",
+        )  # fmt: skip
+        out = {name: np.ascontiguousarray(getattr(self, name)) for name in names}
+        out["peak_rd"], out["peak_wr"] = (
+            np.ascontiguousarray(peak_rd),
+            np.ascontiguousarray(peak_wr),
+        )
+        return out
+
+    @functools.cached_property
     def demoting_nodes(self) -> list[int]:
         """The nodes that are DRAM with a demotion target in some element of the batch."""
         can = ~self.is_cxl & (self.demote_target >= 0)
@@ -1522,21 +1540,27 @@ def reclaim_and_demote(
     h = np.zeros((T, K, B), np.float32)  # written where something reclaims
     charged = np.empty((T, 0)) if charged is None else charged
     dt = np.broadcast_to(dt, (B,))
-    peak_rd, peak_wr = p.migration_peaks
+    c = p.reclaim_arrays
+    # C-contiguous (the kernels are compiled once per layout; a sum over a batch of one
+    # can be a strided view)
+    charged, tenant_node0, dram_use0, high, tot_high, low = (
+        np.ascontiguousarray(a)
+        for a in (charged, cand.tenant_node, cand.dram_use, tn.high, tn.tot_high, tn.low)
+    )
     for m in p.demoting_nodes:
         busy = _reclaim.look(
             m, place, used, failures, dem_from, cand.need_room, promo_on, dt, charged,
-            cand.tenant_node, cand.dram_use, tn.high, tn.tot_high, tn.low,
-            p.is_cxl, p.demote_target, p.capacity_gib, p.wm_low, p.wm_high, p.wm_promo,
-            p.demotion, p.demote_wm_frac, p.kswapd_gibps, p.kswapd_scan_pps, p.memcg_mode,
-            cand.access_rate, kswapd, excess, usage, h,
+            tenant_node0, dram_use0, high, tot_high, low,
+            c["is_cxl"], c["demote_target"], c["capacity_gib"], c["wm_low"], c["wm_high"],
+            c["wm_promo"], c["demotion"], c["demote_wm_frac"], c["kswapd_gibps"],
+            c["kswapd_scan_pps"], c["memcg_mode"], cand.access_rate, kswapd, excess, usage, h,
         )  # fmt: skip
         if busy == 0:
             continue  # kswapd asleep, no memory.high reclaim: nothing changes
         _reclaim.take(
             m, np.tanh(h, out=h), place, fresh, used, util, failures, dem_from, dem_to, dt,
-            kswapd, excess, usage, tn.low, p.demote_target, p.capacity_gib, p.wm_low,
-            p.migrate_max_util, peak_rd, peak_wr, p.kswapd_scan_pps,
+            kswapd, excess, usage, low, c["demote_target"], c["capacity_gib"], c["wm_low"],
+            c["migrate_max_util"], c["peak_rd"], c["peak_wr"], c["kswapd_scan_pps"],
         )  # fmt: skip
     return place, dem_from, dem_to, util, failures
 
