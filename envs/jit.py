@@ -8,7 +8,7 @@ All use numpy's error model: ``x / 0`` is ``inf``, and no division is checked (a
 check would stop a loop from vectorising).
 
 numba keys a cached function on its own module's source, not on the functions it
-calls in other modules: a kernel of :mod:`envs.solver` or :mod:`envs.reclaim` that
+calls in other modules: a kernel of :mod:`envs.candidates` or :mod:`envs.reclaim` that
 inlines a helper of :mod:`envs.kernel` would keep the helper's old code after an
 edit of that file. The cache here is keyed on the contents of every module listed in
 ``COMPILED`` instead, so an edit of any of them compiles all of them afresh.
@@ -26,7 +26,7 @@ from numba import njit, vectorize
 from numba.core.caching import CompileResultCacheImpl, FunctionCache, InTreeCacheLocator
 
 #: the modules that hold compiled code (file names in this package)
-COMPILED = ("jit.py", "kernel.py", "solver.py", "reclaim.py")
+COMPILED = ("jit.py", "kernel.py", "solver.py", "candidates.py", "reclaim.py")
 
 _OPTIONS = {"error_model": "numpy"}
 

@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 PAGE_BYTES = 4096
+LINE_BYTES = 64  # a cache line
 GIB = float(1 << 30)
 GB_PER_GIB = GIB / 1e9
 PAGES_PER_GIB = GIB / PAGE_BYTES
@@ -174,17 +175,15 @@ def auto_interleave_weights(
 # --------------------------------------------------------------------------- kernel/sched/fair.c
 
 
-def pgdat_free_space_enough(
-    free_gib: ArrayLike, promo_wmark_gib: ArrayLike, node_gib: ArrayLike
-) -> NDArray[np.bool_]:
+@ufunc("boolean(float64, float64, float64)")
+def pgdat_free_space_enough(free_gib: float, promo_wmark_gib: float, node_gib: float) -> bool:
     """Whether a DRAM node has so much free memory that every candidate is promoted.
 
     ``kernel/sched/fair.c`` ``pgdat_free_space_enough``: free pages above
     ``PROMO + max(1 GiB, node_present_pages / 16)`` (strictly, ``zone_watermark_ok``);
     NUMA balancing then promotes without the rate limit and the hot threshold.
     """
-    extra = np.maximum(1.0, np.asarray(node_gib, dtype=float) / 16.0)
-    return np.asarray(free_gib) > np.asarray(promo_wmark_gib) + extra
+    return free_gib > promo_wmark_gib + max(1.0, node_gib / 16.0)
 
 
 # --------------------------------------------------------------------------- mm/vmscan.c

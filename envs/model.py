@@ -39,12 +39,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from envs import candidates as _candidates
 from envs import reclaim as _reclaim
 from envs.hardware import mix_peak, turnaround_penalty
 from envs.kernel import (
     FALLBACK_LISTS,
     GB_PER_GIB,
     GIB,
+    LINE_BYTES,
     PAGES_PER_GIB,
     SCAN_DELAY_MS,
     SCAN_PERIOD_MAX_MS,
@@ -55,7 +57,6 @@ from envs.kernel import (
     build_fallback_lists,
     memcg_high_throttle,
     memcg_promotion_scan_fraction,
-    pgdat_free_space_enough,
     task_scan_bounds,
     tier_aware_limit,
     update_task_scan_period,
@@ -89,7 +90,6 @@ __all__ = [
 ]
 
 F64 = NDArray[np.float64]
-LINE_BYTES = 64
 # Hotness buckets: edges in fraction of a tenant's pages, hottest first.
 # Log-spaced at the hot end so a Zipf head is resolved with few buckets.
 BUCKET_EDGES = np.array([0.0, 0.001, 0.005, 0.02, 0.06, 0.15, 0.3, 0.6, 1.0])
@@ -340,6 +340,21 @@ class Params:
         """Each node's read and write peak for page migration (N, B), the CXL link included."""
         c = self.curves
         return np.minimum(c.mem_read, c.link_read), np.minimum(c.mem_write, c.link_write)
+
+    @functools.cached_property
+    def candidate_arrays(self) -> dict[str, np.ndarray]:
+        """The arrays the compiled promotion candidates (:mod:`envs.candidates`) read,
+        C-contiguous (see :attr:`reclaim_arrays`)."""
+        names = (
+            "is_cxl", "capacity_gib", "wm_promo", "wm_high", "access_share", "scan_period_s",
+            "active_only",
+        )  # fmt: skip
+        return {name: np.ascontiguousarray(getattr(self, name)) for name in names}
+
+    @functools.cached_property
+    def cxl_node_list(self) -> NDArray[np.int64]:
+        """The nodes that are CXL in some element of the batch, in order."""
+        return np.array([n for n, _ in self.flags["cxl_nodes"]], dtype=np.int64)
 
     @functools.cached_property
     def reclaim_arrays(self) -> dict[str, np.ndarray]:
@@ -1265,27 +1280,25 @@ def promotion_candidates(
     kswapd runs whenever a promotion finds too little free memory above HIGH,
     so the demotion phase also makes room for the promotions wanted here.
     """
-    T = p.n_tenants
+    T, K, N, B = place.shape
     promo_on = rate_mbps > 0
-    is_dram = ~p.is_cxl
-    tenant_node = lsum(place, 1)  # (T, N, B)
-    used = lsum(tenant_node, 0)  # (N, B)
-    dram_use = lsum((tenant_node * is_dram), 1)  # (T, B)
-    loc1h = tn.loc1h
-    share_k = _gather(p.access_share, tn.phase)  # (T, K, B)
+    c = p.candidate_arrays
+    tenant_node, used, dram_use = np.empty((T, N, B)), np.empty((N, B)), np.empty((T, B))
+    per_page, plentiful = np.empty((T, K, B)), np.empty((N, B), np.bool_)
+    h = np.empty((T, K, B), np.float32)
     # accesses: last interval's throughput; in a tenant's first interval, before it has
-    # one, its throughput alone in local DRAM (the only estimate there is)
-    gbps = np.where(state.throughput > 0, state.throughput, _gather(state.solo_gbps, tn.phase))
-    lines_per_s = np.where(tn.active, gbps, 0.0) * (1e9 / LINE_BYTES)
-    per_page = lines_per_s[:, None] * share_k / np.maximum(tn.bucket_size * PAGES_PER_GIB, 1.0)
-    free = p.capacity_gib - used  # (N, B)
-    plentiful = pgdat_free_space_enough(free, p.wm_promo, p.capacity_gib)
-    plenty_t = lsum((loc1h * plentiful), 1) > 0  # (T, B)
-    th_t = lsum((loc1h * state.threshold_ms), 1) / 1000.0
-    window = np.where(plenty_t, p.scan_period_s, th_t)
-    detect = access_probability(per_page * window[:, None])
-    if p.flags["active_only"]:
-        detect = np.where(p.active_only, detect * detect, detect)
+    # one, its throughput alone in local DRAM (the only estimate there is); the scan
+    # window: the scan period while the local node has plenty of free memory, else the
+    # node's hot threshold
+    # (C-contiguous: the kernels are compiled once per memory layout of their arguments)
+    local, rate = np.ascontiguousarray(tn.local), np.ascontiguousarray(rate_mbps)
+    _candidates.accesses(
+        place, c["is_cxl"], c["capacity_gib"], c["wm_promo"], c["access_share"],
+        *(np.ascontiguousarray(a) for a in (tn.phase, tn.active)), local,
+        *(np.ascontiguousarray(a) for a in (state.throughput, state.solo_gbps)),
+        *(np.ascontiguousarray(a) for a in (tn.bucket_size, state.threshold_ms)),
+        c["scan_period_s"], tenant_node, used, dram_use, per_page, plentiful, h,
+    )  # fmt: skip
     # sampling noise of the scanner: log-normal per tenant and interval, mean 1 (float32)
     sigma = p.detect_noise.astype(np.float32)
     noise = np.exp(
@@ -1302,31 +1315,24 @@ def promotion_candidates(
     scan_gib = np.where(tn.active & promo_on, scan_gib, 0.0)  # no candidates while off
     scanned = np.minimum(1.0, scan_gib / np.maximum(tn.ws, 1e-300))  # (T, B)
     scanned = np.where(p.numa_mof, scanned, 0.0)  # mempolicy without MPOL_F_MOF: no migration
-    pick = np.clip(np.multiply(detect, noise[:, None], out=detect), 0.0, 1.0, out=detect)
-    pick *= scanned[:, None]  # (T, K, B)
-    cand = {  # (T, K, B) each
-        n: place[:, :, n] * (pick if every else pick * p.is_cxl[n])
-        for n, every in p.flags["cxl_nodes"]
-    }
-    # per-tenant scale of its candidates: memcg throttle, memory.high room (without a
-    # throttle anywhere the scale is 1, and multiplying by it is left out: x * 1.0 is x)
-    throttle = None
+    # per-tenant scale of its candidates: memcg throttle (none anywhere: (T, 0)), memory.high
+    throttle = np.empty((T, 0))
     if p.flags["promo_throttle"]:
-        pressure = lsum((loc1h * (free < p.wm_promo)), 1) > 0
+        free = p.capacity_gib - used
+        pressure = lsum((tn.loc1h * (free < p.wm_promo)), 1) > 0
         thr = memcg_promotion_scan_fraction(tn.low * PAGES_PER_GIB, dram_use * PAGES_PER_GIB)
         throttle = np.where(p.promo_throttle & pressure, thr, 1.0)
-    cand_t = sum((lsum(c, 1) for c in cand.values()), np.zeros_like(dram_use))  # (T, B)
-    if throttle is not None:
-        cand_t = cand_t * throttle
-    room = np.maximum(tn.high - dram_use, 0.0)
-    tscale = np.minimum(1.0, room / np.maximum(cand_t, 1e-300))
-    if throttle is not None:
-        tscale = throttle * tscale
-    cand_t = np.minimum(cand_t, room)
-    cand_node = lsum((cand_t[:, None] * loc1h), 0)  # (N, B) candidates per target node
-    rate_gib = rate_mbps * 1e6 / GIB * dt
-    want = np.where(plentiful, cand_node, np.minimum(rate_gib, cand_node))  # (N, B)
-    need_room = np.maximum(want - np.maximum(free - p.wm_high, 0.0), 0.0)
+    cxl_nodes = p.cxl_node_list
+    by_node = np.empty((len(cxl_nodes), T, K, B))
+    tscale, cand_node = np.empty((T, B)), np.empty((N, B))
+    want, need_room = np.empty((N, B)), np.empty((N, B))
+    _candidates.pick(
+        np.tanh(h, out=h), place, c["is_cxl"], cxl_nodes, c["active_only"], noise,
+        np.ascontiguousarray(scanned), np.ascontiguousarray(throttle), np.ascontiguousarray(tn.high), dram_use,
+        local, used, c["capacity_gib"], c["wm_high"], plentiful, rate,
+        np.broadcast_to(dt, (B,)), by_node, tscale, cand_node, want, need_room,
+    )  # fmt: skip
+    cand = {int(n): by_node[j] for j, n in enumerate(cxl_nodes)}  # (T, K, B) each
     return Candidates(
         cand,
         tscale,

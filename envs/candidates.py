@@ -1,0 +1,169 @@
+"""Phase 3 of an interval compiled: the NUMA-balancing scanner's promotion candidates
+(the mechanism: :func:`envs.model.promotion_candidates`, which drives these kernels).
+
+As in :mod:`envs.reclaim`, the batch runs ``_W`` elements at a time in the lanes of
+small arrays, every loop over lanes innermost over 1-D views, each lane on its own
+element's numbers in the order the mechanism gives. The hint-fault chance is
+:func:`envs.model.access_probability`, whose float32 tanh is numpy's: the phase is
+:func:`accesses` (the placement's sums, each bucket's access rate, the tanh's
+arguments) and :func:`pick` (the candidates, the room they need), with numpy's tanh,
+the scanner's noise and its coverage between them.
+
+Arrays are batch-last, as in :mod:`envs.model`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from envs.jit import inline, jit
+from envs.kernel import GIB, LINE_BYTES, PAGES_PER_GIB, pgdat_free_space_enough
+from envs.reclaim import from_tanh, tanh_arg
+
+_W = 256  # lanes: batch elements side by side
+LINES_PER_GB = 1e9 / LINE_BYTES
+
+
+@inline
+def _placement_sums(place, is_cxl, b0, nb, tenant_node, used, dram_use):  # pragma: no cover
+    """Each tenant's GiB per node (``tenant_node`` (T, N, B)), each node's (``used``
+    (N, B)) and each tenant's on DRAM (``dram_use`` (T, B)), elements ``b0 ..``."""
+    T, K, N, _ = place.shape
+    e = b0 + nb
+    for t in range(T):
+        for n in range(N):
+            acc, src = tenant_node[t, n, b0:e], place[t, 0, n, b0:e]
+            for i in range(nb):
+                acc[i] = src[i]
+            for k in range(1, K):
+                src = place[t, k, n, b0:e]
+                for i in range(nb):
+                    acc[i] = acc[i] + src[i]
+        d, tn, cx = dram_use[t, b0:e], tenant_node[t, 0, b0:e], is_cxl[0, b0:e]
+        for i in range(nb):
+            d[i] = tn[i] * (0.0 if cx[i] else 1.0)
+        for n in range(1, N):
+            tn, cx = tenant_node[t, n, b0:e], is_cxl[n, b0:e]
+            for i in range(nb):
+                d[i] = d[i] + tn[i] * (0.0 if cx[i] else 1.0)
+    for n in range(N):
+        u, src = used[n, b0:e], tenant_node[0, n, b0:e]
+        for i in range(nb):
+            u[i] = src[i]
+        for t in range(1, T):
+            src = tenant_node[t, n, b0:e]
+            for i in range(nb):
+                u[i] = u[i] + src[i]
+
+
+@jit
+def accesses(  # pragma: no cover (compiled)
+    place, is_cxl, capacity, wm_promo, access_share, phase, active, local, throughput,
+    solo_gbps, bucket_size, threshold_ms, scan_period_s,
+    tenant_node, used, dram_use, access_rate, plentiful, h,
+):  # fmt: skip
+    """The placement's sums (``tenant_node``, ``used``, ``dram_use``), each bucket's
+    accesses per page per second (``access_rate`` (T, K, B)), whether each node has
+    plenty of free memory (``plentiful`` (N, B)) and the tanh's arguments of the chance
+    of a hint fault within the scan window (``h`` (T, K, B) float32), written."""
+    T, K, N, B = place.shape
+    lines, window = np.empty((T, _W)), np.empty((T, _W))
+    for b0 in range(0, B, _W):
+        nb = min(_W, B - b0)
+        e = b0 + nb
+        _placement_sums(place, is_cxl, b0, nb, tenant_node, used, dram_use)
+        for n in range(N):
+            cap, u, wm, pl = capacity[n, b0:e], used[n, b0:e], wm_promo[n, b0:e], plentiful[n, b0:e]
+            for i in range(nb):
+                pl[i] = pgdat_free_space_enough(cap[i] - u[i], wm[i], cap[i])
+        for t in range(T):
+            ph, on, loc, x = phase[t, b0:e], active[t, b0:e], local[t, b0:e], throughput[t, b0:e]
+            ln, win = lines[t], window[t]
+            for i in range(nb):
+                b = b0 + i
+                # last interval's throughput; in a tenant's first, its throughput alone
+                gbps = x[i] if x[i] > 0 else solo_gbps[t, ph[i], b]
+                ln[i] = (gbps if on[i] else 0.0) * LINES_PER_GB
+                n = loc[i]
+                win[i] = scan_period_s[b] if plentiful[n, b] else threshold_ms[n, b] / 1000.0
+            for k in range(K):
+                size, rate, hh = bucket_size[t, k, b0:e], access_rate[t, k, b0:e], h[t, k, b0:e]
+                for i in range(nb):
+                    share = access_share[t, ph[i], k, b0 + i]
+                    r = ln[i] * share / max(size[i] * PAGES_PER_GIB, 1.0)
+                    rate[i] = r
+                    hh[i] = tanh_arg(r * win[i])
+
+
+@jit
+def pick(  # pragma: no cover (compiled)
+    th, place, is_cxl, cxl_nodes, active_only, noise, scanned, throttle, high, dram_use,
+    local, used, capacity, wm_high, plentiful, rate_mbps, dt,
+    cand, tscale, per_target, want, need_room,
+):  # fmt: skip
+    """The candidates on each CXL node ``cxl_nodes[j]`` (``cand[j]`` (T, K, B) GiB), the
+    share of them each tenant may promote (``tscale`` (T, B)), the candidates per target
+    DRAM node (``per_target``), what promotion would move (``want``) and the room kswapd
+    must make for it (``need_room``) (N, B), written. ``th``: numpy's tanh of
+    :func:`accesses`'s ``h``; ``noise`` and ``scanned`` (T, B): the scanner's sampling
+    noise and the share of each working set it covered; ``throttle`` (T, B) the memcg
+    promotion throttle, or (T, 0) for none anywhere."""
+    T, K, N, B = place.shape
+    C = cxl_nodes.shape[0]
+    pk, ct = np.empty((K, _W)), np.empty((T, _W))
+    rows = np.empty(_W)
+    for b0 in range(0, B, _W):
+        nb = min(_W, B - b0)
+        e = b0 + nb
+        squared = active_only[b0:e]
+        for t in range(T):
+            nz, sc = noise[t, b0:e], scanned[t, b0:e]
+            for k in range(K):
+                tk, p_ = th[t, k, b0:e], pk[k]
+                for i in range(nb):
+                    detect = from_tanh(tk[i])
+                    detect = detect * detect if squared[i] else detect
+                    p_[i] = min(max(detect * nz[i], 0.0), 1.0) * sc[i]
+            c_t = ct[t]
+            for i in range(nb):
+                c_t[i] = 0.0
+            for j in range(C):
+                n = cxl_nodes[j]
+                cx = is_cxl[n, b0:e]
+                for k in range(K):
+                    src, dst, p_ = place[t, k, n, b0:e], cand[j, t, k, b0:e], pk[k]
+                    for i in range(nb):
+                        dst[i] = src[i] * (p_[i] if cx[i] else 0.0)
+                src = cand[j, t, 0, b0:e]
+                for i in range(nb):
+                    rows[i] = src[i]
+                for k in range(1, K):
+                    src = cand[j, t, k, b0:e]
+                    for i in range(nb):
+                        rows[i] = rows[i] + src[i]
+                for i in range(nb):
+                    c_t[i] = c_t[i] + rows[i]
+            hi, du, ts = high[t, b0:e], dram_use[t, b0:e], tscale[t, b0:e]
+            for i in range(nb):
+                thr = throttle[t, b0 + i] if throttle.shape[1] > 0 else 1.0
+                c = c_t[i] * thr if throttle.shape[1] > 0 else c_t[i]
+                room = max(hi[i] - du[i], 0.0)
+                s = min(1.0, room / max(c, 1e-300))
+                ts[i] = thr * s if throttle.shape[1] > 0 else s
+                c_t[i] = min(c, room)
+        for n in range(N):
+            pt, loc = per_target[n, b0:e], local[0, b0:e]
+            c0 = ct[0]
+            for i in range(nb):
+                pt[i] = c0[i] * (1.0 if loc[i] == n else 0.0)
+            for t in range(1, T):
+                c_t, loc = ct[t], local[t, b0:e]
+                for i in range(nb):
+                    pt[i] = pt[i] + c_t[i] * (1.0 if loc[i] == n else 0.0)
+            w, nr, pl = want[n, b0:e], need_room[n, b0:e], plentiful[n, b0:e]
+            cap, u, wh = capacity[n, b0:e], used[n, b0:e], wm_high[n, b0:e]
+            for i in range(nb):
+                b = b0 + i
+                rate_gib = rate_mbps[b] * 1e6 / GIB * dt[b]
+                w[i] = pt[i] if pl[i] else min(rate_gib, pt[i])
+                nr[i] = max(w[i] - max(cap[i] - u[i] - wh[i], 0.0), 0.0)
