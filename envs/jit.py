@@ -8,7 +8,7 @@ All use numpy's error model: ``x / 0`` is ``inf``, and no division is checked (a
 check would stop a loop from vectorising).
 
 numba keys a cached function on its own module's source, not on the functions it
-calls in other modules: a kernel of :mod:`envs.candidates` or :mod:`envs.reclaim` that
+calls in other modules: a kernel of :mod:`envs.promotion` or :mod:`envs.reclaim` that
 inlines a helper of :mod:`envs.kernel` would keep the helper's old code after an
 edit of that file. The cache here is keyed on the contents of every module listed in
 ``COMPILED`` instead, so an edit of any of them compiles all of them afresh.
@@ -20,15 +20,13 @@ import functools
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from numba import njit, vectorize
 from numba.core.caching import CompileResultCacheImpl, FunctionCache, InTreeCacheLocator
 
 #: the modules that hold compiled code (file names in this package)
-COMPILED = ("jit.py", "kernel.py", "solver.py", "candidates.py", "reclaim.py")
-
-_OPTIONS = {"error_model": "numpy"}
+COMPILED = ("jit.py", "kernel.py", "solver.py", "promotion.py", "reclaim.py")
 
 
 @functools.cache
@@ -49,7 +47,7 @@ class _Locator(InTreeCacheLocator):
 
 
 class _Impl(CompileResultCacheImpl):
-    _locator_classes: ClassVar[list[type]] = [_Locator]
+    _locator_classes = [_Locator]  # noqa: RUF012 (numba's own attribute)
 
 
 class _Cache(FunctionCache):
@@ -58,14 +56,14 @@ class _Cache(FunctionCache):
 
 def jit(f: Callable[..., Any]) -> Any:
     """``f`` compiled on first use (per argument types) and cached on disk."""
-    dispatcher = njit(**_OPTIONS)(f)
-    dispatcher._cache = _Cache(dispatcher.py_func)  # numba's own: Dispatcher.enable_caching
+    dispatcher = njit(error_model="numpy")(f)
+    dispatcher._cache = _Cache(dispatcher.py_func)  # type: ignore[attr-defined]  # as Dispatcher.enable_caching
     return dispatcher
 
 
 def inline(f: Callable[..., Any]) -> Any:
     """``f`` inlined into the compiled functions that call it (not callable alone cheaply)."""
-    return njit(inline="always", **_OPTIONS)(f)
+    return njit(inline="always", error_model="numpy")(f)
 
 
 def ufunc(*signatures: str) -> Callable[[Callable[..., Any]], Any]:

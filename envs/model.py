@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from envs import candidates as _candidates
+from envs import promotion as _promotion
 from envs import reclaim as _reclaim
 from envs.hardware import mix_peak, turnaround_penalty
 from envs.kernel import (
@@ -342,30 +342,15 @@ class Params:
         return np.minimum(c.mem_read, c.link_read), np.minimum(c.mem_write, c.link_write)
 
     @functools.cached_property
-    def candidate_arrays(self) -> dict[str, np.ndarray]:
-        """The arrays the compiled promotion candidates (:mod:`envs.candidates`) read,
-        C-contiguous (see :attr:`reclaim_arrays`)."""
-        names = (
-            "is_cxl", "capacity_gib", "wm_promo", "wm_high", "access_share", "scan_period_s",
-            "active_only",
-        )  # fmt: skip
-        return {name: np.ascontiguousarray(getattr(self, name)) for name in names}
-
-    @functools.cached_property
-    def cxl_node_list(self) -> NDArray[np.int64]:
-        """The nodes that are CXL in some element of the batch, in order."""
-        return np.array([n for n, _ in self.flags["cxl_nodes"]], dtype=np.int64)
-
-    @functools.cached_property
-    def reclaim_arrays(self) -> dict[str, np.ndarray]:
-        """The arrays the compiled reclaim (:mod:`envs.reclaim`) reads, C-contiguous: a
-        kernel is compiled once per memory layout of its arguments, and some batches hold
-        transposed (Fortran-ordered) ones."""
+    def contiguous(self) -> dict[str, np.ndarray]:
+        """The arrays the compiled phases (:mod:`envs.promotion`, :mod:`envs.reclaim`)
+        read, C-contiguous: a kernel is compiled once per memory layout of its arguments,
+        and some batches hold transposed (Fortran-ordered) arrays."""
         peak_rd, peak_wr = self.migration_peaks
         names = (
             "is_cxl", "demote_target", "capacity_gib", "wm_low", "wm_high", "wm_promo",
             "demotion", "demote_wm_frac", "kswapd_gibps", "kswapd_scan_pps", "memcg_mode",
-            "migrate_max_util",
+            "migrate_max_util", "access_share", "scan_period_s", "active_only",
         )  # fmt: skip
         out = {name: np.ascontiguousarray(getattr(self, name)) for name in names}
         out["peak_rd"], out["peak_wr"] = (
@@ -373,6 +358,11 @@ class Params:
             np.ascontiguousarray(peak_wr),
         )
         return out
+
+    @functools.cached_property
+    def cxl_node_list(self) -> NDArray[np.int64]:
+        """The nodes that are CXL in some element of the batch, in order."""
+        return np.array([n for n, _ in self.flags["cxl_nodes"]], dtype=np.int64)
 
     @functools.cached_property
     def demoting_nodes(self) -> list[int]:
@@ -1134,7 +1124,7 @@ class Tenants:
 class Candidates:
     """Phase 3: promotion candidates found by the NUMA-balancing scanner, and what is wanted."""
 
-    by_node: dict[int, F64]  # CXL node -> (T, K, B) GiB of candidate pages there
+    by_node: F64  # (C, T, K, B) GiB of candidate pages on each CXL node (Params.cxl_node_list)
     tscale: F64  # (T, B) share of its candidates a tenant may promote (throttle, memory.high)
     per_target: F64  # (N, B) candidates per target DRAM node
     want: F64  # (N, B) GiB the promotion would move this interval (rate limit)
@@ -1282,7 +1272,7 @@ def promotion_candidates(
     """
     T, K, N, B = place.shape
     promo_on = rate_mbps > 0
-    c = p.candidate_arrays
+    c = p.contiguous
     tenant_node, used, dram_use = np.empty((T, N, B)), np.empty((N, B)), np.empty((T, B))
     per_page, plentiful = np.empty((T, K, B)), np.empty((N, B), np.bool_)
     h = np.empty((T, K, B), np.float32)
@@ -1292,7 +1282,7 @@ def promotion_candidates(
     # node's hot threshold
     # (C-contiguous: the kernels are compiled once per memory layout of their arguments)
     local, rate = np.ascontiguousarray(tn.local), np.ascontiguousarray(rate_mbps)
-    _candidates.accesses(
+    _promotion.accesses(
         place, c["is_cxl"], c["capacity_gib"], c["wm_promo"], c["access_share"],
         *(np.ascontiguousarray(a) for a in (tn.phase, tn.active)), local,
         *(np.ascontiguousarray(a) for a in (state.throughput, state.solo_gbps)),
@@ -1326,15 +1316,14 @@ def promotion_candidates(
     by_node = np.empty((len(cxl_nodes), T, K, B))
     tscale, cand_node = np.empty((T, B)), np.empty((N, B))
     want, need_room = np.empty((N, B)), np.empty((N, B))
-    _candidates.pick(
+    _promotion.pick(
         np.tanh(h, out=h), place, c["is_cxl"], cxl_nodes, c["active_only"], noise,
         np.ascontiguousarray(scanned), np.ascontiguousarray(throttle), np.ascontiguousarray(tn.high), dram_use,
         local, used, c["capacity_gib"], c["wm_high"], plentiful, rate,
         np.broadcast_to(dt, (B,)), by_node, tscale, cand_node, want, need_room,
     )  # fmt: skip
-    cand = {int(n): by_node[j] for j, n in enumerate(cxl_nodes)}  # (T, K, B) each
     return Candidates(
-        cand,
+        by_node,
         tscale,
         cand_node,
         want,
@@ -1546,7 +1535,7 @@ def reclaim_and_demote(
     h = np.zeros((T, K, B), np.float32)  # written where something reclaims
     charged = np.empty((T, 0)) if charged is None else charged
     dt = np.broadcast_to(dt, (B,))
-    c = p.reclaim_arrays
+    c = p.contiguous
     # C-contiguous (the kernels are compiled once per layout; a sum over a batch of one
     # can be a strided view)
     charged, tenant_node0, dram_use0, high, tot_high, low = (
@@ -1581,37 +1570,14 @@ def promote(
     Returns the placement (``place`` is updated), GiB promoted from each node
     and to each node (N, B), and per tenant (T, B).
     """
-    N = p.n_nodes
-    is_dram = ~p.is_cxl
-    loc1h = tn.loc1h
-    used = lsum(lsum(place, 1), 0)
-    free = p.capacity_gib - used
-    read_room, write_room = migration_room(p, util, dt)
-    budget = np.minimum(cand.want, np.maximum(free - p.wm_high, 0.0))
-    budget = np.minimum(budget, write_room)
-    tscale = cand.tscale * lsum(
-        (loc1h * np.minimum(1.0, budget / np.maximum(cand.per_target, 1e-300))), 1
-    )  # (T, B)
-    promo_tk = None  # (T, K, B) GiB promoted per bucket
-    promo_from = np.zeros_like(p.capacity_gib)  # (N, B)
-    for n, c in cand.by_node.items():
-        moved = np.multiply(c, tscale[:, None], out=c)
-        src = lsum(moved, (0, 1))  # (B,) what this CXL node would give
-        moved *= np.minimum(1.0, read_room[n] / np.maximum(src, 1e-300))
-        place[:, :, n] -= moved
-        promo_tk = moved if promo_tk is None else np.add(promo_tk, moved, out=promo_tk)
-        promo_from[n] = lsum(moved, (0, 1))
-    if promo_tk is None:
-        promo_tk = np.zeros_like(tn.bucket_size)
-    promo_t = lsum(promo_tk, 1)  # (T, B)
-    for n in range(N):
-        if not is_dram[n].any():
-            continue
-        if loc1h[:, n].all():  # every tenant's local DRAM (times 1 changes nothing)
-            place[:, :, n] += promo_tk
-        else:
-            place[:, :, n] += promo_tk * loc1h[:, n][:, None]
-    promo_to = lsum((promo_t[:, None] * loc1h), 0)
+    T, N, B = place.shape[0], place.shape[2], place.shape[3]
+    c = p.contiguous
+    promo_from, promo_to, promo_t = np.zeros((N, B)), np.empty((N, B)), np.empty((T, B))
+    _promotion.promote(
+        place, cand.by_node, p.cxl_node_list, cand.tscale, cand.want, cand.per_target, util,
+        np.ascontiguousarray(tn.local), c["capacity_gib"], c["wm_high"], c["migrate_max_util"],
+        c["peak_rd"], c["peak_wr"], np.broadcast_to(dt, (B,)), promo_from, promo_to, promo_t,
+    )  # fmt: skip
     return place, promo_from, promo_to, promo_t
 
 

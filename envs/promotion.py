@@ -1,5 +1,6 @@
-"""Phase 3 of an interval compiled: the NUMA-balancing scanner's promotion candidates
-(the mechanism: :func:`envs.model.promotion_candidates`, which drives these kernels).
+"""Phases 3 and 5 of an interval compiled: the NUMA-balancing scanner's promotion
+candidates and their promotion (the mechanisms: :func:`envs.model.promotion_candidates`
+and :func:`envs.model.promote`, which drive these kernels).
 
 As in :mod:`envs.reclaim`, the batch runs ``_W`` elements at a time in the lanes of
 small arrays, every loop over lanes innermost over 1-D views, each lane on its own
@@ -18,7 +19,7 @@ import numpy as np
 
 from envs.jit import inline, jit
 from envs.kernel import GIB, LINE_BYTES, PAGES_PER_GIB, pgdat_free_space_enough
-from envs.reclaim import from_tanh, tanh_arg
+from envs.reclaim import from_tanh, migration_free_gib, tanh_arg
 
 _W = 256  # lanes: batch elements side by side
 LINES_PER_GB = 1e9 / LINE_BYTES
@@ -167,3 +168,87 @@ def pick(  # pragma: no cover (compiled)
                 rate_gib = rate_mbps[b] * 1e6 / GIB * dt[b]
                 w[i] = pt[i] if pl[i] else min(rate_gib, pt[i])
                 nr[i] = max(w[i] - max(cap[i] - u[i] - wh[i], 0.0), 0.0)
+
+
+@jit
+def promote(  # pragma: no cover (compiled)
+    place, by_node, cxl_nodes, tscale, want, per_target, util, local, capacity, wm_high,
+    migrate_max_util, peak_rd, peak_wr, dt, promo_from, promo_to, promo_t,
+):  # fmt: skip
+    """Phase 5: each CXL node's candidates ``by_node[j]`` (T, K, B) move to their tenant's
+    local DRAM, scaled by ``tscale`` (T, B) and the room on that node, and as far as the
+    bandwidth left to migration (``util``: the share the demotion used) lets each node
+    give and take them. ``place`` is updated; GiB promoted from each node
+    (``promo_from``), to each node (``promo_to``) (N, B) and per tenant (``promo_t``
+    (T, B)) are written."""
+    T, K, N, B = place.shape
+    C = cxl_nodes.shape[0]
+    ratio, read_room = np.empty((N, _W)), np.empty((N, _W))
+    scale, rows, src = np.empty((T, _W)), np.empty(_W), np.empty(_W)
+    moved, promo_tk = np.empty((T, K, _W)), np.empty((T, K, _W))
+    for b0 in range(0, B, _W):
+        nb = min(_W, B - b0)
+        e = b0 + nb
+        mmu, dtb = migrate_max_util[b0:e], dt[b0:e]
+        for n in range(N):  # the room above HIGH and the bandwidth on each node
+            u = ratio[n]  # the node's usage, then its ratio
+            for t in range(T):
+                for k in range(K):
+                    pg = place[t, k, n, b0:e]
+                    for i in range(nb):
+                        rows[i] = pg[i] if k == 0 else rows[i] + pg[i]
+                for i in range(nb):
+                    u[i] = rows[i] if t == 0 else u[i] + rows[i]
+            cap, wh, w, pt = capacity[n, b0:e], wm_high[n, b0:e], want[n, b0:e], per_target[n, b0:e]
+            ut, prd, pwr, rr = util[n, b0:e], peak_rd[n, b0:e], peak_wr[n, b0:e], read_room[n]
+            for i in range(nb):
+                free = migration_free_gib(mmu[i], ut[i], dtb[i])
+                rr[i] = free * prd[i]
+                budget = min(min(w[i], max(cap[i] - u[i] - wh[i], 0.0)), free * pwr[i])
+                u[i] = min(1.0, budget / max(pt[i], 1e-300))
+        for t in range(T):
+            ts, loc, sc = tscale[t, b0:e], local[t, b0:e], scale[t]
+            for i in range(nb):
+                sc[i] = ts[i] * ratio[loc[i], i]
+            for k in range(K):
+                got = promo_tk[t, k]
+                for i in range(nb):
+                    got[i] = 0.0
+        for j in range(C):
+            n = cxl_nodes[j]
+            for t in range(T):
+                for k in range(K):
+                    c, mv, sc = by_node[j, t, k, b0:e], moved[t, k], scale[t]
+                    for i in range(nb):
+                        mv[i] = c[i] * sc[i]
+                        rows[i] = mv[i] if k == 0 else rows[i] + mv[i]
+                for i in range(nb):
+                    src[i] = rows[i] if t == 0 else src[i] + rows[i]
+            rr = read_room[n]
+            for i in range(nb):  # as far as the CXL node's bandwidth gives
+                src[i] = min(1.0, rr[i] / max(src[i], 1e-300))
+            pf = promo_from[n, b0:e]
+            for t in range(T):
+                for k in range(K):
+                    mv, pg, got = moved[t, k], place[t, k, n, b0:e], promo_tk[t, k]
+                    for i in range(nb):
+                        m = mv[i] * src[i]
+                        pg[i] = pg[i] - m
+                        got[i] = got[i] + m
+                        rows[i] = m if k == 0 else rows[i] + m
+                for i in range(nb):
+                    pf[i] = rows[i] if t == 0 else pf[i] + rows[i]
+        for t in range(T):
+            pt_, loc = promo_t[t, b0:e], local[t, b0:e]
+            for k in range(K):
+                got = promo_tk[t, k]
+                for i in range(nb):
+                    pt_[i] = got[i] if k == 0 else pt_[i] + got[i]
+                    place[t, k, loc[i], b0 + i] += got[i]  # into the tenant's local DRAM
+        for n in range(N):
+            to = promo_to[n, b0:e]
+            for t in range(T):
+                pt_, loc = promo_t[t, b0:e], local[t, b0:e]
+                for i in range(nb):
+                    add = pt_[i] * (1.0 if loc[i] == n else 0.0)
+                    to[i] = add if t == 0 else to[i] + add
