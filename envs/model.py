@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from envs import placement as _placement
 from envs import promotion as _promotion
 from envs import reclaim as _reclaim
 from envs.hardware import mix_peak, turnaround_penalty
@@ -1655,7 +1656,6 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     now = state.t * dt  # time at the start of this interval
     rate_mbps = action.promote_mbps  # (B,)
     promo_on = rate_mbps > 0
-    is_dram = ~p.is_cxl  # (N, B)
 
     tn, place = tenant_phase(p, state, now, dt)  # 1
     deficit = bucket_deficit(tn, place)
@@ -1666,8 +1666,16 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         p, tn, place, fresh, cand, promo_on, dt, state.kswapd_failures, charged
     )  # 4
     place, promo_from, promo_to, promo_t = promote(p, tn, place, cand, util, dt)  # 5
-    tenant_node = lsum(place, 1)  # (T, N, B) the placement is final from here on
-    rss = lsum(tenant_node, 1)  # (T, B)
+    # the placement is final from here on: its sums (T, N, B), (T, B), (T, K, B) ...
+    T, K, N, B = place.shape
+    tenant_node, rss, tenant_bucket = np.empty((T, N, B)), np.empty((T, B)), np.empty((T, K, B))
+    node_share, dram_share, dram_res = np.empty((T, N, B)), np.empty((T, B)), np.empty((T, B))
+    used, resident = np.empty((N, B)), np.empty((T, B))
+    _placement.placement_sums(
+        place, p.contiguous["access_share"], np.ascontiguousarray(tn.phase),
+        np.ascontiguousarray(tn.active), p.contiguous["is_cxl"], tenant_node, rss,
+        tenant_bucket, node_share, dram_share, dram_res, used, resident,
+    )  # fmt: skip
     mig = Migration(dem_from, dem_to, promo_from, promo_to, promo_t)
     threshold_ms, cand_mb = adapt_threshold(p, state, cand, rate_mbps, dt)
     scan_period, scan_offset, faults = numa_scan_update(p, state, tn, place, cand, promo_t, rss)
@@ -1676,11 +1684,6 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
 
     # ---- 7. the fixed point
     phase, active = tn.phase, tn.active
-    share_k = _gather(p.access_share, phase)
-    tenant_bucket = lsum(place, 2)  # (T, K, B)
-    density = share_k / np.maximum(tenant_bucket, 1e-300)
-    node_share = lsum(place * density[:, :, None], 1)  # (T, N, B)
-    node_share = np.where(active[:, None], node_share, 0.0)
     threads = _gather(p.threads, phase)
     cap = np.where(
         active, LINE_BYTES * threads * _gather(p.mlp, phase) * state.jit[0] * (1.0 - cpu_loss), 0.0
@@ -1723,8 +1726,6 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     link_peak = np.minimum(
         c.link_read / np.maximum(mix, 1e-300), c.link_write / np.maximum(1 - mix, 1e-300)
     )
-    dram_share = lsum((node_share * is_dram), 1)
-    dram_res = lsum((tenant_node * is_dram), 1)
     solo = _gather(state.solo_gbps, phase)
     out = Outputs(
         node_bandwidth_gbps=bw.T,
@@ -1733,7 +1734,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         node_peak_gbps=np.minimum(mem_peak, link_peak).T,
         node_utilization=np.maximum(sol.node_util, sol.remote_util).T,
         node_latency_ns=sol.node_latency_ns.T,
-        node_capacity_used_gib=lsum(tenant_node, 0).T,
+        node_capacity_used_gib=used.T,
         tenant_active=active.T,
         tenant_throughput_gbps=x.T,
         tenant_demand_gbps=demand.T,
@@ -1741,7 +1742,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         tenant_latency_ns=np.where(active, sol.tenant_latency_ns, 0.0).T,
         tenant_dram_access_share=np.where(active, dram_share, 0.0).T,
         tenant_dram_resident_gib=dram_res.T,
-        tenant_resident_gib=lsum(tenant_bucket, 1).T,
+        tenant_resident_gib=resident.T,
         tenant_working_set_gib=tn.ws.T,
         tenant_read_fraction=np.where(active, rfrac, 0.0).T,
         promotion_mbps=lsum(promo_from, 0) * (GIB / 1e6) / dt,
