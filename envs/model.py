@@ -3,8 +3,11 @@
 Everything is an array with a leading batch axis. Frozen parameters
 (:class:`Params`: hardware, tenants, kernel configuration) are kept apart
 from the changing :class:`State` (page placement, counters, time, random
-keys); :func:`step` is ``(params, state, action) -> (state, outputs)`` with a
-fixed sequence of array operations and no loop over the batch.
+keys); :func:`step` is ``(params, state, action) -> (state, outputs)``: a fixed
+sequence of phases, each a function of this module, every batch element on its own
+numbers. The heavy phases run as compiled kernels (:mod:`envs.promotion`,
+:mod:`envs.reclaim`, :mod:`envs.placement`, :mod:`envs.solver`) that the functions
+here drive; the rest is numpy.
 
 Shapes: ``B`` machines, ``T`` tenant slots, ``K`` hotness buckets (hot to
 cold), ``N`` memory nodes, ``P`` phases per tenant. One interval:
