@@ -26,7 +26,15 @@ from numba import njit, vectorize
 from numba.core.caching import CompileResultCacheImpl, FunctionCache, InTreeCacheLocator
 
 #: the modules that hold compiled code (file names in this package)
-COMPILED = ("jit.py", "kernel.py", "solver.py", "placement.py", "promotion.py", "reclaim.py")
+COMPILED = (
+    "jit.py",
+    "kernel.py",
+    "solver.py",
+    "allocation.py",
+    "placement.py",
+    "promotion.py",
+    "reclaim.py",
+)
 
 
 @functools.cache

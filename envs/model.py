@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from envs import allocation as _allocation
 from envs import placement as _placement
 from envs import promotion as _promotion
 from envs import reclaim as _reclaim
@@ -354,7 +355,8 @@ class Params:
         names = (
             "is_cxl", "demote_target", "capacity_gib", "wm_low", "wm_high", "wm_promo",
             "demotion", "demote_wm_frac", "kswapd_gibps", "kswapd_scan_pps", "memcg_mode",
-            "migrate_max_util", "access_share", "scan_period_s", "active_only",
+            "migrate_max_util", "access_share", "scan_period_s", "active_only", "wm_min",
+            "fallback",
         )  # fmt: skip
         out = {name: np.ascontiguousarray(getattr(self, name)) for name in names}
         out["peak_rd"], out["peak_wr"] = (
@@ -1227,18 +1229,18 @@ def memcg_limits(p: Params, high: F64, low: F64) -> tuple[F64, F64, F64]:
 
 
 def allocate_pages(
-    p: Params,
-    state: State,
-    action: Action,
-    tn: Tenants,
-    place: F64,
-    deficit: F64 | None = None,
-) -> tuple[F64, F64, F64]:
+    p: Params, state: State, action: Action, tn: Tenants, place: F64
+) -> tuple[F64, F64, F64, F64]:
     """Phase 2: missing pages allocated by the interleave weights, local-first fallback.
 
-    ``deficit`` (T, K, B): :func:`bucket_deficit` of ``place`` where the caller has it.
-    Returns the weights in force (T, N, B), the placement (``place`` is updated) and
-    the pages allocated (T, K, N, B GiB; reclaim finds them referenced).
+    Each bucket lacks its size less its pages on every node. They are allocated first by
+    the tenant's weights into free memory above each node's LOW watermark, then what is
+    left in its fallback order (above LOW, then above MIN); tenants competing for a node
+    share its free memory in proportion to their requests, and a tenant's DRAM stays
+    under its memory.high cap (kernel :func:`envs.allocation.allocate`). Returns the
+    weights in force (T, N, B), the placement (``place`` is updated), the pages
+    allocated (T, K, N, B GiB; reclaim finds them referenced) and each tenant's GiB to
+    charge (T, B).
     """
     # the action's weights count only on the nodes the tenant's mempolicy allows (a bind
     # or interleave mask); none there leaves the policy's own placement
@@ -1247,19 +1249,14 @@ def allocate_pages(
         aw = aw * p.policy_mask
     w_new = _normalise_weights(p, aw, tn.phase, tn.loc1h)
     w = np.where(tn.active[:, None], w_new, state.weights)
-    if deficit is None:
-        deficit = bucket_deficit(tn, place)  # (T, K, B)
-    need = lsum(deficit, 1)
-    got = _allocate(p, lsum(place, 1), need, w, tn.high)  # (T, N, B)
-    frac = deficit / np.maximum(need, 1e-300)[:, None]
-    fresh = got[:, None] * frac[:, :, None]  # (T, K, N, B)
-    place += fresh
-    return w, place, fresh
-
-
-def bucket_deficit(tn: Tenants, place: F64) -> F64:
-    """GiB each tenant bucket lacks (T, K, B): its size less its pages on every node."""
-    return np.maximum(tn.bucket_size - lsum(place, 2), 0.0)
+    T, K, N, B = place.shape
+    c = p.contiguous
+    fresh, charged = np.empty((T, K, N, B)), np.empty((T, B))
+    _allocation.allocate(
+        place, np.ascontiguousarray(tn.bucket_size), w, np.ascontiguousarray(tn.high),
+        c["is_cxl"], c["capacity_gib"], c["wm_low"], c["wm_min"], c["fallback"], fresh, charged,
+    )  # fmt: skip
+    return w, place, fresh, charged
 
 
 def promotion_candidates(
@@ -1661,9 +1658,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     promo_on = rate_mbps > 0
 
     tn, place = tenant_phase(p, state, now, dt)  # 1
-    deficit = bucket_deficit(tn, place)
-    charged = lsum(deficit, 1)  # (T, B) GiB to charge
-    w, place, fresh = allocate_pages(p, state, action, tn, place, deficit)  # 2
+    w, place, fresh, charged = allocate_pages(p, state, action, tn, place)  # 2
     cand = promotion_candidates(p, state, tn, place, rate_mbps, dt)  # 3
     place, dem_from, dem_to, util, kswapd_failures = reclaim_and_demote(
         p, tn, place, fresh, cand, promo_on, dt, state.kswapd_failures, charged
@@ -1778,42 +1773,6 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
 def _counter(t: NDArray[np.int64], T: int) -> NDArray[np.uint64]:
     """Distinct random-number counters per (step, tenant): (T, B)."""
     return t.astype(np.uint64) * np.uint64(T) + np.arange(T, dtype=np.uint64)[:, None]
-
-
-def _allocate(p: Params, tenant_node: F64, need: F64, w: F64, high: F64) -> F64:
-    """GiB each tenant gets on each node (T, N, B); ``tenant_node`` (T, N, B) is what it has.
-
-    First by its weights into free memory above each node's LOW watermark,
-    then what is left in its fallback order (above LOW, then above MIN).
-    Tenants competing for a node share its free memory in proportion to their
-    requests. A tenant's DRAM stays under its ``memory_high_gib``.
-    """
-    N = p.n_nodes
-    is_dram = ~p.is_cxl
-    used = lsum(tenant_node, 0)  # (N, B)
-    room0 = np.maximum(high - lsum((tenant_node * is_dram), 1), 0.0)  # (T, B)
-
-    def grant(req: F64, free: F64, room: F64) -> F64:
-        dram_req = lsum((req * is_dram), 1)
-        scale = np.minimum(1.0, room / np.maximum(dram_req, 1e-300))  # (T, B)
-        for n in range(N):  # DRAM rows scaled to the memory.high room
-            if is_dram[n].all():
-                req[:, n] *= scale
-            elif is_dram[n].any():
-                req[:, n] = np.where(is_dram[n], req[:, n] * scale, req[:, n])
-        return req * np.minimum(1.0, np.maximum(free, 0.0) / np.maximum(lsum(req, 0), 1e-300))
-
-    got = grant(need[:, None] * w, p.capacity_gib - used - p.wm_low, room0)
-    for mark in (p.wm_low, p.wm_min):
-        for r in range(N):
-            left = need - lsum(got, 1)
-            left = np.where(left > 1e-12, left, 0.0)  # per element, so batching cannot change it
-            if not left.any():
-                return got
-            room = room0 - lsum((got * is_dram), 1)
-            req = left[:, None] * _onehot(p.fallback[:, r], N)
-            got += grant(req, p.capacity_gib - used - lsum(got, 0) - mark, room)
-    return got
 
 
 def reset_rows(params: Params, state: State, idx: NDArray[np.int64], seeds: ArrayLike) -> State:

@@ -1,0 +1,173 @@
+"""Phase 2 of an interval compiled: missing pages allocated by the interleave weights,
+local-first fallback, memory.high (the mechanism: :func:`envs.model.allocate_pages`,
+which drives this kernel).
+
+As in :mod:`envs.reclaim`, the batch runs ``_W`` elements at a time in the lanes of
+small arrays, every loop over lanes innermost over 1-D views, each lane on its own
+element's numbers, every sum in the order the numpy code took it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from envs.jit import inline, jit
+
+_W = 256  # lanes: batch elements side by side
+
+
+@inline
+def _grant(req, free, room, is_cxl, b0, nb, lanes, out):  # pragma: no cover (compiled)
+    """What requests ``req`` (T, N, W) get (``out``, added to): each tenant's DRAM
+    requests scaled to its memory.high ``room`` (T, W), then each node's requests to its
+    ``free`` memory (N, W), tenants competing for a node in proportion to their
+    requests. ``req`` is scaled in place; ``lanes`` (2, W): scratch."""
+    T, N, _ = req.shape
+    dram_req, col = lanes[0], lanes[1]
+    e = b0 + nb
+    for t in range(T):
+        for n in range(N):
+            rq, cx = req[t, n], is_cxl[n, b0:e]
+            for i in range(nb):
+                x = rq[i] * (0.0 if cx[i] else 1.0)
+                dram_req[i] = x if n == 0 else dram_req[i] + x
+        rm = room[t]
+        for i in range(nb):  # the memory.high scale (in dram_req from here on)
+            dram_req[i] = min(1.0, rm[i] / max(dram_req[i], 1e-300))
+        for n in range(N):
+            rq, cx = req[t, n], is_cxl[n, b0:e]
+            for i in range(nb):
+                rq[i] = rq[i] if cx[i] else rq[i] * dram_req[i]
+    for n in range(N):
+        for t in range(T):
+            rq = req[t, n]
+            for i in range(nb):
+                col[i] = rq[i] if t == 0 else col[i] + rq[i]
+        fr = free[n]
+        for i in range(nb):  # the node's share (in col from here on)
+            col[i] = min(1.0, max(fr[i], 0.0) / max(col[i], 1e-300))
+        for t in range(T):
+            rq, o = req[t, n], out[t, n]
+            for i in range(nb):
+                o[i] = o[i] + rq[i] * col[i]
+
+
+@jit
+def allocate(  # pragma: no cover (compiled)
+    place, bucket_size, weights, high, is_cxl, capacity, wm_low, wm_min, fallback,
+    fresh, charged,
+):  # fmt: skip
+    """Each bucket's missing GiB (its size less its pages) allocated: ``charged`` (T, B)
+    what each tenant asks for, ``fresh`` (T, K, N, B) the pages it gets, by its
+    ``weights`` (T, N, B) into free memory above each node's LOW watermark, then what
+    is left in its ``fallback`` order (T, N, B node indices, -1: none; above LOW, then
+    above MIN), its DRAM under ``high`` (T, B); written, and added to ``place``."""
+    T, K, N, B = place.shape
+    deficit, tenant_node = np.empty((T, K, _W)), np.empty((T, N, _W))
+    got, req = np.empty((T, N, _W)), np.empty((T, N, _W))
+    room0, room, left = np.empty((T, _W)), np.empty((T, _W)), np.empty((T, _W))
+    used, free = np.empty((N, _W)), np.empty((N, _W))
+    lanes = np.empty((2, _W))
+    for b0 in range(0, B, _W):
+        nb = min(_W, B - b0)
+        e = b0 + nb
+        for t in range(T):  # each bucket's deficit and the tenant's pages per node
+            need = charged[t, b0:e]
+            for k in range(K):
+                d, size = deficit[t, k], bucket_size[t, k, b0:e]
+                for n in range(N):
+                    src = place[t, k, n, b0:e]
+                    for i in range(nb):
+                        d[i] = src[i] if n == 0 else d[i] + src[i]
+                for i in range(nb):
+                    d[i] = max(size[i] - d[i], 0.0)
+                    need[i] = d[i] if k == 0 else need[i] + d[i]
+            for n in range(N):
+                tn = tenant_node[t, n]
+                for k in range(K):
+                    src = place[t, k, n, b0:e]
+                    for i in range(nb):
+                        tn[i] = src[i] if k == 0 else tn[i] + src[i]
+        for n in range(N):
+            u = used[n]
+            for t in range(T):
+                tn = tenant_node[t, n]
+                for i in range(nb):
+                    u[i] = tn[i] if t == 0 else u[i] + tn[i]
+        for t in range(T):
+            r0, hi = room0[t], high[t, b0:e]
+            for n in range(N):
+                tn, cx = tenant_node[t, n], is_cxl[n, b0:e]
+                for i in range(nb):
+                    x = tn[i] * (0.0 if cx[i] else 1.0)
+                    r0[i] = x if n == 0 else r0[i] + x
+            for i in range(nb):
+                r0[i] = max(hi[i] - r0[i], 0.0)
+        # first by the weights, above LOW
+        for t in range(T):
+            need = charged[t, b0:e]
+            for n in range(N):
+                rq, w, g = req[t, n], weights[t, n, b0:e], got[t, n]
+                for i in range(nb):
+                    rq[i] = need[i] * w[i]
+                    g[i] = 0.0
+        for n in range(N):
+            fr, cap, u, wl = free[n], capacity[n, b0:e], used[n], wm_low[n, b0:e]
+            for i in range(nb):
+                fr[i] = cap[i] - u[i] - wl[i]
+        _grant(req, free, room0, is_cxl, b0, nb, lanes, got)
+        # then what is left in the fallback order, above LOW, then above MIN
+        done = False
+        for stage in range(2):
+            mark = wm_low if stage == 0 else wm_min
+            for r in range(N):
+                any_left = False
+                for t in range(T):
+                    lt, need = left[t], charged[t, b0:e]
+                    for n in range(N):
+                        g = got[t, n]
+                        for i in range(nb):
+                            lt[i] = g[i] if n == 0 else lt[i] + g[i]
+                    for i in range(nb):
+                        x = need[i] - lt[i]
+                        lt[i] = x if x > 1e-12 else 0.0  # per element: batching cannot change it
+                        any_left = any_left or lt[i] != 0.0
+                if not any_left:
+                    done = True
+                    break
+                for t in range(T):
+                    rm, r0, lt, fb = room[t], room0[t], left[t], fallback[t, r, b0:e]
+                    for n in range(N):
+                        g, cx = got[t, n], is_cxl[n, b0:e]
+                        for i in range(nb):
+                            x = g[i] * (0.0 if cx[i] else 1.0)
+                            rm[i] = x if n == 0 else rm[i] + x
+                    for i in range(nb):
+                        rm[i] = r0[i] - rm[i]
+                    for n in range(N):
+                        rq = req[t, n]
+                        for i in range(nb):
+                            rq[i] = lt[i] * (1.0 if fb[i] == n else 0.0)
+                for n in range(N):
+                    fr, cap, u, mk = free[n], capacity[n, b0:e], used[n], mark[n, b0:e]
+                    for t in range(T):
+                        g = got[t, n]
+                        for i in range(nb):
+                            lanes[0, i] = g[i] if t == 0 else lanes[0, i] + g[i]
+                    for i in range(nb):
+                        fr[i] = cap[i] - u[i] - lanes[0, i] - mk[i]
+                _grant(req, free, room, is_cxl, b0, nb, lanes, got)
+            if done:
+                break
+        # the pages got, spread over the buckets by their deficits
+        for t in range(T):
+            need = charged[t, b0:e]
+            for k in range(K):
+                d = deficit[t, k]
+                for i in range(nb):
+                    d[i] = d[i] / max(need[i], 1e-300)  # the bucket's share (in deficit)
+                for n in range(N):
+                    g, f, pl = got[t, n], fresh[t, k, n, b0:e], place[t, k, n, b0:e]
+                    for i in range(nb):
+                        f[i] = g[i] * d[i]
+                        pl[i] = pl[i] + f[i]
