@@ -1,6 +1,7 @@
-"""Phase 2 of an interval compiled: missing pages allocated by the interleave weights,
-local-first fallback, memory.high (the mechanism: :func:`envs.model.allocate_pages`,
-which drives this kernel).
+"""Phases 1 and 2 of an interval compiled, for the pages: those beyond a bucket's size
+and churned ones freed, then the missing ones allocated by the interleave weights,
+local-first fallback, memory.high (the mechanisms: :func:`envs.model.tenant_phase` and
+:func:`envs.model.allocate_pages`, which drive these kernels).
 
 As in :mod:`envs.reclaim`, the batch runs ``_W`` elements at a time in the lanes of
 small arrays, every loop over lanes innermost over 1-D views, each lane on its own
@@ -14,6 +15,31 @@ import numpy as np
 from envs.jit import inline, jit
 
 _W = 256  # lanes: batch elements side by side
+
+
+@jit
+def frees(place, bucket_size, churn_keep, out):  # pragma: no cover (compiled)
+    """``place`` (T, K, N, B) with each bucket cut to its size (T, K, B) and the share
+    ``churn_keep`` (T, B) of it kept, written to ``out`` (``place`` is not modified)."""
+    T, K, N, B = place.shape
+    keep = np.empty(_W)
+    for b0 in range(0, B, _W):
+        nb = min(_W, B - b0)
+        e = b0 + nb
+        for t in range(T):
+            ck = churn_keep[t, b0:e]
+            for k in range(K):
+                size = bucket_size[t, k, b0:e]
+                for n in range(N):
+                    src = place[t, k, n, b0:e]
+                    for i in range(nb):
+                        keep[i] = src[i] if n == 0 else keep[i] + src[i]
+                for i in range(nb):  # the share kept: the size over the pages where too big
+                    keep[i] = min(size[i] / max(keep[i], 1e-300), 1.0) * ck[i]
+                for n in range(N):
+                    src, dst = place[t, k, n, b0:e], out[t, k, n, b0:e]
+                    for i in range(nb):
+                        dst[i] = src[i] * keep[i]
 
 
 @inline

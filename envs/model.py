@@ -1186,12 +1186,14 @@ def tenant_phase(p: Params, state: State, now: F64, dt: F64) -> tuple[Tenants, F
     )
     ws = np.where(active, np.maximum(ws, 1e-6), 0.0)
     bucket_size = ws[:, None] * _BUCKET_WIDTHS  # (T, K, B)
-    cur = lsum(state.place, 2)
-    # share of each bucket kept: bucket_size / cur where the bucket is too big, else 1
-    # (the same numbers as np.where(cur > bucket_size, ..., 1.0) for pages >= 0)
-    keep = np.minimum(bucket_size / np.maximum(cur, 1e-300), 1.0)
-    keep *= (1.0 - np.clip(_gather(p.churn_per_s, phase) * dt, 0.0, 1.0))[:, None]
-    place = state.place * keep[:, :, None]  # (T, K, N, B), a new array: state is not modified
+    # share of each bucket kept: bucket_size / its pages where the bucket is too big, else 1
+    # (the same numbers as np.where(pages > bucket_size, ..., 1.0) for pages >= 0), times
+    # the share churn leaves
+    churn_keep = 1.0 - np.clip(_gather(p.churn_per_s, phase) * dt, 0.0, 1.0)  # (T, B)
+    place = np.empty(state.place.shape)  # a new array: state is not modified
+    _allocation.frees(
+        np.ascontiguousarray(state.place), bucket_size, np.ascontiguousarray(churn_keep), place
+    )
     local = _gather(p.local_dram, phase)
     high, low, tot_high = memcg_limits(
         p, _gather(p.memory_high_gib, phase), _gather(p.memory_low_gib, phase)
