@@ -1,7 +1,7 @@
 """The decorators of TierGym's compiled code (numba), and the cache they share.
 
 ``jit`` compiles a function once and keeps it on disk beside its module
-(``__pycache__``); ``inline`` is for the helpers that are inlined where they are
+(``__pycache__``, or numba's user-wide cache where that is not writable); ``inline`` is for the helpers that are inlined where they are
 called; ``ufunc`` makes a scalar function a numpy ufunc that compiled code calls on
 scalars and Python calls on arrays, so that a mechanism is written once for both.
 All use numpy's error model: ``x / 0`` is ``inf``, and no division is checked (a
@@ -16,6 +16,7 @@ edit of that file. The cache here is keyed on the contents of every module liste
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 from collections.abc import Callable
@@ -23,7 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from numba import njit, vectorize
-from numba.core.caching import CompileResultCacheImpl, FunctionCache, InTreeCacheLocator
+from numba.core.caching import (
+    CompileResultCacheImpl,
+    FunctionCache,
+    InTreeCacheLocator,
+    UserWideCacheLocator,
+)
 
 #: the modules that hold compiled code (file names in this package)
 COMPILED = (
@@ -54,8 +60,15 @@ class _Locator(InTreeCacheLocator):
         return _sources_stamp()
 
 
+class _UserLocator(UserWideCacheLocator):
+    """numba's user-wide cache, where the package's own directory is not writable."""
+
+    def get_source_stamp(self) -> bytes:
+        return _sources_stamp()
+
+
 class _Impl(CompileResultCacheImpl):
-    _locator_classes = [_Locator]  # noqa: RUF012 (numba's own attribute)
+    _locator_classes = [_Locator, _UserLocator]  # noqa: RUF012 (numba's own attribute)
 
 
 class _Cache(FunctionCache):
@@ -65,7 +78,8 @@ class _Cache(FunctionCache):
 def jit(f: Callable[..., Any]) -> Any:
     """``f`` compiled on first use (per argument types) and cached on disk."""
     dispatcher = njit(error_model="numpy")(f)
-    dispatcher._cache = _Cache(dispatcher.py_func)  # type: ignore[attr-defined]  # as Dispatcher.enable_caching
+    with contextlib.suppress(RuntimeError):  # nowhere to write a cache: compiled per process
+        dispatcher._cache = _Cache(dispatcher.py_func)  # type: ignore[attr-defined]
     return dispatcher
 
 

@@ -56,9 +56,11 @@ from typing import Any
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
 from numpy.typing import NDArray
+
+from envs.jit import inline, jit
 
 __all__ = [
     "NodeCurves",
@@ -276,11 +278,9 @@ _S_NORM, _S_FEAS, _S_ULKMAX, _S_UMAX = range(4)
 #: what an element's evaluation is for (:func:`_solve_batch`)
 _WARM, _PULLED, _QUIET, _COLD, _SHRUNK, _TRIAL, _DONE = range(7)
 
-#: the kernel's decorators: compiled once and cached on disk (``__pycache__``), numpy's
-#: error model (x / 0 is inf, no check that would stop a loop vectorising); ``_inline``
-#: for what is inlined where it is called
-_jit = njit(cache=True, error_model="numpy")
-_inline = njit(cache=True, error_model="numpy", inline="always")
+#: the kernel's decorators (:mod:`envs.jit`): compiled once and cached on disk, numpy's
+#: error model; ``_inline`` for what is inlined where it is called
+_jit, _inline = jit, inline
 
 
 # ------------------------------------------------ exp and log, in arithmetic that vectorises

@@ -1,0 +1,69 @@
+"""The compiled code's decorators and cache (envs/jit.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import envs.jit as jit_module
+from envs.kernel import kswapd_failures_after, memcg_reclaim_scan, reclaim_scan
+
+ENVS = Path(jit_module.__file__).parent
+
+
+def test_every_module_with_compiled_code_keys_the_cache() -> None:
+    # a kernel inlines helpers of other modules: numba's own cache would keep their old
+    # code after an edit, so the stamp covers every module that compiles anything
+    compiling = {
+        path.name
+        for path in ENVS.glob("*.py")
+        if re.search(r"^from envs\.jit import|^import envs\.jit", path.read_text(), re.M)
+    }
+    assert compiling, "no module imports envs.jit"
+    assert compiling | {"jit.py"} <= set(jit_module.COMPILED)
+    assert all((ENVS / name).is_file() for name in jit_module.COMPILED)
+
+
+def test_the_stamp_is_the_contents_of_the_compiled_modules() -> None:
+    stamp = jit_module._sources_stamp()
+    assert isinstance(stamp, bytes) and len(stamp) == 32
+    jit_module._sources_stamp.cache_clear()
+    assert jit_module._sources_stamp() == stamp  # the same files: the same stamp
+
+
+def test_a_read_only_package_caches_in_the_user_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    # an install whose __pycache__ cannot be written: numba's user-wide cache instead
+    monkeypatch.setattr(
+        jit_module._Locator, "from_function", classmethod(lambda cls, f, path: None)
+    )
+
+    def twice(x: np.ndarray) -> float:
+        return float(x.sum()) * 2.0
+
+    compiled = jit_module.jit(twice)
+    assert type(compiled._cache._impl.locator) is jit_module._UserLocator
+    assert compiled(np.ones(3)) == 6.0
+
+
+def test_a_ufunc_is_the_same_mechanism_on_arrays_and_on_scalars() -> None:
+    @jit_module.jit
+    def scalar_calls(failures, passes, ran, progress, size, prot, use):  # type: ignore[no-untyped-def]
+        out = np.empty((2, failures.size))
+        for i in range(failures.size):
+            out[0, i] = kswapd_failures_after(failures[i], passes[i], ran[i], progress[i])
+            out[1, i] = reclaim_scan(size[i], prot[i], use[i], 32.0)
+        return out
+
+    rng = np.random.default_rng(0)
+    f, passes = rng.uniform(0, 20, 64), rng.uniform(0, 5, 64)
+    ran, progress = rng.random(64) < 0.5, rng.random(64) < 0.3
+    size, prot, use = rng.uniform(0, 1e6, 64), rng.uniform(0, 1e6, 64), rng.uniform(0, 1e6, 64)
+    got = scalar_calls(f, passes, ran, progress, size, prot, use)
+    np.testing.assert_array_equal(got[0], kswapd_failures_after(f, passes, ran, progress))
+    np.testing.assert_array_equal(got[1], memcg_reclaim_scan(size, prot, use))
+    assert (got[0][progress] == 0.0).all()  # reclaim succeeded: the count resets
+    assert (got[0][ran & ~progress] <= 16.0).all()  # kswapd gives up at MAX_RECLAIM_RETRIES
+    np.testing.assert_array_equal(got[0][~ran & ~progress], f[~ran & ~progress])
