@@ -37,6 +37,7 @@ COMPILED = (
     "kernel.py",
     "solver.py",
     "allocation.py",
+    "gather.py",
     "placement.py",
     "promotion.py",
     "reclaim.py",

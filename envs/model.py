@@ -46,6 +46,7 @@ from envs import allocation as _allocation
 from envs import placement as _placement
 from envs import promotion as _promotion
 from envs import reclaim as _reclaim
+from envs.gather import gather_phase as _gather
 from envs.hardware import mix_peak, turnaround_penalty
 from envs.kernel import (
     FALLBACK_LISTS,
@@ -1036,18 +1037,6 @@ def init_state(params: Params, seeds: ArrayLike) -> State:
         numa_faults_mb=np.zeros((T, bsz)),
         kswapd_failures=np.zeros((N, bsz)),
     )
-
-
-def _gather(tab: np.ndarray, phase: NDArray[np.int64]) -> np.ndarray:
-    """Values of the current phase: tab (T, P, ..., B), phase (T, B) -> (T, ..., B)."""
-    out = tab[:, 0]
-    if tab.shape[1] == 1:
-        return out
-    extra = (1,) * (tab.ndim - 3)
-    for ph in range(1, min(tab.shape[1], int(phase.max()) + 1)):  # phases no tenant is in: none
-        sel = (phase == ph).reshape(phase.shape[:1] + extra + phase.shape[1:])
-        out = np.where(sel, tab[:, ph], out)
-    return out
 
 
 def _onehot(idx: NDArray[np.int64], n: int) -> F64:
