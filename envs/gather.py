@@ -1,9 +1,11 @@
 """Each tenant's value of its current phase, gathered by a compiled kernel.
 
-``gather_phase(tab, phase)``: ``tab`` (T, P, ..., B) per tenant slot and phase,
-``phase`` (T, B) -> (T, ..., B). The model's phases and the environment core read a
-dozen such tables a step; numpy's fancy indexing over three index arrays, or one
-``np.where`` per phase, costs several passes where this is one.
+``gather_phase(tab, phase)``: ``tab`` (T, P, B) or (T, P, K, B) per tenant slot and
+phase, ``phase`` (T, B) -> (T, B) or (T, K, B). The model's phases and the environment
+core read a dozen such tables a step; numpy's fancy indexing over three index arrays,
+or one ``np.where`` per phase, costs several passes where this is one. The tables are
+read in whatever memory layout they have (a batch drawn from a pool is often not
+C-contiguous, and copying it first would cost more than the gather).
 """
 
 from __future__ import annotations
@@ -15,23 +17,33 @@ from envs.jit import jit
 
 
 @jit
-def _gather(tab, phase, out):  # pragma: no cover (compiled)
-    """``out[t, r, b] = tab[t, phase[t, b], r, b]`` for ``tab`` (T, P, R, B)."""
-    T, _, R, B = tab.shape
+def _gather3(tab, phase, out):  # pragma: no cover (compiled)
+    """``out[t, b] = tab[t, phase[t, b], b]``."""
+    T, _, B = tab.shape
     for t in range(T):
-        ph = phase[t]
-        for r in range(R):
-            o = out[t, r]
+        for b in range(B):
+            out[t, b] = tab[t, phase[t, b], b]
+
+
+@jit
+def _gather4(tab, phase, out):  # pragma: no cover (compiled)
+    """``out[t, k, b] = tab[t, phase[t, b], k, b]``."""
+    T, _, K, B = tab.shape
+    for t in range(T):
+        for k in range(K):
             for b in range(B):
-                o[b] = tab[t, ph[b], r, b]
+                out[t, k, b] = tab[t, phase[t, b], k, b]
 
 
 def gather_phase(tab: np.ndarray, phase: NDArray[np.int64]) -> np.ndarray:
-    """Values of the current phase: ``tab`` (T, P, ..., B), ``phase`` (T, B) -> (T, ..., B)."""
+    """Values of the current phase: ``tab`` (T, P, [K,] B), ``phase`` (T, B) -> (T, [K,] B)."""
     if tab.shape[1] == 1:
         return tab[:, 0]
-    T, P, B = tab.shape[0], tab.shape[1], tab.shape[-1]
-    flat = np.ascontiguousarray(tab).reshape(T, P, -1, B)
-    out = np.empty((T, flat.shape[2], B), dtype=tab.dtype)
-    _gather(flat, np.ascontiguousarray(phase, dtype=np.int64), out)
-    return out.reshape((T, *tab.shape[2:-1], B))
+    out = np.empty((tab.shape[0], *tab.shape[2:]), dtype=tab.dtype)
+    if tab.ndim == 3:
+        _gather3(tab, phase, out)
+    elif tab.ndim == 4:
+        _gather4(tab, phase, out)
+    else:
+        raise ValueError(f"gather_phase: tab must be (T, P, B) or (T, P, K, B), got {tab.shape}")
+    return out
