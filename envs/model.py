@@ -68,7 +68,7 @@ from envs.kernel import (
     update_task_scan_period,
     zone_watermarks,
 )
-from envs.reclaim import bandwidth_share, from_tanh, migration_free_gib, tanh_arg
+from envs.reclaim import from_tanh, tanh_arg
 from envs.rng import normal32 as _normal32
 from envs.rng import splitmix as _splitmix
 from envs.rng import uniform as _uniform
@@ -1145,24 +1145,6 @@ class Migration:
     promo_t: F64  # (T, B)
 
 
-def migration_room(p: Params, util: F64, dt: F64) -> tuple[F64, F64]:
-    """GiB that migration may still read from and write to each node this interval (N, B).
-
-    ``util`` (N, B) is the share of each node's bandwidth migration already
-    uses (``read / R + write / W``, the CXL link included in ``R`` and ``W``);
-    migration may use up to ``migrate_max_util`` of it.
-    """
-    peak_rd, peak_wr = p.migration_peaks
-    free = migration_free_gib(p.migrate_max_util, util, dt)
-    return free * peak_rd, free * peak_wr
-
-
-def _use_bandwidth(p: Params, util: F64, read_gib: F64, write_gib: F64, dt: F64) -> F64:
-    """``util`` plus the share of bandwidth that reading and writing these GiB (N, B) takes."""
-    peak_rd, peak_wr = p.migration_peaks
-    return bandwidth_share(util, read_gib, write_gib, dt, peak_rd, peak_wr)
-
-
 def tenant_phase(p: Params, state: State, now: F64, dt: F64) -> tuple[Tenants, F64]:
     """Phase 1: tenants start, stop, change phase and grow; pages beyond a bucket's size
     and churned pages are freed. Returns the tenants and the placement after the frees."""
@@ -1498,7 +1480,7 @@ def reclaim_and_demote(
     wanted promotions need. It demotes only what the reference check lets go
     (:func:`lru_reclaim`), at most that many GiB in the interval and ``kswapd_gibps``,
     into the nearest CXL node, as far as both nodes' bandwidth lets migration copy
-    (:func:`migration_room`). A pass that would reclaim under one page reclaims
+    (:func:`envs.reclaim.migration_free_gib`). A pass that would reclaim under one page reclaims
     nothing: kswapd runs pass after pass for the whole interval and
     ``kswapd_failures`` climbs to the give-up (16, :func:`envs.kernel.kswapd_failures_after`);
     any reclaim that succeeds on the node, kswapd's or memory.high's, resets it.

@@ -49,8 +49,10 @@ def from_tanh(th: np.float32) -> float:
 @ufunc("float64(float64, float64, float64)")
 def migration_free_gib(max_util: float, util: float, dt: float) -> float:
     """GiB-seconds per peak GB/s left to migration on a node whose bandwidth migration
-    already uses the share ``util`` (of at most ``max_util``): times a peak, the GiB it
-    may still move this interval (:func:`envs.model.migration_room`)."""
+    already uses the share ``util`` (``read / R + write / W``, the CXL link included in
+    the peaks ``R`` and ``W``; migration may use up to ``max_util`` of it): times a
+    node's read or write peak, the GiB it may still read from or write to the node this
+    interval."""
     return max(max_util - util, 0.0) * dt / GB_PER_GIB
 
 
