@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from envs.jit import inline, jit
+from envs.placement import dram_sum, node_pages
 
 _W = 256  # lanes: batch elements side by side
 
@@ -52,11 +53,7 @@ def _grant(req, free, room, is_cxl, b0, nb, lanes, out):  # pragma: no cover (co
     dram_req, col = lanes[0], lanes[1]
     e = b0 + nb
     for t in range(T):
-        for n in range(N):
-            rq, cx = req[t, n], is_cxl[n, b0:e]
-            for i in range(nb):
-                x = rq[i] * (0.0 if cx[i] else 1.0)
-                dram_req[i] = x if n == 0 else dram_req[i] + x
+        dram_sum(req, t, 0, is_cxl, b0, nb, dram_req)
         rm = room[t]
         for i in range(nb):  # the memory.high scale (in dram_req from here on)
             dram_req[i] = min(1.0, rm[i] / max(dram_req[i], 1e-300))
@@ -109,11 +106,7 @@ def allocate(  # pragma: no cover (compiled)
                     d[i] = max(size[i] - d[i], 0.0)
                     need[i] = d[i] if k == 0 else need[i] + d[i]
             for n in range(N):
-                tn = tenant_node[t, n]
-                for k in range(K):
-                    src = place[t, k, n, b0:e]
-                    for i in range(nb):
-                        tn[i] = src[i] if k == 0 else tn[i] + src[i]
+                node_pages(place, t, n, b0, nb, tenant_node[t, n])
         for n in range(N):
             u = used[n]
             for t in range(T):
@@ -122,11 +115,7 @@ def allocate(  # pragma: no cover (compiled)
                     u[i] = tn[i] if t == 0 else u[i] + tn[i]
         for t in range(T):
             r0, hi = room0[t], high[t, b0:e]
-            for n in range(N):
-                tn, cx = tenant_node[t, n], is_cxl[n, b0:e]
-                for i in range(nb):
-                    x = tn[i] * (0.0 if cx[i] else 1.0)
-                    r0[i] = x if n == 0 else r0[i] + x
+            dram_sum(tenant_node, t, 0, is_cxl, b0, nb, r0)
             for i in range(nb):
                 r0[i] = max(hi[i] - r0[i], 0.0)
         # first by the weights, above LOW
@@ -163,11 +152,7 @@ def allocate(  # pragma: no cover (compiled)
                     break
                 for t in range(T):
                     rm, r0, lt, fb = room[t], room0[t], left[t], fallback[t, r, b0:e]
-                    for n in range(N):
-                        g, cx = got[t, n], is_cxl[n, b0:e]
-                        for i in range(nb):
-                            x = g[i] * (0.0 if cx[i] else 1.0)
-                            rm[i] = x if n == 0 else rm[i] + x
+                    dram_sum(got, t, 0, is_cxl, b0, nb, rm)
                     for i in range(nb):
                         rm[i] = r0[i] - rm[i]
                     for n in range(N):

@@ -12,9 +12,44 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.jit import jit
+from envs.jit import inline, jit
 
 _W = 256  # lanes: batch elements side by side
+
+
+# --------------------------------------------------------------------------- lane sums
+# (shared by the compiled phases: the placement's sums in numpy's order)
+
+
+@inline
+def node_pages(place, t, n, b0, nb, out):  # pragma: no cover (compiled)
+    """``out`` (W,): tenant ``t``'s GiB on node ``n`` in elements ``b0 ..`` of ``place``
+    (T, K, N, B), its buckets summed in order."""
+    K = place.shape[1]
+    e = b0 + nb
+    src = place[t, 0, n, b0:e]
+    for i in range(nb):
+        out[i] = src[i]
+    for k in range(1, K):
+        src = place[t, k, n, b0:e]
+        for i in range(nb):
+            out[i] = out[i] + src[i]
+
+
+@inline
+def dram_sum(x, t, x0, is_cxl, b0, nb, out):  # pragma: no cover (compiled)
+    """``out`` (W,): row ``t`` of ``x`` (T, N, ...) summed over the nodes in order, each
+    times 1 where the node is DRAM in element ``b0 + i`` and 0 where CXL (numpy's sum of
+    ``x * is_dram``); ``x`` read from column ``x0`` (0 for lanes, ``b0`` for the batch)."""
+    N = x.shape[1]
+    for n in range(N):
+        src, cx = x[t, n, x0 : x0 + nb], is_cxl[n, b0 : b0 + nb]
+        for i in range(nb):
+            v = src[i] * (0.0 if cx[i] else 1.0)
+            out[i] = v if n == 0 else out[i] + v
+
+
+# --------------------------------------------------------------------------- the step's sums
 
 
 @jit
@@ -36,13 +71,7 @@ def placement_sums(  # pragma: no cover (compiled)
         for t in range(T):
             ph, on = phase[t, b0:e], active[t, b0:e]
             for n in range(N):
-                acc, src = tenant_node[t, n, b0:e], place[t, 0, n, b0:e]
-                for i in range(nb):
-                    acc[i] = src[i]
-                for k in range(1, K):
-                    src = place[t, k, n, b0:e]
-                    for i in range(nb):
-                        acc[i] = acc[i] + src[i]
+                node_pages(place, t, n, b0, nb, tenant_node[t, n, b0:e])
             r = rss[t, b0:e]
             for n in range(N):
                 src = tenant_node[t, n, b0:e]
@@ -67,13 +96,8 @@ def placement_sums(  # pragma: no cover (compiled)
                         ns[i] = x if k == 0 else ns[i] + x
                 for i in range(nb):
                     ns[i] = ns[i] if on[i] else 0.0
-            ds, dr = dram_share[t, b0:e], dram_res[t, b0:e]
-            for n in range(N):
-                ns, tn, cx = node_share[t, n, b0:e], tenant_node[t, n, b0:e], is_cxl[n, b0:e]
-                for i in range(nb):
-                    f = 0.0 if cx[i] else 1.0
-                    ds[i] = ns[i] * f if n == 0 else ds[i] + ns[i] * f
-                    dr[i] = tn[i] * f if n == 0 else dr[i] + tn[i] * f
+            dram_sum(node_share, t, b0, is_cxl, b0, nb, dram_share[t, b0:e])
+            dram_sum(tenant_node, t, b0, is_cxl, b0, nb, dram_res[t, b0:e])
         for n in range(N):
             u = used[n, b0:e]
             for t in range(T):

@@ -19,6 +19,7 @@ import numpy as np
 
 from envs.jit import inline, jit
 from envs.kernel import GIB, LINE_BYTES, PAGES_PER_GIB, pgdat_free_space_enough
+from envs.placement import dram_sum, node_pages
 from envs.reclaim import from_tanh, migration_free_gib, tanh_arg
 
 _W = 256  # lanes: batch elements side by side
@@ -29,24 +30,12 @@ LINES_PER_GB = 1e9 / LINE_BYTES
 def _placement_sums(place, is_cxl, b0, nb, tenant_node, used, dram_use):  # pragma: no cover
     """Each tenant's GiB per node (``tenant_node`` (T, N, B)), each node's (``used``
     (N, B)) and each tenant's on DRAM (``dram_use`` (T, B)), elements ``b0 ..``."""
-    T, K, N, _ = place.shape
+    T, N = place.shape[0], place.shape[2]
     e = b0 + nb
     for t in range(T):
         for n in range(N):
-            acc, src = tenant_node[t, n, b0:e], place[t, 0, n, b0:e]
-            for i in range(nb):
-                acc[i] = src[i]
-            for k in range(1, K):
-                src = place[t, k, n, b0:e]
-                for i in range(nb):
-                    acc[i] = acc[i] + src[i]
-        d, tn, cx = dram_use[t, b0:e], tenant_node[t, 0, b0:e], is_cxl[0, b0:e]
-        for i in range(nb):
-            d[i] = tn[i] * (0.0 if cx[i] else 1.0)
-        for n in range(1, N):
-            tn, cx = tenant_node[t, n, b0:e], is_cxl[n, b0:e]
-            for i in range(nb):
-                d[i] = d[i] + tn[i] * (0.0 if cx[i] else 1.0)
+            node_pages(place, t, n, b0, nb, tenant_node[t, n, b0:e])
+        dram_sum(tenant_node, t, b0, is_cxl, b0, nb, dram_use[t, b0:e])
     for n in range(N):
         u, src = used[n, b0:e], tenant_node[0, n, b0:e]
         for i in range(nb):

@@ -30,6 +30,7 @@ from envs.kernel import (
     kswapd_hopeless,
     reclaim_scan,
 )
+from envs.placement import node_pages
 
 # --------------------------------------------------------------------------- scalar pieces
 
@@ -100,7 +101,7 @@ def _usage_sums(  # pragma: no cover (compiled)
     ``tenant_node0`` and ``dram_use0`` (the sums of the phase's start) unless an element
     of the block has ``demoted``, else summed from ``place`` as they were (buckets, then
     nodes in order; a node that is CXL in every lane adds zeros and is left out)."""
-    T, K, N, _ = place.shape
+    T, N = place.shape[0], place.shape[2]
     e = b0 + nb
     fresh = False
     for i in range(nb):
@@ -121,13 +122,7 @@ def _usage_sums(  # pragma: no cover (compiled)
                 dram = dram or not cx[i]
             if not dram and n != m:
                 continue
-            src = place[t, 0, n, b0:e]
-            for i in range(nb):
-                acc[i] = src[i]
-            for k in range(1, K):
-                src = place[t, k, n, b0:e]
-                for i in range(nb):
-                    acc[i] = acc[i] + src[i]
+            node_pages(place, t, n, b0, nb, acc)
             if n == m:
                 for i in range(nb):
                     sz[i] = acc[i]
