@@ -5,9 +5,9 @@ Everything is an array with a leading batch axis. Frozen parameters
 from the changing :class:`State` (page placement, counters, time, random
 keys); :func:`step` is ``(params, state, action) -> (state, outputs)``: a fixed
 sequence of phases, each a function of this module, every batch element on its own
-numbers. The heavy phases run as compiled kernels (:mod:`envs.promotion`,
-:mod:`envs.reclaim`, :mod:`envs.placement`, :mod:`envs.solver`) that the functions
-here drive; the rest is numpy.
+numbers. The heavy phases run as compiled kernels (:mod:`envs.allocation`,
+:mod:`envs.promotion`, :mod:`envs.reclaim`, :mod:`envs.placement`, :mod:`envs.solver`)
+that the functions here drive; the rest is numpy.
 
 Shapes: ``B`` machines, ``T`` tenant slots, ``K`` hotness buckets (hot to
 cold), ``N`` memory nodes, ``P`` phases per tenant. One interval:
@@ -349,8 +349,8 @@ class Params:
 
     @functools.cached_property
     def contiguous(self) -> dict[str, np.ndarray]:
-        """The arrays the compiled phases (:mod:`envs.promotion`, :mod:`envs.reclaim`)
-        read, C-contiguous: a kernel is compiled once per memory layout of its arguments,
+        """The arrays the compiled phases (:mod:`envs.allocation`, :mod:`envs.promotion`,
+        :mod:`envs.reclaim`) read, C-contiguous: a kernel is compiled once per memory layout of its arguments,
         and some batches hold transposed (Fortran-ordered) arrays."""
         peak_rd, peak_wr = self.migration_peaks
         names = (
