@@ -120,27 +120,26 @@ def pick(  # pragma: no cover (compiled)
             for j in range(C):
                 n = cxl_nodes[j]
                 cx = is_cxl[n, b0:e]
-                for k in range(K):
+                for k in range(K):  # the candidates, and each tenant's sum of them
                     src, dst, p_ = place[t, k, n, b0:e], cand[j, t, k, b0:e], pk[k]
                     for i in range(nb):
                         dst[i] = src[i] * (p_[i] if cx[i] else 0.0)
-                src = cand[j, t, 0, b0:e]
-                for i in range(nb):
-                    rows[i] = src[i]
-                for k in range(1, K):
-                    src = cand[j, t, k, b0:e]
-                    for i in range(nb):
-                        rows[i] = rows[i] + src[i]
+                        rows[i] = dst[i] if k == 0 else rows[i] + dst[i]
                 for i in range(nb):
                     c_t[i] = c_t[i] + rows[i]
             hi, du, ts = high[t, b0:e], dram_use[t, b0:e], tscale[t, b0:e]
-            for i in range(nb):
-                thr = throttle[t, b0 + i] if throttle.shape[1] > 0 else 1.0
-                c = c_t[i] * thr if throttle.shape[1] > 0 else c_t[i]
-                room = max(hi[i] - du[i], 0.0)
-                s = min(1.0, room / max(c, 1e-300))
-                ts[i] = thr * s if throttle.shape[1] > 0 else s
-                c_t[i] = min(c, room)
+            if throttle.shape[1] > 0:  # the memcg throttle scales the candidates and the share
+                thr = throttle[t, b0:e]
+                for i in range(nb):
+                    c = c_t[i] * thr[i]
+                    room = max(hi[i] - du[i], 0.0)
+                    ts[i] = thr[i] * min(1.0, room / max(c, 1e-300))
+                    c_t[i] = min(c, room)
+            else:
+                for i in range(nb):
+                    room = max(hi[i] - du[i], 0.0)
+                    ts[i] = min(1.0, room / max(c_t[i], 1e-300))
+                    c_t[i] = min(c_t[i], room)
         for n in range(N):
             pt, loc = per_target[n, b0:e], local[0, b0:e]
             c0 = ct[0]

@@ -94,6 +94,17 @@ def _node_lanes(place, m, b0, nb, on):  # pragma: no cover (compiled)
 
 
 @inline
+def _any_nonzero(rows, b0, nb, out):  # pragma: no cover (compiled)
+    """``out`` (W,): whether any row of ``rows`` (R, B) is nonzero in element ``b0 + i``."""
+    for i in range(nb):
+        out[i] = False
+    for r in range(rows.shape[0]):
+        x = rows[r, b0 : b0 + nb]
+        for i in range(nb):
+            out[i] = out[i] or x[i] != 0.0
+
+
+@inline
 def _usage_sums(  # pragma: no cover (compiled)
     place, is_cxl, m, b0, nb, tenant_node0, dram_use0, demoted, size_m, dram_use, acc
 ):
@@ -298,7 +309,7 @@ def look(  # pragma: no cover (compiled)
     and the tanh's arguments of the reference check (``h`` (T, K, B)); ``usage`` and
     ``h`` are written only in the blocks where something reclaims. Returns how many
     elements reclaim."""
-    T, K, N, B = place.shape
+    T, K, _, B = place.shape
     size_m, dram_use = np.empty((T, _W)), np.empty((T, _W))
     over_high, total_use = np.empty((T, _W)), np.empty((T, _W))
     size, inactive, scan = np.empty((3, T, _W))
@@ -309,12 +320,7 @@ def look(  # pragma: no cover (compiled)
     for b0 in range(0, B, _W):
         nb = min(_W, B - b0)
         e = b0 + nb
-        for i in range(nb):
-            demoted[i] = False
-        for n in range(N):
-            df = dem_from[n, b0:e]
-            for i in range(nb):
-                demoted[i] = demoted[i] or df[i] != 0.0
+        _any_nonzero(dem_from, b0, nb, demoted)
         _start(tenant_node0, dram_use0, high, tot_high, charged, b0, nb, over_high, total_use)
         _usage_sums(
             place, is_cxl, m, b0, nb, tenant_node0, dram_use0, demoted, size_m, dram_use, age
@@ -345,13 +351,10 @@ def look(  # pragma: no cover (compiled)
                 ks = 0.0
             ks = min(ks, gib[i] * dtb[i])
             ks_out[i] = ks
-            reclaims[i] = ks > 0
-        for t in range(T):
-            ex = excess[t, b0:e]
-            for i in range(nb):
-                reclaims[i] = reclaims[i] or ex[i] != 0.0
+        _any_nonzero(excess, b0, nb, reclaims)
         in_block = 0
         for i in range(nb):
+            reclaims[i] = reclaims[i] or ks_out[i] > 0
             in_block += 1 if reclaims[i] else 0
         busy += in_block
         if in_block == 0:
@@ -388,12 +391,10 @@ def take(  # pragma: no cover (compiled)
         e = b0 + nb
         high_gib, fit, moved = lanes[3], lanes[4], lanes[5]
         ks = kswapd[b0:e]
-        for i in range(nb):
-            over[i] = False
+        _any_nonzero(excess, b0, nb, over)
         for t in range(T):
             ex = excess[t, b0:e]
             for i in range(nb):
-                over[i] = over[i] or ex[i] != 0.0
                 high_gib[i] = ex[i] if t == 0 else high_gib[i] + ex[i]
         in_block, over_block = 0, False
         for i in range(nb):
