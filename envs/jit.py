@@ -41,6 +41,7 @@ COMPILED = (
     "placement.py",
     "promotion.py",
     "reclaim.py",
+    "encoding.py",
 )
 
 

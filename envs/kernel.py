@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from envs.jit import ufunc
+from envs.jit import jit, ufunc
 
 __all__ = [
     "FALLBACK_LISTS",
@@ -140,11 +140,43 @@ def memcg_promotion_scan_fraction(
 MAX_WEIGHT = 255  # interleave weights are u8, at least 1 for a node in the mask
 
 
+#: gcd of every pair of weights a u8 can hold (the kernel's weights are u8): one look-up
+#: where Euclid's loop costs a division per round
+_GCD_U8 = np.gcd.outer(np.arange(MAX_WEIGHT + 1), np.arange(MAX_WEIGHT + 1)).astype(np.int64)
+
+
+@jit
+def _gcd_rows(w, table, out):  # pragma: no cover (compiled)
+    """Each row of ``w`` (M, N) over the gcd of its positive entries, into ``out``."""
+    top = table.shape[0]
+    for r in range(w.shape[0]):
+        g = 0
+        for n in range(w.shape[1]):
+            a = w[r, n] if w[r, n] > 0 else 0
+            if g < top and a < top:
+                g = table[g, a]
+            else:
+                while a:  # Euclid: gcd(g, a), gcd(0, a) = a
+                    g, a = a, g % a
+        if g > 1:
+            for n in range(w.shape[1]):
+                out[r, n] = w[r, n] // g
+        else:  # a gcd of 1, or no positive entry: the row as it is
+            for n in range(w.shape[1]):
+                out[r, n] = w[r, n]
+
+
 def gcd_reduce(weights: ArrayLike) -> NDArray[np.int64]:
     """Integer weights (..., N) divided by the gcd of each row's positive entries (0 stays 0)."""
     w = np.asarray(weights, dtype=np.int64)
-    g = np.gcd.reduce(np.where(w > 0, w, 0), axis=-1, keepdims=True)
-    return np.where(g > 0, w // np.maximum(g, 1), w)
+    if w.ndim == 0:
+        raise ValueError("gcd_reduce: weights need a node axis (last axis)")
+    if w.size == 0:
+        return w.copy()
+    flat = np.ascontiguousarray(w).reshape(-1, w.shape[-1])
+    out = np.empty_like(flat)
+    _gcd_rows(flat, _GCD_U8, out)
+    return out.reshape(w.shape)
 
 
 def auto_interleave_weights(

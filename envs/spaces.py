@@ -42,6 +42,7 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
+from envs.encoding import fill_observation
 from envs.kernel import MAX_WEIGHT, gcd_reduce
 from envs.model import Action, KernelConfig, Outputs
 
@@ -375,54 +376,31 @@ class ObservationEncoder:
         ``extra`` (B, len(GLOBAL_EXTRA)) are given already normalised.
         """
         bsz = t.shape[0]
-        obs = np.zeros((bsz, self.size), dtype=np.float32)
-        N, T = self.N, self.T
-        t0 = 3 * N  # first tenant entry
-        g0 = self.size - 3  # promotion traffic, demotion traffic, time
-        E = len(TENANT_ENTRIES)
-        nb = E + N  # the basic tenant entries
-        tenant = np.zeros((bsz, T, nb))
+        if self.n_desc and (descriptors is None or extra is None):
+            raise ValueError(f"the {self.version!r} observation needs descriptors and extra")
+        if not self.n_desc:
+            descriptors, extra = np.zeros((bsz, self.T, 0)), np.zeros((bsz, 0))
+        obs = np.empty((bsz, self.size), dtype=np.float32)
+        scale = math.log1p(65536.0)
         if out is not None:
-            node = np.stack(
-                [
-                    out.node_utilization,
-                    np.minimum((out.node_latency_ns / idle_ns - 1.0) / 4.0, 1.0),
-                    out.node_capacity_used_gib / capacity_gib,
-                ],
-                axis=2,
-            )
-            active = out.tenant_active
-            ws = np.maximum(out.tenant_resident_gib, 1e-12)
-            tenant[:, :, 0] = active
-            tenant[:, :, 1] = np.minimum(out.tenant_norm_perf / 2.0, 1.0)
-            tenant[:, :, 2] = out.tenant_dram_access_share
-            tenant[:, :, 3] = out.tenant_dram_resident_gib / ws
-            tenant[:, :, 4] = np.minimum(out.tenant_demand_gbps / peak_gbps[:, None], 1.0)
-            tenant[:, :, 5] = out.tenant_read_fraction
-            tenant[:, :, E:] = weights
-            tenant *= active[:, :, None]
-            scale = math.log1p(65536.0)
             glob = np.stack(
                 [np.log1p(out.promotion_mbps) / scale, np.log1p(out.demotion_mbps) / scale], axis=1
             )
-            obs[:, : 3 * N] = node.reshape(bsz, -1)
-            obs[:, g0 : g0 + 2] = glob
-        fresh = (t == 0) if out is not None else np.ones(bsz, dtype=bool)
-        if fresh.any():
-            start = np.zeros((bsz, T, nb))
-            start[:, :, 0] = present
-            start[:, :, 5] = read_fraction * present
-            start[:, :, E:] = weights * present[:, :, None]
-            tenant = np.where(fresh[:, None, None], start, tenant)
-            obs[fresh, : 3 * N] = 0.0
-            obs[fresh, g0 : g0 + 2] = 0.0
-        if self.n_desc:
-            if descriptors is None or extra is None:
-                raise ValueError(f"the {self.version!r} observation needs descriptors and extra")
-            tenant = np.concatenate([tenant, descriptors], axis=2)
-            obs[:, t0 + T * self.per_tenant : g0] = extra
-        obs[:, t0 : t0 + T * self.per_tenant] = tenant.reshape(bsz, -1)
-        obs[:, g0 + 2] = t / np.maximum(steps, 1)
+            fill_observation(
+                obs, True, out.node_utilization, out.node_latency_ns, idle_ns,
+                out.node_capacity_used_gib, capacity_gib, out.tenant_active,
+                out.tenant_norm_perf, out.tenant_dram_access_share,
+                out.tenant_dram_resident_gib, out.tenant_resident_gib, out.tenant_demand_gbps,
+                peak_gbps, out.tenant_read_fraction, glob, weights, t, steps, present,
+                read_fraction, descriptors, extra,
+            )  # fmt: skip
+        else:
+            node, tenant = np.zeros((bsz, self.N)), np.zeros((bsz, self.T))
+            fill_observation(
+                obs, False, node, node, node, node, node, tenant.astype(bool), tenant, tenant,
+                tenant, tenant, tenant, np.zeros(bsz), tenant, np.zeros((bsz, 2)), weights, t,
+                steps, present, read_fraction, descriptors, extra,
+            )  # fmt: skip
         np.clip(obs, 0.0, 1.0, out=obs)
         return obs
 

@@ -1,0 +1,78 @@
+"""The observation's entries written by one compiled pass (:class:`envs.spaces.ObservationEncoder`).
+
+The encoder's arithmetic is divisions, minima and products, each as numpy does it
+(``np.minimum`` keeps a NaN, ``x * 0.0`` of a negative ``x`` is ``-0.0``), so the pass
+writes the float32 values numpy's expressions give, bit for bit; the logarithms (the
+migration traffic, the descriptors) stay numpy's and arrive computed. The clip to
+[0, 1] stays numpy's too (:meth:`~envs.spaces.ObservationEncoder.encode`).
+"""
+
+from __future__ import annotations
+
+from envs.jit import inline, jit
+
+
+@inline
+def _min1(v):  # pragma: no cover (compiled)
+    """``np.minimum(v, 1.0)``: NaN stays NaN."""
+    return 1.0 if v > 1.0 else v
+
+
+@jit
+def fill_observation(
+    obs, has_out, util, lat, idle, used, cap, active, perf, dram_share, dram_res, resident,
+    demand, peak, rfrac, glob, weights, t, steps, present, start_rfrac, desc, extra,
+):  # fmt: skip  # pragma: no cover (compiled)
+    """Every entry of ``obs`` (B, size) before the clip, batch-first arguments.
+
+    With ``has_out``, the interval's outputs: per node (B, N) ``util``, ``lat``, ``used``
+    (``idle``, ``cap`` the instances'), per tenant (B, T) ``active``, ``perf``,
+    ``dram_share``, ``dram_res``, ``resident``, ``demand``, ``rfrac``; ``peak`` (B,),
+    ``glob`` (B, 2) the migration entries. Rows with ``t == 0`` (all rows without
+    ``has_out``) show the start instead: ``present`` (B, T), ``start_rfrac`` (B, T) and
+    the weights, nothing of a node. ``weights`` (B, T, N); ``desc`` (B, T, k) and
+    ``extra`` (B, e) the descriptors and extra globals (k = 0: the basic layout).
+    """
+    B, T, N = weights.shape
+    K, E = desc.shape[2], 6
+    per = E + N + K
+    t0, g0 = 3 * N, obs.shape[1] - 3
+    for b in range(B):
+        fresh = (not has_out) or t[b] == 0
+        if fresh:
+            for j in range(t0):
+                obs[b, j] = 0.0
+            obs[b, g0] = 0.0
+            obs[b, g0 + 1] = 0.0
+        else:
+            for n in range(N):
+                obs[b, 3 * n] = util[b, n]
+                obs[b, 3 * n + 1] = _min1((lat[b, n] / idle[b, n] - 1.0) / 4.0)
+                obs[b, 3 * n + 2] = used[b, n] / cap[b, n]
+            obs[b, g0] = glob[b, 0]
+            obs[b, g0 + 1] = glob[b, 1]
+        for tt in range(T):
+            o = t0 + tt * per
+            if fresh:
+                a = 1.0 if present[b, tt] else 0.0
+                obs[b, o] = a
+                for j in range(1, 5):
+                    obs[b, o + j] = 0.0
+                obs[b, o + 5] = start_rfrac[b, tt] * a
+            else:
+                a = 1.0 if active[b, tt] else 0.0
+                ws = resident[b, tt]
+                ws = 1e-12 if ws < 1e-12 else ws  # np.maximum: NaN stays NaN
+                obs[b, o] = a
+                obs[b, o + 1] = _min1(perf[b, tt] / 2.0) * a
+                obs[b, o + 2] = dram_share[b, tt] * a
+                obs[b, o + 3] = dram_res[b, tt] / ws * a
+                obs[b, o + 4] = _min1(demand[b, tt] / peak[b]) * a
+                obs[b, o + 5] = rfrac[b, tt] * a
+            for n in range(N):
+                obs[b, o + E + n] = weights[b, tt, n] * a
+            for j in range(K):
+                obs[b, o + E + N + j] = desc[b, tt, j]
+        for j in range(extra.shape[1]):
+            obs[b, t0 + T * per + j] = extra[b, j]
+        obs[b, g0 + 2] = t[b] / max(steps[b], 1)
