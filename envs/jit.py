@@ -42,6 +42,7 @@ COMPILED = (
     "promotion.py",
     "reclaim.py",
     "encoding.py",
+    "rng.py",
 )
 
 

@@ -10,46 +10,49 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from envs.jit import ufunc
+
 __all__ = ["normal32", "splitmix", "uniform"]
 
 F64 = NDArray[np.float64]
 
 
-def splitmix(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
-    with np.errstate(over="ignore"):
-        z = x + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
+@ufunc("uint64(uint64)")
+def splitmix(x):  # pragma: no cover (compiled)
+    """splitmix64's finaliser of ``x`` (uint64 arrays; the arithmetic wraps modulo 2**64)."""
+    z = x + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
 
 
-def _bits(key: ArrayLike, counter: ArrayLike, streams: tuple[int, ...]) -> NDArray[np.uint64]:
-    """The hash of (key, stream, counter) for each stream, stacked on a new leading axis."""
-    k = np.asarray(key, dtype=np.uint64)
-    c = np.asarray(counter, dtype=np.uint64)
-    s = np.array([(st * 0x632BE59BD9B4E019) % (1 << 64) for st in streams], dtype=np.uint64)
-    nd = max(k.ndim, c.ndim)
-    with np.errstate(over="ignore"):
-        hk = splitmix(k ^ s.reshape((len(streams),) + (1,) * k.ndim))  # (S, *key)
-        return splitmix(hk.reshape((len(streams),) + (1,) * (nd - k.ndim) + k.shape) + c)
+@ufunc("float64(uint64, uint64, uint64)")
+def _unit_hash(key, salt, counter):  # pragma: no cover (compiled)
+    """The uniform in (0, 1) of (key, stream, counter), ``salt`` the stream's constant:
+    the top 53 bits of the hash, centred in their interval."""
+    h = splitmix(splitmix(key ^ salt) + counter)
+    return (np.float64(h >> np.uint64(11)) + 0.5) / 9007199254740992.0  # 2**53
 
 
-def _unit(h: NDArray[np.uint64]) -> F64:
-    return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+def _salt(stream: int) -> np.uint64:
+    return np.uint64((stream * 0x632BE59BD9B4E019) % (1 << 64))
 
 
 def uniform(key: ArrayLike, counter: ArrayLike, stream: int) -> F64:
     """Counter-based uniforms in (0, 1): element-wise hash of (key, stream, counter).
 
     Each batch element draws from its own key, so its numbers do not depend
-    on what else is in the batch.
+    on what else is in the batch. ``key`` and ``counter`` broadcast together.
     """
-    return _unit(_bits(key, counter, (stream,))[0])
+    k = np.asarray(key, dtype=np.uint64)
+    c = np.asarray(counter, dtype=np.uint64)
+    return np.asarray(_unit_hash(k, _salt(stream), c), dtype=np.float64)
 
 
 def normal32(key: ArrayLike, counter: ArrayLike, stream: int) -> NDArray[np.float32]:
     """Standard normals (Box-Muller) in float32, whose log and cos numpy vectorises.
 
-    The uniforms of streams ``stream`` and ``stream + 1``, hashed in one pass."""
-    u1, u2 = _unit(_bits(key, counter, (stream, stream + 1))).astype(np.float32)
+    The uniforms of streams ``stream`` and ``stream + 1``."""
+    u1 = uniform(key, counter, stream).astype(np.float32)
+    u2 = uniform(key, counter, stream + 1).astype(np.float32)
     return np.sqrt(np.float32(-2.0) * np.log(u1)) * np.cos(np.float32(2.0 * np.pi) * u2)
