@@ -998,7 +998,7 @@ def solo_throughput(p: Params, jit: F64) -> F64:
     if idx.size:
         elem = idx % bsz
 
-        def pick(a: F64) -> F64:  # (T, P, B) -> (1, problems)
+        def pick(a: NDArray[Any]) -> NDArray[Any]:  # (T, P, B) -> (1, problems)
             return a.reshape(-1)[idx][None]
 
         share = (np.arange(N)[:, None] == pick(p.local_dram)).astype(float)[None]  # (1, N, ·)
