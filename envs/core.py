@@ -228,6 +228,9 @@ class EnvState:
     weights: NDArray[np.int64]  # (B, T, N) integer interleave weights in force
     promote_mbps: F64  # (B,) promotion rate limit in force
     twin: TwinState | None = None  # the paired-seed twins (``reward_baseline``)
+    # (T, P, k, B) the episodes' tenant descriptors per phase (:func:`spec_table`; None:
+    # computed when read)
+    specs: F64 | None = None
 
     @property
     def num_envs(self) -> int:
@@ -405,21 +408,21 @@ def _take(a: NDArray[Any], phase: NDArray[np.int64]) -> NDArray[Any]:
 COMING_FEATURES = 11
 
 
-def _phase_sizes(state: EnvState, now: F64) -> tuple[NDArray[np.int64], F64, F64]:
-    """Each tenant slot's phase at time ``now`` (T, B), the DRAM capacity (B,) and each
-    slot's working set in that phase (T, B, jitter included)."""
-    p, s = state.instance, state.model
-    phase = np.maximum((p.phase_at <= now).sum(axis=1) - 1, 0)
-    dram = np.where(p.is_cxl, 0.0, p.capacity_gib).sum(0)
-    return phase, dram, _take(p.working_set_gib, phase) * s.jit[2]
+def _phase_now(p: Params, now: F64) -> NDArray[np.int64]:
+    """Each tenant slot's phase at time ``now`` (T, B); a slot not yet started: its first."""
+    return np.maximum((p.phase_at <= now).sum(axis=1) - 1, 0)
 
 
-def _tenant_specs(state: EnvState, phase: NDArray[np.int64], dram: F64, ws: F64) -> F64:
-    """Each tenant slot's spec (T, B, 7) on [0, 1] at ``phase`` (:func:`_phase_sizes`, with
-    ``dram`` and ``ws``), for every slot: threads, working set, working set over DRAM,
-    read fraction, access share of its hottest 2%, socket, demand alone over the peak (a
-    slot not yet started: its first phase)."""
-    p, s = state.instance, state.model
+def _dram_gib(p: Params) -> F64:
+    """(B,) each instance's DRAM capacity."""
+    return np.where(p.is_cxl, 0.0, p.capacity_gib).sum(0)
+
+
+def _tenant_specs(p: Params, solo_gbps: F64, phase: NDArray[np.int64], dram: F64, ws: F64) -> F64:
+    """Each tenant slot's spec (T, B, 7) on [0, 1] at ``phase`` (T, B), with ``dram`` (B,)
+    the DRAM capacity and ``ws`` (T, B) its working set in that phase (jitter included),
+    ``solo_gbps`` (T, P, B) the episode's: threads, working set, working set over DRAM,
+    read fraction, access share of its hottest 2%, socket, demand alone over the peak."""
     peak = np.minimum(p.curves.mem_read, p.curves.link_read).sum(0)
     share = p.access_share  # (T, P, K, B): the hottest three buckets' shares at the phase
     hot = _take(share[:, :, 0], phase) + _take(share[:, :, 1], phase) + _take(share[:, :, 2], phase)
@@ -431,11 +434,49 @@ def _tenant_specs(state: EnvState, phase: NDArray[np.int64], dram: F64, ws: F64)
             _take(p.read_fraction, phase),
             hot,
             _take(p.socket, phase).astype(float),
-            _take(s.solo_gbps, phase) / peak,
+            _take(solo_gbps, phase) / peak,
         ],
         axis=-1,
     )
     return np.clip(d, 0.0, 1.0)
+
+
+def spec_table(encoder: ObservationEncoder, p: Params, jit: F64, solo_gbps: F64) -> F64:
+    """Every tenant slot's descriptors but ``upcoming`` in each of its phases (T, P, k, B).
+
+    A tenant's spec is known at admission and fixed for an episode (its phases, the
+    episode's jitter ``jit`` (3, T, B) and solo throughput ``solo_gbps`` (T, P, B): the
+    model state's), so the table is computed when an episode
+    starts (:func:`reset`, :func:`reset_where`) and each interval reads its phase's
+    column. ``k`` is 7, and 9 with the ``"cgroup"`` layout: memory.low and memory.high
+    in force over the working set, as the kernel applies them (:func:`memcg_limits`: the
+    tier-aware mode scales both to the DRAM share of the machine, so a memory.high at
+    the working set still caps its DRAM).
+    """
+    T, P, B = p.threads.shape
+    dram = _dram_gib(p)
+    cols = []
+    for ph in range(P):
+        phase = np.full((T, B), ph, dtype=np.int64)
+        ws = _take(p.working_set_gib, phase) * jit[2]
+        d = _tenant_specs(p, solo_gbps, phase, dram, ws)
+        if encoder.version == "cgroup":
+            wsafe = np.maximum(ws, 1e-9)
+            dram_high, low, tot_high = memcg_limits(
+                p, _take(p.memory_high_gib, phase), _take(p.memory_low_gib, phase)
+            )
+            high = np.minimum(dram_high, tot_high)
+            cg = np.stack([low / wsafe, np.where(np.isfinite(high), high / wsafe, 1.0)], axis=-1)
+            d = np.concatenate([d, cg], axis=-1)
+        cols.append(np.clip(d, 0.0, 1.0).transpose(0, 2, 1))  # (T, k, B)
+    return np.stack(cols, axis=1)
+
+
+def _specs(params: EnvParams, state: EnvState) -> F64:
+    """The episode's :func:`spec_table` (kept in the state; computed if it is not)."""
+    if state.specs is not None:
+        return state.specs
+    return spec_table(params.encoder, state.instance, state.model.jit, state.model.solo_gbps)
 
 
 def coming_tenants(params: EnvParams, state: EnvState) -> NDArray[np.float32]:
@@ -462,9 +503,8 @@ def coming_tenants(params: EnvParams, state: EnvState) -> NDArray[np.float32]:
         axis=-1,
     )  # (T, B, 3)
     pending = (p.start_s > now).astype(float)[..., None]
-    out = np.concatenate(
-        [timing, _tenant_specs(state, *_phase_sizes(state, now)), pending], axis=-1
-    )
+    spec = gather_phase(_specs(params, state)[:, :, :7], _phase_now(p, now))  # (T, 7, B)
+    out = np.concatenate([timing, spec.transpose(0, 2, 1), pending], axis=-1)
     out = np.where(later[..., None], out, 0.0)
     return np.moveaxis(out, 1, 0).astype(np.float32)
 
@@ -474,31 +514,20 @@ def descriptors(params: EnvParams, state: EnvState) -> tuple[F64, F64]:
     extra globals (B, 4).
 
     A tenant's descriptors are those of the phase it runs in the NEXT interval (its
-    spec, known at admission), shown while it runs then; see
+    spec, known at admission: :func:`spec_table`), shown while it runs then; see
     :class:`~envs.spaces.ObservationEncoder`.
     """
     p, s = state.instance, state.model
     now = s.t * p.interval_s  # start of the next interval
     up = p.present & (p.start_s <= now) & (now < p.stop_s)  # (T, B)
-    phase, dram, ws = _phase_sizes(state, now)
+    spec = gather_phase(_specs(params, state), _phase_now(p, now))  # (T, k, B)
+    T, k, B = spec.shape
+    d = np.zeros((B, T, 1 + k))
+    upt = up.T
+    d[:, :, 0] = upt
+    np.copyto(d[:, :, 1:], spec.transpose(2, 0, 1), where=upt[:, :, None])
+    dram = _dram_gib(p)
     cxl = np.where(p.is_cxl, p.capacity_gib, 0.0).sum(0)
-    d = np.concatenate(
-        [up.astype(float)[..., None], _tenant_specs(state, phase, dram, ws)], axis=-1
-    )
-    if params.encoder.version == "cgroup":  # memory.low / memory.high in force over the ws
-        # as the kernel applies them (memcg_limits): the tier-aware mode scales both to the
-        # DRAM share of the machine, so a memory.high at the working set still caps its DRAM
-        wsafe = np.maximum(ws, 1e-9)
-        dram_high, low, tot_high = memcg_limits(
-            p, _take(p.memory_high_gib, phase), _take(p.memory_low_gib, phase)
-        )
-        high = np.minimum(dram_high, tot_high)
-        cg = np.stack(
-            [low / wsafe, np.where(np.isfinite(high), high / wsafe, 1.0)],
-            axis=-1,
-        )
-        d = np.concatenate([d, cg], axis=-1)
-    d = np.where(up[:, :, None], np.clip(d, 0.0, 1.0), 0.0)
     extra = np.stack(
         [
             np.log2(1.0 + dram) / GIB_SCALE,
@@ -508,7 +537,7 @@ def descriptors(params: EnvParams, state: EnvState) -> tuple[F64, F64]:
         ],
         axis=1,
     )
-    return d.transpose(1, 0, 2), extra  # (B, T, k): np.moveaxis(d, 1, 0), without its overhead
+    return d, extra
 
 
 def observe(params: EnvParams, state: EnvState, out: Outputs | None) -> NDArray[np.float32]:
@@ -545,14 +574,16 @@ def reset(params: EnvParams, seeds: ArrayLike) -> tuple[EnvState, NDArray[np.flo
     if params.twin is not None:
         tstate, tobs = reset(params.twin, base)
         twin = TwinState(tstate, tobs, None)
+    model = init_state(inst, ep_seeds)
     state = EnvState(
         instance=inst,
-        model=init_state(inst, ep_seeds),
+        model=model,
         base_seed=base.copy(),
         episode=episode,
         weights=np.zeros((B, T, N), dtype=np.int64),
         promote_mbps=np.zeros(B),
         twin=twin,
+        specs=spec_table(params.encoder, inst, model.jit, model.solo_gbps),
     )
     return state, observe(params, state, None)
 
@@ -572,7 +603,8 @@ def reset_where(
     episode[idx] += np.uint64(1)
     ep_seeds = _episode_seeds(state.base_seed[idx], episode[idx])
     rows = (ep_seeds % np.uint64(params.pool.batch_size)).astype(np.int64)
-    inst = state.instance.replace_rows(idx, params.pool.subset(rows))
+    drawn = params.pool.subset(rows)
+    inst = state.instance.replace_rows(idx, drawn)
     weights = state.weights.copy()
     weights[idx] = 0
     promote = state.promote_mbps.copy()
@@ -583,14 +615,22 @@ def reset_where(
         tobs = twin.obs.copy()
         tobs[idx] = tfirst
         twin = TwinState(tstate, tobs, twin.metrics)
+    model = reset_rows(inst, state.model, idx, ep_seeds)
+    specs = None
+    if state.specs is not None:  # the new episodes' rows of the table
+        specs = state.specs.copy()
+        specs[..., idx] = spec_table(
+            params.encoder, drawn, model.jit[..., idx], model.solo_gbps[..., idx]
+        )
     new = EnvState(
         instance=inst,
-        model=reset_rows(inst, state.model, idx, ep_seeds),
+        model=model,
         base_seed=state.base_seed,
         episode=episode,
         weights=weights,
         promote_mbps=promote,
         twin=twin,
+        specs=specs,
     )
     return new, observe(params, new, None)[idx]
 
@@ -640,6 +680,7 @@ def _account(
         weights=weights,
         promote_mbps=act.promote_mbps,
         twin=twin,
+        specs=state.specs,
     )
     metrics = Metrics(
         **{k: getattr(out, k) for k in _OUTPUT_NAMES},
