@@ -1,21 +1,78 @@
-"""Phases 1 and 2 of an interval compiled, for the pages: those beyond a bucket's size
-and churned ones freed, then the missing ones allocated by the interleave weights,
-local-first fallback, memory.high (the mechanisms: :func:`envs.model.tenant_phase` and
-:func:`envs.model.allocate_pages`, which drive these kernels).
+"""Phases 1 and 2 of an interval compiled: who runs, in which phase, under which cgroup
+limits (``tenants``); for the pages, those beyond a bucket's size and churned ones freed
+(``frees``), then the missing ones allocated by the interleave weights, local-first
+fallback, memory.high (``allocate``). The mechanisms: :func:`envs.model.tenant_phase`
+and :func:`envs.model.allocate_pages`, which drive these kernels.
 
 As in :mod:`envs.reclaim`, the batch runs ``_W`` elements at a time in the lanes of
 small arrays, every loop over lanes innermost over 1-D views, each lane on its own
-element's numbers, every sum in the order the numpy code took it.
-"""
+element's numbers, every sum in the order the numpy code took it."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from envs.jit import inline, jit
+from envs.kernel import memcg_dram_high, memcg_low, memcg_total_high
 from envs.placement import dram_sum, node_pages
 
 _W = 256  # lanes: batch elements side by side
+
+
+@inline
+def _max0(v):  # pragma: no cover (compiled)
+    """``np.maximum(v, 0.0)`` but for the sign of a zero: NaN stays NaN."""
+    return v if (v > 0.0 or v != v) else 0.0
+
+
+@jit
+def tenants(
+    phase_at, now, dt, present, start_s, stop_s, grow_tab, ws_tab, jit_ws, churn_tab,
+    local_tab, high_tab, low_tab, memcg_mode, toptier, widths,
+    phase, active, ws, bucket_size, churn_keep, local, loc1h, high, low, tot_high,
+):  # fmt: skip  # pragma: no cover (compiled)
+    """Who runs in the interval starting at ``now`` (B,) of length ``dt``, in which phase,
+    how big each bucket should be and the cgroup limits in force
+    (:func:`envs.model.tenant_phase`, :func:`envs.model.memcg_limits`).
+
+    Tables (T, P, B) per tenant slot and phase: ``phase_at`` (its start), ``grow_tab``,
+    ``ws_tab``, ``churn_tab``, ``local_tab``, ``high_tab``, ``low_tab``; (T, B):
+    ``present``, ``start_s``, ``stop_s``, ``jit_ws`` (the working set's jitter); (B,):
+    ``memcg_mode`` (:data:`envs.kernel.MEMCG_TOTAL` ...), ``toptier`` (the DRAM share);
+    ``widths`` (K,) each bucket's share of the working set. Written: ``phase``,
+    ``active``, ``ws``, ``churn_keep`` (the share churn leaves), ``local``, ``high``,
+    ``low``, ``tot_high`` (T, B), ``bucket_size`` (T, K, B), ``loc1h`` (T, N, B). The
+    sign of a zero of the growth term may differ from numpy's; it never reaches a
+    result (a working set is not negative)."""
+    T, P, B = phase_at.shape
+    K, N = widths.shape[0], loc1h.shape[1]
+    for t in range(T):
+        for b in range(B):
+            c = 0
+            for q in range(P):
+                c += 1 if phase_at[t, q, b] <= now[b] else 0
+            ph = max(c - 1, 0)
+            phase[t, b] = ph
+            on = present[t, b] and start_s[t, b] <= now[b] and now[b] < stop_s[t, b]
+            active[t, b] = on
+            w = ws_tab[t, ph, b] * jit_ws[t, b] + grow_tab[t, ph, b] * _max0(
+                now[b] + dt[b] - phase_at[t, ph, b]
+            )
+            w = (1e-6 if w < 1e-6 else w) if on else 0.0  # np.maximum: NaN stays NaN
+            ws[t, b] = w
+            for k in range(K):
+                bucket_size[t, k, b] = w * widths[k]
+            x = churn_tab[t, ph, b] * dt[b]  # np.clip(x, 0, 1): NaN stays NaN
+            x = 0.0 if x < 0.0 else (1.0 if x > 1.0 else x)
+            churn_keep[t, b] = 1.0 - x
+            loc = local_tab[t, ph, b]
+            local[t, b] = loc
+            for n in range(N):
+                loc1h[t, n, b] = 1.0 if n == loc else 0.0
+            hi, mode = high_tab[t, ph, b], memcg_mode[b]
+            high[t, b] = memcg_dram_high(hi, mode, toptier[b])
+            low[t, b] = memcg_low(low_tab[t, ph, b], mode, toptier[b])
+            tot_high[t, b] = memcg_total_high(hi, mode)
 
 
 @jit

@@ -39,10 +39,13 @@ __all__ = [
     "inactive_ratio",
     "kswapd_failures_after",
     "kswapd_hopeless",
+    "memcg_dram_high",
     "memcg_high_delay_s",
     "memcg_high_throttle",
+    "memcg_low",
     "memcg_promotion_scan_fraction",
     "memcg_reclaim_scan",
+    "memcg_total_high",
     "pgdat_free_space_enough",
     "task_nr_scan_windows",
     "task_scan_bounds",
@@ -482,9 +485,8 @@ def memcg_high_throttle(
     return per * np.asarray(charged_pages, dtype=float) / MEMCG_CHARGE_BATCH
 
 
-def tier_aware_limit(
-    limit_gib: ArrayLike, toptier_gib: ArrayLike, total_gib: ArrayLike
-) -> NDArray[np.float64]:
+@ufunc("float64(float64, float64, float64)")
+def tier_aware_limit(limit_gib, toptier_gib, total_gib):  # pragma: no cover (compiled)
     """A cgroup limit scaled to the top tier (tier-aware memcg limits RFC, linux-mm).
 
     ``memory.toptier_low/high = memory.low/high * toptier / total`` (J. Hahn,
@@ -492,12 +494,35 @@ def tier_aware_limit(
     tiering-fairness RFC, 2024, which scales memory.low the same way): with
     150 G of DRAM and 50 G of CXL, ``memory.high = 40G`` caps DRAM at 30 G.
     """
-    top = np.asarray(toptier_gib, dtype=float)
-    return (
-        np.asarray(limit_gib, dtype=float)
-        * top
-        / np.maximum(np.asarray(total_gib, dtype=float), 1e-300)
-    )
+    total = total_gib if (total_gib > 1e-300 or total_gib != total_gib) else 1e-300
+    return limit_gib * toptier_gib / total
+
+
+#: TierGym's memcg limit modes (``KernelConfig.memcg_limits``), by index
+MEMCG_TOTAL, MEMCG_TIER_AWARE, MEMCG_DRAM = 0, 1, 2
+
+
+@ufunc("float64(float64, int64, float64)")
+def memcg_dram_high(high_gib, mode, toptier_share):  # pragma: no cover (compiled)
+    """The cap on a cgroup's DRAM in force for its memory.high: none (inf) with the
+    kernel's limits on total usage (``total``), the limit scaled to the DRAM share
+    ``toptier_share`` (``tier_aware``), the limit itself (``dram``: TierGym before)."""
+    if mode == MEMCG_TOTAL:
+        return np.inf
+    return tier_aware_limit(high_gib, toptier_share, 1.0) if mode == MEMCG_TIER_AWARE else high_gib
+
+
+@ufunc("float64(float64, int64, float64)")
+def memcg_low(low_gib, mode, toptier_share):  # pragma: no cover (compiled)
+    """memory.low in force: scaled to the DRAM share with ``tier_aware``, else as given
+    (on total usage with ``total``, on DRAM with ``dram``)."""
+    return tier_aware_limit(low_gib, toptier_share, 1.0) if mode == MEMCG_TIER_AWARE else low_gib
+
+
+@ufunc("float64(float64, int64)")
+def memcg_total_high(high_gib, mode):  # pragma: no cover (compiled)
+    """memory.high on the cgroup's total usage: none (inf) with the ``dram`` mode."""
+    return np.inf if mode == MEMCG_DRAM else high_gib
 
 
 # --------------------------------------------------------------------------- mm/page_alloc.c

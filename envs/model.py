@@ -61,10 +61,12 @@ from envs.kernel import (
     THRESHOLD_START_MS,
     adapt_promotion_threshold,
     build_fallback_lists,
+    memcg_dram_high,
     memcg_high_throttle,
+    memcg_low,
     memcg_promotion_scan_fraction,
+    memcg_total_high,
     task_scan_bounds,
-    tier_aware_limit,
     update_task_scan_period,
     zone_watermarks,
 )
@@ -101,6 +103,7 @@ F64 = NDArray[np.float64]
 BUCKET_EDGES = np.array([0.0, 0.001, 0.005, 0.02, 0.06, 0.15, 0.3, 0.6, 1.0])
 K_BUCKETS = len(BUCKET_EDGES) - 1
 _BUCKET_WIDTHS = np.diff(BUCKET_EDGES)[:, None]  # (K, 1) share of the working set per bucket
+_WIDTHS = np.ascontiguousarray(_BUCKET_WIDTHS[:, 0])  # (K,) the same, for the compiled phases
 
 
 # --------------------------------------------------------------------------- configuration
@@ -357,7 +360,9 @@ class Params:
             "is_cxl", "demote_target", "capacity_gib", "wm_low", "wm_high", "wm_promo",
             "demotion", "demote_wm_frac", "kswapd_gibps", "kswapd_scan_pps", "memcg_mode",
             "migrate_max_util", "access_share", "scan_period_s", "active_only", "wm_min",
-            "fallback",
+            "fallback", "phase_at", "present", "start_s", "stop_s",
+            "grow_gib_per_s", "working_set_gib", "churn_per_s", "local_dram", "memory_high_gib",
+            "memory_low_gib", "toptier_share",
         )  # fmt: skip
         out = {name: np.ascontiguousarray(getattr(self, name)) for name in names}
         out["peak_rd"], out["peak_wr"] = (
@@ -1161,27 +1166,25 @@ class Migration:
 def tenant_phase(p: Params, state: State, now: F64, dt: F64) -> tuple[Tenants, F64]:
     """Phase 1: tenants start, stop, change phase and grow; pages beyond a bucket's size
     and churned pages are freed. Returns the tenants and the placement after the frees."""
-    N = p.n_nodes
-    phase = np.maximum(lsum((p.phase_at <= now), 1) - 1, 0)  # (T, B)
-    active = p.present & (p.start_s <= now) & (now < p.stop_s)
-    grow = _gather(p.grow_gib_per_s, phase)
-    ws = _gather(p.working_set_gib, phase) * state.jit[2] + grow * np.maximum(
-        now + dt - _gather(p.phase_at, phase), 0.0
-    )
-    ws = np.where(active, np.maximum(ws, 1e-6), 0.0)
-    bucket_size = ws[:, None] * _BUCKET_WIDTHS  # (T, K, B)
-    # share of each bucket kept: bucket_size / its pages where the bucket is too big, else 1
-    # (the same numbers as np.where(pages > bucket_size, ..., 1.0) for pages >= 0), times
-    # the share churn leaves
-    churn_keep = 1.0 - np.clip(_gather(p.churn_per_s, phase) * dt, 0.0, 1.0)  # (T, B)
+    T, _, B = p.phase_at.shape
+    N, K = p.n_nodes, _BUCKET_WIDTHS.shape[0]
+    c = p.contiguous
+    phase, active = np.empty((T, B), dtype=np.int64), np.empty((T, B), dtype=bool)
+    ws, churn_keep, local = np.empty((T, B)), np.empty((T, B)), np.empty((T, B), dtype=np.int64)
+    high, low, tot_high = np.empty((T, B)), np.empty((T, B)), np.empty((T, B))
+    bucket_size, loc1h = np.empty((T, K, B)), np.empty((T, N, B))
+    _allocation.tenants(
+        c["phase_at"], now, np.ascontiguousarray(dt), c["present"], c["start_s"], c["stop_s"],
+        c["grow_gib_per_s"], c["working_set_gib"], np.ascontiguousarray(state.jit[2]),
+        c["churn_per_s"],
+        c["local_dram"], c["memory_high_gib"], c["memory_low_gib"], c["memcg_mode"],
+        c["toptier_share"], _WIDTHS, phase, active, ws, bucket_size, churn_keep, local, loc1h,
+        high, low, tot_high,
+    )  # fmt: skip
+    # pages beyond a bucket's size freed (its share kept: bucket_size over its pages where
+    # the bucket is too big, else 1), times the share churn leaves
     place = np.empty(state.place.shape)  # a new array: state is not modified
-    _allocation.frees(
-        np.ascontiguousarray(state.place), bucket_size, np.ascontiguousarray(churn_keep), place
-    )
-    local = _gather(p.local_dram, phase)
-    high, low, tot_high = memcg_limits(
-        p, _gather(p.memory_high_gib, phase), _gather(p.memory_low_gib, phase)
-    )
+    _allocation.frees(np.ascontiguousarray(state.place), bucket_size, churn_keep, place)
     tenants = Tenants(
         phase=phase,
         active=active,
@@ -1190,7 +1193,7 @@ def tenant_phase(p: Params, state: State, now: F64, dt: F64) -> tuple[Tenants, F
         high=high,
         low=low,
         local=local,
-        loc1h=_onehot(local, N),
+        loc1h=loc1h,
         tot_high=tot_high,
     )
     return tenants, place
@@ -1204,14 +1207,12 @@ def memcg_limits(p: Params, high: F64, low: F64) -> tuple[F64, F64, F64]:
     machine (:func:`envs.kernel.tier_aware_limit`), high also on total usage;
     "dram" (TierGym before): the limits as given on DRAM usage only.
     """
-    mode = p.memcg_mode
-    top = p.toptier_share
-    dram_high = np.where(
-        mode == 0, np.inf, np.where(mode == 1, tier_aware_limit(high, top, 1.0), high)
+    mode, top = p.memcg_mode, p.toptier_share
+    return (
+        np.asarray(memcg_dram_high(high, mode, top)),
+        np.asarray(memcg_low(low, mode, top)),
+        np.asarray(memcg_total_high(high, mode)),
     )
-    dram_low = np.where(mode == 1, tier_aware_limit(low, top, 1.0), low)
-    tot_high = np.where(mode == 2, np.inf, high)
-    return dram_high, dram_low, tot_high
 
 
 def allocate_pages(

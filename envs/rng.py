@@ -46,7 +46,8 @@ def uniform(key: ArrayLike, counter: ArrayLike, stream: int) -> F64:
     """
     k = np.asarray(key, dtype=np.uint64)
     c = np.asarray(counter, dtype=np.uint64)
-    return np.asarray(_unit_hash(k, _salt(stream), c), dtype=np.float64)
+    # the ufunc itself: numba's wrapper around it (for compiled callers) costs a call
+    return np.asarray(_unit_hash.ufunc(k, _salt(stream), c), dtype=np.float64)
 
 
 def normal32(key: ArrayLike, counter: ArrayLike, stream: int) -> NDArray[np.float32]:

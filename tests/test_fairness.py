@@ -11,9 +11,15 @@ import pytest
 
 from envs import KernelConfig, Simulator, load_scenario
 from envs.kernel import (
+    MEMCG_DRAM,
+    MEMCG_TIER_AWARE,
+    MEMCG_TOTAL,
     SCAN_PERIOD_MAX_MS,
+    memcg_dram_high,
     memcg_high_delay_s,
     memcg_high_throttle,
+    memcg_low,
+    memcg_total_high,
     task_scan_max,
     task_scan_min,
     tier_aware_limit,
@@ -73,6 +79,23 @@ def test_memcg_high_delay_and_throttle() -> None:
 def test_tier_aware_limit_matches_the_rfc_example() -> None:
     """150 G DRAM + 50 G CXL: memory.low 20G -> toptier_low 15G, high 40G -> 30G."""
     assert tier_aware_limit([20.0, 40.0], 150.0, 200.0).tolist() == [15.0, 30.0]
+
+
+def test_memcg_limits_in_force_per_mode() -> None:
+    """memory.high 40G, memory.low 20G on a machine with 3/4 of its memory in DRAM: the
+    kernel's limits act on total usage (no DRAM cap), tier-aware ones cap DRAM at 3/4 of
+    them, TierGym's old mode puts them on DRAM as given; the indices are the modes'."""
+    from envs.model import MEMCG_LIMIT_MODES
+
+    assert [MEMCG_LIMIT_MODES.index(m) for m in ("total", "tier_aware", "dram")] == [
+        MEMCG_TOTAL,
+        MEMCG_TIER_AWARE,
+        MEMCG_DRAM,
+    ]
+    modes = np.array([MEMCG_TOTAL, MEMCG_TIER_AWARE, MEMCG_DRAM])
+    assert memcg_dram_high(40.0, modes, 0.75).tolist() == [np.inf, 30.0, 40.0]
+    assert memcg_low(20.0, modes, 0.75).tolist() == [20.0, 15.0, 20.0]
+    assert memcg_total_high(40.0, modes).tolist() == [40.0, 40.0, np.inf]
 
 
 # --------------------------------------------------------------------------- memcg limits in the model
