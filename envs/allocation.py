@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from envs.jit import inline, jit
-from envs.kernel import memcg_dram_high, memcg_low, memcg_total_high
+from envs.kernel import dram_high_in_force, low_in_force, total_high_in_force
 from envs.placement import dram_sum, node_pages
 
 _W = 256  # lanes: batch elements side by side
@@ -47,32 +47,37 @@ def tenants(
     T, P, B = phase_at.shape
     K, N = widths.shape[0], loc1h.shape[1]
     for t in range(T):
+        ph, on, w, ck, loc = phase[t], active[t], ws[t], churn_keep[t], local[t]
+        pr, st, sp, jw = present[t], start_s[t], stop_s[t], jit_ws[t]
         for b in range(B):
-            c = 0
-            for q in range(P):
-                c += 1 if phase_at[t, q, b] <= now[b] else 0
-            ph = max(c - 1, 0)
-            phase[t, b] = ph
-            on = present[t, b] and start_s[t, b] <= now[b] and now[b] < stop_s[t, b]
-            active[t, b] = on
-            w = ws_tab[t, ph, b] * jit_ws[t, b] + grow_tab[t, ph, b] * _max0(
-                now[b] + dt[b] - phase_at[t, ph, b]
+            ph[b] = 0
+        for q in range(1, P):  # the phases started by now (the first counts as started)
+            pa = phase_at[t, q]
+            for b in range(B):
+                ph[b] += 1 if pa[b] <= now[b] else 0
+        for b in range(B):
+            on[b] = pr[b] and st[b] <= now[b] and now[b] < sp[b]
+            x = ws_tab[t, ph[b], b] * jw[b] + grow_tab[t, ph[b], b] * _max0(
+                now[b] + dt[b] - phase_at[t, ph[b], b]
             )
-            w = (1e-6 if w < 1e-6 else w) if on else 0.0  # np.maximum: NaN stays NaN
-            ws[t, b] = w
-            for k in range(K):
-                bucket_size[t, k, b] = w * widths[k]
-            x = churn_tab[t, ph, b] * dt[b]  # np.clip(x, 0, 1): NaN stays NaN
-            x = 0.0 if x < 0.0 else (1.0 if x > 1.0 else x)
-            churn_keep[t, b] = 1.0 - x
-            loc = local_tab[t, ph, b]
-            local[t, b] = loc
-            for n in range(N):
-                loc1h[t, n, b] = 1.0 if n == loc else 0.0
-            hi, mode = high_tab[t, ph, b], memcg_mode[b]
-            high[t, b] = memcg_dram_high(hi, mode, toptier[b])
-            low[t, b] = memcg_low(low_tab[t, ph, b], mode, toptier[b])
-            tot_high[t, b] = memcg_total_high(hi, mode)
+            w[b] = (1e-6 if x < 1e-6 else x) if on[b] else 0.0  # np.maximum: NaN stays NaN
+            x = churn_tab[t, ph[b], b] * dt[b]  # np.clip(x, 0, 1): NaN stays NaN
+            ck[b] = 1.0 - (0.0 if x < 0.0 else (1.0 if x > 1.0 else x))
+            loc[b] = local_tab[t, ph[b], b]
+        for k in range(K):
+            bs, wk = bucket_size[t, k], widths[k]
+            for b in range(B):
+                bs[b] = w[b] * wk
+        for n in range(N):
+            oh = loc1h[t, n]
+            for b in range(B):
+                oh[b] = 1.0 if loc[b] == n else 0.0
+        hi, lo, th = high[t], low[t], tot_high[t]
+        for b in range(B):
+            h, mode = high_tab[t, ph[b], b], memcg_mode[b]
+            hi[b] = dram_high_in_force(h, mode, toptier[b])
+            lo[b] = low_in_force(low_tab[t, ph[b], b], mode, toptier[b])
+            th[b] = total_high_in_force(h, mode)
 
 
 @jit

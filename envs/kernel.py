@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from envs.jit import jit, ufunc
+from envs.jit import inline, jit, ufunc
 
 __all__ = [
     "FALLBACK_LISTS",
@@ -502,8 +502,8 @@ def tier_aware_limit(limit_gib, toptier_gib, total_gib):  # pragma: no cover (co
 MEMCG_TOTAL, MEMCG_TIER_AWARE, MEMCG_DRAM = 0, 1, 2
 
 
-@ufunc("float64(float64, int64, float64)")
-def memcg_dram_high(high_gib, mode, toptier_share):  # pragma: no cover (compiled)
+@inline
+def dram_high_in_force(high_gib, mode, toptier_share):  # pragma: no cover (compiled)
     """The cap on a cgroup's DRAM in force for its memory.high: none (inf) with the
     kernel's limits on total usage (``total``), the limit scaled to the DRAM share
     ``toptier_share`` (``tier_aware``), the limit itself (``dram``: TierGym before)."""
@@ -512,17 +512,29 @@ def memcg_dram_high(high_gib, mode, toptier_share):  # pragma: no cover (compile
     return tier_aware_limit(high_gib, toptier_share, 1.0) if mode == MEMCG_TIER_AWARE else high_gib
 
 
-@ufunc("float64(float64, int64, float64)")
-def memcg_low(low_gib, mode, toptier_share):  # pragma: no cover (compiled)
+@inline
+def low_in_force(low_gib, mode, toptier_share):  # pragma: no cover (compiled)
     """memory.low in force: scaled to the DRAM share with ``tier_aware``, else as given
     (on total usage with ``total``, on DRAM with ``dram``)."""
     return tier_aware_limit(low_gib, toptier_share, 1.0) if mode == MEMCG_TIER_AWARE else low_gib
 
 
-@ufunc("float64(float64, int64)")
-def memcg_total_high(high_gib, mode):  # pragma: no cover (compiled)
+@inline
+def total_high_in_force(high_gib, mode):  # pragma: no cover (compiled)
     """memory.high on the cgroup's total usage: none (inf) with the ``dram`` mode."""
     return np.inf if mode == MEMCG_DRAM else high_gib
+
+
+# the same for arrays (numpy's broadcasting); compiled code inlines the functions above
+memcg_dram_high = ufunc("float64(float64, int64, float64)")(
+    lambda high_gib, mode, toptier_share: dram_high_in_force(high_gib, mode, toptier_share)
+)
+memcg_low = ufunc("float64(float64, int64, float64)")(
+    lambda low_gib, mode, toptier_share: low_in_force(low_gib, mode, toptier_share)
+)
+memcg_total_high = ufunc("float64(float64, int64)")(
+    lambda high_gib, mode: total_high_in_force(high_gib, mode)
+)
 
 
 # --------------------------------------------------------------------------- mm/page_alloc.c
