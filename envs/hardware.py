@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from envs.jit import inline, ufunc
+
 __all__ = ["firmware_bandwidth", "mix_peak", "turnaround_penalty"]
 
 F64 = NDArray[np.float64]
@@ -30,15 +32,26 @@ def turnaround_penalty(read_gbps: ArrayLike, write_gbps: ArrayLike, mixed_gbps: 
     return np.maximum(0.0, 4.0 * (1.0 / m - 0.5 / r - 0.5 / w))
 
 
+@inline
+def peak_at_mix(read_gbps, write_gbps, turn, read_share):  # pragma: no cover (compiled)
+    """Peak bandwidth (GB/s) of a memory at a read share of its bytes (scalars)."""
+    x = read_share
+    return 1.0 / (x / read_gbps + (1.0 - x) / write_gbps + turn * x * (1.0 - x))
+
+
+_mix_peak = ufunc("float64(float64, float64, float64, float64)")(
+    lambda read_gbps, write_gbps, turn, read_share: peak_at_mix(
+        read_gbps, write_gbps, turn, read_share
+    )
+)
+
+
 def mix_peak(
     read_gbps: ArrayLike, write_gbps: ArrayLike, turn: ArrayLike, read_share: ArrayLike
 ) -> F64:
-    """Peak bandwidth (GB/s) of a memory at a read share ``read_share`` of its bytes."""
-    r = np.asarray(read_gbps, dtype=float)
-    w = np.asarray(write_gbps, dtype=float)
-    c = np.asarray(turn, dtype=float)
-    x = np.asarray(read_share, dtype=float)
-    return 1.0 / (x / r + (1.0 - x) / w + c * x * (1.0 - x))
+    """Peak bandwidth (GB/s) of a memory at a read share ``read_share`` of its bytes:
+    ``1 / (x/R + (1-x)/W + c x (1-x))`` (compiled code inlines :func:`peak_at_mix`)."""
+    return np.asarray(_mix_peak(read_gbps, write_gbps, turn, read_share), dtype=float)
 
 
 def firmware_bandwidth(

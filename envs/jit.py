@@ -43,6 +43,8 @@ COMPILED = (
     "reclaim.py",
     "encoding.py",
     "rng.py",
+    "hardware.py",
+    "interval.py",
 )
 
 

@@ -43,11 +43,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from envs import allocation as _allocation
+from envs import interval as _interval
 from envs import placement as _placement
 from envs import promotion as _promotion
 from envs import reclaim as _reclaim
 from envs.gather import gather_phase as _gather
-from envs.hardware import mix_peak, turnaround_penalty
+from envs.hardware import turnaround_penalty
 from envs.kernel import (
     FALLBACK_LISTS,
     GB_PER_GIB,
@@ -362,13 +363,16 @@ class Params:
             "migrate_max_util", "access_share", "scan_period_s", "active_only", "wm_min",
             "fallback", "phase_at", "present", "start_s", "stop_s",
             "grow_gib_per_s", "working_set_gib", "churn_per_s", "local_dram", "memory_high_gib",
-            "memory_low_gib", "toptier_share",
+            "memory_low_gib", "toptier_share", "threads", "mlp", "compute_ns", "read_fraction",
+            "socket", "random", "node_socket",
         )  # fmt: skip
         out = {name: np.ascontiguousarray(getattr(self, name)) for name in names}
         out["peak_rd"], out["peak_wr"] = (
             np.ascontiguousarray(peak_rd),
             np.ascontiguousarray(peak_wr),
         )
+        for f in ("mem_read", "mem_write", "mem_turn", "link_read", "link_write"):
+            out[f] = np.ascontiguousarray(getattr(self.curves, f))
         return out
 
     @functools.cached_property
@@ -1669,14 +1673,21 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
 
     # ---- 7. the fixed point
     phase, active = tn.phase, tn.active
-    threads = _gather(p.threads, phase)
-    cap = np.where(
-        active, LINE_BYTES * threads * _gather(p.mlp, phase) * state.jit[0] * (1.0 - cpu_loss), 0.0
+    T = phase.shape[0]
+    cap, compute, rfrac, rnd = (
+        np.empty((T, B)),
+        np.empty((T, B)),
+        np.empty((T, B)),
+        np.empty((T, B)),
     )
-    compute = _gather(p.compute_ns, phase) * state.jit[1]
-    rfrac = _gather(p.read_fraction, phase)
-    tsock = _gather(p.socket, phase)
-    remote = (tsock[:, None] != p.node_socket).astype(float)  # (T, N, B)
+    tsock, remote = np.empty((T, B), dtype=np.int64), np.empty((T, N, B))  # remote: (T, N, B)
+    c = p.contiguous
+    _interval.fixed_point_inputs(
+        LINE_BYTES, c["threads"], c["mlp"], c["compute_ns"], c["read_fraction"], c["socket"],
+        c["random"], c["node_socket"], phase, active, np.ascontiguousarray(state.jit[0]),
+        np.ascontiguousarray(state.jit[1]), np.ascontiguousarray(cpu_loss), cap, compute,
+        rfrac, tsock, remote, rnd,
+    )  # fmt: skip
     links = None
     if p.flags["link_limit"]:
         links = SocketLinks(
@@ -1697,43 +1708,49 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         p.curves,
         x0=state.throughput,
         links=links,
-        random=_gather(p.random, phase) if p.flags["random"] else None,
+        random=rnd if p.flags["random"] else None,
     )
 
-    # ---- outputs (batch-first)
-    x = sol.throughput
-    c = p.curves
-    demand = sol.demand  # each tenant's throughput at idle latencies
-    rd, wr = sol.node_read_gbps, sol.node_write_gbps
-    bw = rd + wr
-    mix = rd / np.maximum(bw, 1e-300)
-    mem_peak = mix_peak(c.mem_read, c.mem_write, c.mem_turn, mix)
-    link_peak = np.minimum(
-        c.link_read / np.maximum(mix, 1e-300), c.link_write / np.maximum(1 - mix, 1e-300)
+    # ---- outputs (batch-first: views of the batch-last arrays)
+    x, cv = sol.throughput, p.contiguous
+    bw, peak, util = np.empty((N, B)), np.empty((N, B)), np.empty((N, B))
+    norm_perf, lat, dshare, rf = (
+        np.empty((T, B)),
+        np.empty((T, B)),
+        np.empty((T, B)),
+        np.empty((T, B)),
     )
-    solo = _gather(state.solo_gbps, phase)
+    promo_mbps, demo_mbps, cand_mbps, total = np.empty(B), np.empty(B), np.empty(B), np.empty(B)
+    _interval.interval_outputs(
+        sol.node_read_gbps, sol.node_write_gbps, cv["mem_read"], cv["mem_write"],
+        cv["mem_turn"], cv["link_read"], cv["link_write"], sol.node_util, sol.remote_util, x,
+        np.ascontiguousarray(state.solo_gbps), phase, active, sol.tenant_latency_ns,
+        dram_share, rfrac, np.ascontiguousarray(promo_from), np.ascontiguousarray(dem_from),
+        np.ascontiguousarray(cand.per_target), GIB / 1e6, np.ascontiguousarray(dt), bw, peak,
+        util, norm_perf, lat, dshare, rf, promo_mbps, demo_mbps, cand_mbps, total,
+    )  # fmt: skip
     out = Outputs(
         node_bandwidth_gbps=bw.T,
-        node_read_gbps=rd.T,
-        node_write_gbps=wr.T,
-        node_peak_gbps=np.minimum(mem_peak, link_peak).T,
-        node_utilization=np.maximum(sol.node_util, sol.remote_util).T,
+        node_read_gbps=sol.node_read_gbps.T,
+        node_write_gbps=sol.node_write_gbps.T,
+        node_peak_gbps=peak.T,
+        node_utilization=util.T,
         node_latency_ns=sol.node_latency_ns.T,
         node_capacity_used_gib=used.T,
         tenant_active=active.T,
         tenant_throughput_gbps=x.T,
-        tenant_demand_gbps=demand.T,
-        tenant_norm_perf=np.where(active, x / np.maximum(solo, 1e-300), 0.0).T,
-        tenant_latency_ns=np.where(active, sol.tenant_latency_ns, 0.0).T,
-        tenant_dram_access_share=np.where(active, dram_share, 0.0).T,
+        tenant_demand_gbps=sol.demand.T,  # each tenant's throughput at idle latencies
+        tenant_norm_perf=norm_perf.T,
+        tenant_latency_ns=lat.T,
+        tenant_dram_access_share=dshare.T,
         tenant_dram_resident_gib=dram_res.T,
         tenant_resident_gib=resident.T,
         tenant_working_set_gib=tn.ws.T,
-        tenant_read_fraction=np.where(active, rfrac, 0.0).T,
-        promotion_mbps=lsum(promo_from, 0) * (GIB / 1e6) / dt,
-        demotion_mbps=lsum(dem_from, 0) * (GIB / 1e6) / dt,
-        promotion_candidates_mbps=lsum(cand.per_target, 0) * (GIB / 1e6) / dt,
-        total_throughput_gbps=lsum(x, 0),
+        tenant_read_fraction=rf.T,
+        promotion_mbps=promo_mbps,
+        demotion_mbps=demo_mbps,
+        promotion_candidates_mbps=cand_mbps,
+        total_throughput_gbps=total,
         solver_residual=sol.residual,
         solver_iterations=sol.iterations,
         solver_converged=sol.residual <= SOLVER_TOL,
