@@ -1,4 +1,5 @@
-"""The observation's entries written by one compiled pass (:class:`envs.spaces.ObservationEncoder`).
+"""The observation's entries written by one compiled pass (:class:`envs.spaces.ObservationEncoder`),
+and the box actions' entries read (:meth:`envs.spaces.ActionCodec.decode`).
 
 The encoder's arithmetic is divisions, minima and products, each as numpy does it
 (``np.minimum`` keeps a NaN, ``x * 0.0`` of a negative ``x`` is ``-0.0``), so the pass
@@ -8,6 +9,8 @@ migration traffic, the descriptors) stay numpy's and arrive computed. The clip t
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from envs.jit import inline, jit
 
@@ -76,3 +79,35 @@ def fill_observation(
         for j in range(extra.shape[1]):
             obs[b, t0 + T * per + j] = extra[b, j]
         obs[b, g0 + 2] = t[b] / max(steps[b], 1)
+
+
+@jit
+def box_exponents(a, off, ew, er, w_off, r_off):  # pragma: no cover (compiled)
+    """A batch of box actions ``a`` (B, n + 1: n weight entries, then the rate), each
+    entry clipped to [-1, 1] and mapped to the exponent of its log scale, clipped to
+    [0, 1] (``(x - off) / (1 - off)``): ``ew`` (B, n) and ``er`` (B,); ``w_off``,
+    ``r_off`` where the entry lies below ``off`` (off). False if ``a`` holds a NaN or an
+    infinity (nothing is then left to use)."""
+    B, n = ew.shape
+    for b in range(B):
+        for j in range(n + 1):
+            x = np.float64(a[b, j])
+            if not np.isfinite(x):
+                return False
+            x = -1.0 if x < -1.0 else (1.0 if x > 1.0 else x)
+            e = (x - off) / (1.0 - off)
+            e = 0.0 if e < 0.0 else (1.0 if e > 1.0 else e)
+            if j < n:
+                ew[b, j], w_off[b, j] = e, x < off
+            else:
+                er[b], r_off[b] = e, x < off
+    return True
+
+
+@jit
+def box_levels(scaled, off, out):  # pragma: no cover (compiled)
+    """The integer weights of box entries: the log scale's value ``scaled`` rounded to
+    the nearest integer (half to even), 0 where the entry is ``off``."""
+    flat_s, flat_o, flat = scaled.reshape(-1), off.reshape(-1), out.reshape(-1)
+    for i in range(flat.shape[0]):
+        flat[i] = 0 if flat_o[i] else np.int64(np.rint(flat_s[i]))

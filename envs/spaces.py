@@ -42,7 +42,7 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
-from envs.encoding import fill_observation
+from envs.encoding import box_exponents, box_levels, fill_observation
 from envs.kernel import MAX_WEIGHT, gcd_reduce
 from envs.model import Action, KernelConfig, Outputs
 
@@ -209,12 +209,19 @@ class ActionCodec:
             self.decode_mode(a)  # checks the mode entry
             a = a[:, :-1]
         if self.action_type == "box":
-            a = a.astype(float)
-            if not np.isfinite(a).all():
+            bsz, rows = a.shape[0], self.n_weight_rows
+            ew, w_off = (
+                np.empty((bsz, rows, self.n_nodes)),
+                np.empty((bsz, rows, self.n_nodes), bool),
+            )
+            er, r_off = np.empty(bsz), np.empty(bsz, bool)
+            if a.dtype.kind != "f":
+                a = a.astype(float)
+            if not box_exponents(a, OFF, ew.reshape(bsz, -1), er, w_off.reshape(bsz, -1), r_off):
                 raise ValueError("action: contains NaN or inf, expected numbers in [-1, 1]")
-            a = np.clip(a, -1.0, 1.0)
-            w = self.box_weights(a[:, :-1].reshape(-1, self.n_weight_rows, self.n_nodes))
-            rate = np.where(a[:, -1] < OFF, 0.0, _log_scale(a[:, -1], self.max_promote_mbps))
+            w = np.empty(ew.shape, dtype=np.int64)
+            box_levels(np.power(MAX_WEIGHT, ew), w_off, w)
+            rate = np.where(r_off, 0.0, np.power(self.max_promote_mbps, er))
         else:
             if not np.issubdtype(a.dtype, np.integer):
                 if not np.isfinite(a.astype(float)).all():
@@ -234,7 +241,9 @@ class ActionCodec:
     def box_weights(entries: NDArray) -> NDArray[np.int64]:
         """Integer weights (not reduced) of box weight entries (any shape, clipped to [-1, 1])."""
         wa = np.clip(np.asarray(entries, dtype=float), -1.0, 1.0)
-        return np.where(wa < OFF, 0, np.rint(_log_scale(wa, MAX_WEIGHT))).astype(np.int64)
+        out = np.empty(wa.shape, dtype=np.int64)
+        box_levels(_log_scale(wa, MAX_WEIGHT), wa < OFF, out)
+        return out
 
     def encode_box(
         self, weights: NDArray, promote_mbps: NDArray, mode: NDArray | int = 0
