@@ -376,6 +376,11 @@ class Params:
         return out
 
     @functools.cached_property
+    def sockets(self) -> NDArray[np.int64]:
+        """The sockets of the batch's nodes, sorted (each once)."""
+        return np.unique(self.node_socket)
+
+    @functools.cached_property
     def cxl_node_list(self) -> NDArray[np.int64]:
         """The nodes that are CXL in some element of the batch, in order."""
         return np.array([n for n, _ in self.flags["cxl_nodes"]], dtype=np.int64)
@@ -1691,7 +1696,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     links = None
     if p.flags["link_limit"]:
         links = SocketLinks(
-            link_weights(node_share, rfrac, tsock, p.node_socket),
+            link_weights(node_share, rfrac, tsock, p.node_socket, p.sockets),
             p.link_gbps,
             p.link_slope_ns,
             p.link_knee_ns,

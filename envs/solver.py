@@ -125,7 +125,11 @@ class SocketLinks:
 
 
 def link_weights(
-    share: F64, rfrac: F64, tenant_socket: NDArray[np.int64], node_socket: NDArray[np.int64]
+    share: F64,
+    rfrac: F64,
+    tenant_socket: NDArray[np.int64],
+    node_socket: NDArray[np.int64],
+    sockets: NDArray[np.int64] | None = None,
 ) -> F64:
     """Share of each tenant's bytes that crosses each socket-link direction (L, T, B).
 
@@ -133,9 +137,11 @@ def link_weights(
     in lexicographic order. A read by a tenant on socket ``b`` from a node on
     ``a`` moves its data from ``a`` to ``b``; a write by a tenant on ``a`` to a
     node on ``b`` moves its data from ``a`` to ``b``. ``share`` (T, N, B),
-    ``rfrac`` and ``tenant_socket`` (T, B), ``node_socket`` (N, B).
+    ``rfrac`` and ``tenant_socket`` (T, B), ``node_socket`` (N, B); ``sockets`` the
+    distinct values of ``node_socket``, sorted (computed when not given).
     """
-    sockets = np.unique(node_socket)
+    if sockets is None:
+        sockets = np.unique(node_socket)
     out = []
     ts = tenant_socket[:, None]  # (T, 1, B)
     for a in sockets:
