@@ -87,6 +87,20 @@ def test_gcd_reduce_keeps_nodes_out_of_the_mask() -> None:
     np.testing.assert_array_equal(reduce_weights([4, 0, 8]), [4, 1, 8])
 
 
+def test_gcd_reduce_beyond_a_u8_and_in_any_layout() -> None:
+    """Weights past 255 (the look-up table's end: Euclid's loop), a Fortran-ordered batch,
+    rows of one node and empty batches give numpy's gcd reduction."""
+    rng = np.random.default_rng(0)
+    w = np.asfortranarray(rng.integers(0, 2000, (64, 3, 5)) * rng.integers(1, 4, (64, 3, 1)))
+    g = np.gcd.reduce(w, axis=-1, keepdims=True)
+    np.testing.assert_array_equal(gcd_reduce(w), np.where(g > 0, w // np.maximum(g, 1), w))
+    np.testing.assert_array_equal(gcd_reduce([[512, 1024, 0], [300, 450, 600]]), [[1, 2, 0], [2, 3, 4]])
+    np.testing.assert_array_equal(gcd_reduce([[7], [0]]), [[1], [0]])
+    assert gcd_reduce(np.zeros((0, 4), dtype=np.int64)).shape == (0, 4)
+    with pytest.raises(ValueError, match="node axis"):
+        gcd_reduce(3)
+
+
 # --------------------------------------------------------------------------- watermarks
 
 

@@ -217,6 +217,34 @@ def test_reset_where_restarts_only_the_done_instances() -> None:
     assert same is state and none.shape == (0, params.encoder.size)
 
 
+@pytest.mark.parametrize("observation", ["full", "cgroup"])
+def test_the_kept_descriptor_table_is_the_episodes_own(observation: str) -> None:
+    """EnvState.specs (the tenant descriptors per phase, computed when an episode starts)
+    equals the table computed afresh from the state, after partial restarts too; and the
+    observation read from it equals the one computed without it."""
+    params = core.make_params(short_mixed_family(), observation=observation)
+    state, _ = core.reset(params, np.arange(6) + 40)
+    rng = np.random.default_rng(2)
+    for k in range(20):
+        state, obs, *_ = core.step(params, state, random_actions(params, rng, 6))
+        if k % 4 == 1:
+            state, _ = core.reset_where(params, state, rng.uniform(size=6) < 0.5)
+        else:
+            state, _ = core.reset_where(params, state, state.done)
+        fresh = core.spec_table(
+            params.encoder, state.instance, state.model.jit, state.model.solo_gbps
+        )
+        assert state.specs is not None
+        np.testing.assert_array_equal(state.specs, fresh)
+        without = dataclasses.replace(state, specs=None)
+        np.testing.assert_array_equal(
+            core.observe(params, state, None), core.observe(params, without, None)
+        )
+        np.testing.assert_array_equal(
+            coming_tenants(params, state), coming_tenants(params, without)
+        )
+
+
 def test_episode_seeds_differ_across_episodes_and_instances() -> None:
     params = core.make_params("mixed", pool_size=64)
     state, _ = core.reset(params, np.arange(8))

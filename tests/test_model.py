@@ -199,6 +199,46 @@ def test_batched_equals_single() -> None:
                 assert np.array_equal(a, b), (i, k, f.name, a, b)
 
 
+def test_solo_throughput_solves_each_tenant_phase_alone() -> None:
+    """The solo throughput (performance's denominator) of every tenant slot and phase
+    equals its problem solved alone in a batch of one: only the distinct problems are
+    solved, absent tenants get 0 and padded phases their tenant's last phase's value."""
+    from envs.model import NodeCurves, solo_throughput
+    from envs.solver import solve_fixed_point
+
+    scs = [mixed_scenario("train", i, episode_steps=20) for i in range(12)]
+    p = Simulator(scs, seeds=range(12), jitter=0.1, n_tenants=4).params
+    jit = 1.0 + 0.1 * np.random.default_rng(4).uniform(-1.0, 1.0, (3, 4, 12))
+    got = solo_throughput(p, jit)
+    T, P, B = p.threads.shape
+    assert (p.phase_at[:, 1:] > 1e30).any() and not p.present.all()  # padding and absence
+    for t in range(T):
+        for ph in range(P):
+            for b in range(B):
+                if not p.present[t, b]:
+                    assert got[t, ph, b] == 0.0
+                    continue
+                share = np.zeros((1, p.n_nodes, 1))
+                share[0, p.local_dram[t, ph, b], 0] = 1.0
+                one = solve_fixed_point(
+                    cap=np.array([[64 * p.threads[t, ph, b] * p.mlp[t, ph, b] * jit[0, t, b]]]),
+                    compute=np.array([[p.compute_ns[t, ph, b] * jit[1, t, b]]]),
+                    rfrac=np.array([[p.read_fraction[t, ph, b]]]),
+                    share=share,
+                    remote=np.zeros((1, p.n_nodes, 1)),
+                    bg_rd=np.zeros((p.n_nodes, 1)),
+                    bg_wr=np.zeros((p.n_nodes, 1)),
+                    nc=NodeCurves(
+                        **{
+                            f.name: getattr(p.curves, f.name)[:, b : b + 1]
+                            for f in dataclasses.fields(NodeCurves)
+                        }
+                    ),
+                    random=np.array([[p.random[t, ph, b]]]) if p.random.any() else None,
+                )
+                assert got[t, ph, b] == one.throughput[0, 0], (t, ph, b)
+
+
 def test_one_seed_one_result_and_other_seeds_differ() -> None:
     sc = load_scenario("kv-store")
 
