@@ -94,7 +94,9 @@ def test_gcd_reduce_beyond_a_u8_and_in_any_layout() -> None:
     w = np.asfortranarray(rng.integers(0, 2000, (64, 3, 5)) * rng.integers(1, 4, (64, 3, 1)))
     g = np.gcd.reduce(w, axis=-1, keepdims=True)
     np.testing.assert_array_equal(gcd_reduce(w), np.where(g > 0, w // np.maximum(g, 1), w))
-    np.testing.assert_array_equal(gcd_reduce([[512, 1024, 0], [300, 450, 600]]), [[1, 2, 0], [2, 3, 4]])
+    np.testing.assert_array_equal(
+        gcd_reduce([[512, 1024, 0], [300, 450, 600]]), [[1, 2, 0], [2, 3, 4]]
+    )
     np.testing.assert_array_equal(gcd_reduce([[7], [0]]), [[1], [0]])
     assert gcd_reduce(np.zeros((0, 4), dtype=np.int64)).shape == (0, 4)
     with pytest.raises(ValueError, match="node axis"):
