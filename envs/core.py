@@ -446,12 +446,12 @@ def spec_table(encoder: ObservationEncoder, p: Params, jit: F64, solo_gbps: F64)
 
     A tenant's spec is known at admission and fixed for an episode (its phases, the
     episode's jitter ``jit`` (3, T, B) and solo throughput ``solo_gbps`` (T, P, B): the
-    model state's), so the table is computed when an episode
-    starts (:func:`reset`, :func:`reset_where`) and each interval reads its phase's
-    column. ``k`` is 7, and 9 with the ``"cgroup"`` layout: memory.low and memory.high
-    in force over the working set, as the kernel applies them (:func:`memcg_limits`: the
-    tier-aware mode scales both to the DRAM share of the machine, so a memory.high at
-    the working set still caps its DRAM).
+    model state's), so the table is computed when an episode starts (:func:`reset`,
+    :func:`reset_where`) and each interval reads its phase's column. ``k`` is 7, and 9
+    with the ``"cgroup"`` layout: memory.low and memory.high in force over the working
+    set, as the kernel applies them (:func:`memcg_limits`: the tier-aware mode scales
+    both to the DRAM share of the machine, so a memory.high at the working set still
+    caps its DRAM).
     """
     T, P, B = p.threads.shape
     dram = _dram_gib(p)

@@ -9,19 +9,9 @@ products and quotients as written, ``np.where`` as a select, ``np.maximum`` and
 from __future__ import annotations
 
 from envs.hardware import peak_at_mix
-from envs.jit import inline, jit
-
-
-@inline
-def _max(a, b):  # pragma: no cover (compiled)
-    """``np.maximum(a, b)``: NaN if either is NaN."""
-    return a if (a > b or a != a) else b
-
-
-@inline
-def _min(a, b):  # pragma: no cover (compiled)
-    """``np.minimum(a, b)``: NaN if either is NaN."""
-    return a if (a < b or a != a) else b
+from envs.jit import jit
+from envs.jit import np_maximum as _max
+from envs.jit import np_minimum as _min
 
 
 @jit

@@ -104,3 +104,15 @@ def ufunc(*signatures: str) -> Callable[[Callable[..., Any]], Any]:
         return vectorize(list(signatures), cache=True)(f)  # ufuncs: numpy's error model
 
     return deco
+
+
+@inline
+def np_maximum(a: float, b: float) -> float:  # pragma: no cover (compiled)
+    """``np.maximum`` of two scalars: NaN if either is NaN (Python's ``max`` is not)."""
+    return a if (a > b or a != a) else b
+
+
+@inline
+def np_minimum(a: float, b: float) -> float:  # pragma: no cover (compiled)
+    """``np.minimum`` of two scalars: NaN if either is NaN."""
+    return a if (a < b or a != a) else b

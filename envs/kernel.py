@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from envs.jit import inline, jit, ufunc
+from envs.jit import inline, jit, np_maximum, np_minimum, ufunc
 
 __all__ = [
     "FALLBACK_LISTS",
@@ -101,6 +101,23 @@ def zone_watermarks(
     return wmin, wmin + d, wmin + 2 * d, wmin + 3 * d
 
 
+@inline
+def threshold_after_period(threshold_ms, candidates_mb, ref_mb):  # pragma: no cover (compiled)
+    """:func:`adapt_promotion_threshold` of one node (scalars, ``ref_mb`` the rate limit
+    times the period)."""
+    th = threshold_ms
+    if candidates_mb > 1.1 * ref_mb:
+        th = np_maximum(th - THRESHOLD_UNIT_MS, THRESHOLD_UNIT_MS)
+    if candidates_mb < 0.9 * ref_mb:
+        th = np_minimum(th + THRESHOLD_UNIT_MS, THRESHOLD_MAX_MS)
+    return th
+
+
+_adapt_threshold = ufunc("float64(float64, float64, float64, float64)")(
+    lambda th, cand, rate, period: threshold_after_period(th, cand, rate * period)
+)
+
+
 def adapt_promotion_threshold(
     threshold_ms: ArrayLike,
     candidates_mb: ArrayLike,
@@ -112,15 +129,11 @@ def adapt_promotion_threshold(
     kernel/sched/fair.c ``numa_promotion_adjust_threshold``: ``ref = RL * period``;
     more than 110% of ``ref`` candidates in the period lowers the threshold by
     one unit (125 ms, not below 125 ms); fewer than 90% raises it by one unit
-    (not above 2000 ms).
+    (not above 2000 ms). Compiled code inlines :func:`threshold_after_period`.
     """
-    th = np.asarray(threshold_ms, dtype=float)
-    cand = np.asarray(candidates_mb, dtype=float)
-    ref = np.asarray(rate_limit_mbps, dtype=float) * np.asarray(period_s, dtype=float)
-    down = cand > 1.1 * ref
-    up = cand < 0.9 * ref
-    th = np.where(down, np.maximum(th - THRESHOLD_UNIT_MS, THRESHOLD_UNIT_MS), th)
-    return np.where(up, np.minimum(th + THRESHOLD_UNIT_MS, THRESHOLD_MAX_MS), th)
+    return np.asarray(
+        _adapt_threshold(threshold_ms, candidates_mb, rate_limit_mbps, period_s), dtype=float
+    )
 
 
 def memcg_promotion_scan_fraction(

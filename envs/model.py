@@ -60,7 +60,6 @@ from envs.kernel import (
     SCAN_PERIOD_MIN_MS,
     SCAN_SIZE_MB,
     THRESHOLD_START_MS,
-    adapt_promotion_threshold,
     build_fallback_lists,
     memcg_dram_high,
     memcg_high_throttle,
@@ -364,7 +363,7 @@ class Params:
             "fallback", "phase_at", "present", "start_s", "stop_s",
             "grow_gib_per_s", "working_set_gib", "churn_per_s", "local_dram", "memory_high_gib",
             "memory_low_gib", "toptier_share", "threads", "mlp", "compute_ns", "read_fraction",
-            "socket", "random", "node_socket",
+            "socket", "random", "node_socket", "threshold_period_s", "threshold_adapt",
         )  # fmt: skip
         out = {name: np.ascontiguousarray(getattr(self, name)) for name in names}
         out["peak_rd"], out["peak_wr"] = (
@@ -1185,10 +1184,9 @@ def tenant_phase(p: Params, state: State, now: F64, dt: F64) -> tuple[Tenants, F
     _allocation.tenants(
         c["phase_at"], now, np.ascontiguousarray(dt), c["present"], c["start_s"], c["stop_s"],
         c["grow_gib_per_s"], c["working_set_gib"], np.ascontiguousarray(state.jit[2]),
-        c["churn_per_s"],
-        c["local_dram"], c["memory_high_gib"], c["memory_low_gib"], c["memcg_mode"],
-        c["toptier_share"], _WIDTHS, phase, active, ws, bucket_size, churn_keep, local, loc1h,
-        high, low, tot_high,
+        c["churn_per_s"], c["local_dram"], c["memory_high_gib"], c["memory_low_gib"],
+        c["memcg_mode"], c["toptier_share"], _WIDTHS,
+        phase, active, ws, bucket_size, churn_keep, local, loc1h, high, low, tot_high,
     )  # fmt: skip
     # pages beyond a bucket's size freed (its share kept: bucket_size over its pages where
     # the bucket is too big, else 1), times the share churn leaves
@@ -1587,18 +1585,21 @@ def adapt_threshold(
     :func:`envs.kernel.adapt_promotion_threshold`. Returns the threshold (N, B)
     and the candidate MB counted in the current period.
     """
-    cand_mb = state.cand_mb + cand.per_target * (GIB / 1e6)
     if dt is p.interval_s:
         period = p.threshold_period_steps
     else:
         period = np.maximum(np.round(p.threshold_period_s / dt), 1).astype(np.int64)
     period_end = (state.t + 1) % period == 0
-    adapt = period_end & p.threshold_adapt & (rate_mbps > 0) & ~p.is_cxl
-    th_new = adapt_promotion_threshold(state.threshold_ms, cand_mb, rate_mbps, p.threshold_period_s)
-    th = np.where(adapt, th_new, state.threshold_ms)
+    th, cand_mb = np.empty(state.threshold_ms.shape), np.empty(state.threshold_ms.shape)
     # should_numa_migrate_memory: plenty of free memory resets the threshold to its default
-    th = np.where(cand.plentiful & (rate_mbps > 0) & ~p.is_cxl, THRESHOLD_START_MS, th)
-    return th, np.where(period_end, 0.0, cand_mb)
+    c = p.contiguous
+    _promotion.adapt(
+        np.ascontiguousarray(state.threshold_ms), np.ascontiguousarray(state.cand_mb),
+        np.ascontiguousarray(cand.per_target), GIB / 1e6, np.ascontiguousarray(rate_mbps),
+        c["threshold_period_s"], period_end, c["threshold_adapt"], c["is_cxl"],
+        np.ascontiguousarray(cand.plentiful), THRESHOLD_START_MS, th, cand_mb,
+    )  # fmt: skip
+    return th, cand_mb
 
 
 def migration_cost(p: Params, tn: Tenants, mig: Migration, dt: F64) -> tuple[F64, F64, F64]:
@@ -1678,14 +1679,8 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
 
     # ---- 7. the fixed point
     phase, active = tn.phase, tn.active
-    T = phase.shape[0]
-    cap, compute, rfrac, rnd = (
-        np.empty((T, B)),
-        np.empty((T, B)),
-        np.empty((T, B)),
-        np.empty((T, B)),
-    )
-    tsock, remote = np.empty((T, B), dtype=np.int64), np.empty((T, N, B))  # remote: (T, N, B)
+    cap, compute, rfrac = np.empty((T, B)), np.empty((T, B)), np.empty((T, B))
+    rnd, tsock, remote = np.empty((T, B)), np.empty((T, B), dtype=np.int64), np.empty((T, N, B))
     c = p.contiguous
     _interval.fixed_point_inputs(
         LINE_BYTES, c["threads"], c["mlp"], c["compute_ns"], c["read_fraction"], c["socket"],
@@ -1719,13 +1714,8 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     # ---- outputs (batch-first: views of the batch-last arrays)
     x, cv = sol.throughput, p.contiguous
     bw, peak, util = np.empty((N, B)), np.empty((N, B)), np.empty((N, B))
-    norm_perf, lat, dshare, rf = (
-        np.empty((T, B)),
-        np.empty((T, B)),
-        np.empty((T, B)),
-        np.empty((T, B)),
-    )
-    promo_mbps, demo_mbps, cand_mbps, total = np.empty(B), np.empty(B), np.empty(B), np.empty(B)
+    norm_perf, lat, dshare, rf = (np.empty((T, B)) for _ in range(4))
+    promo_mbps, demo_mbps, cand_mbps, total = (np.empty(B) for _ in range(4))
     _interval.interval_outputs(
         sol.node_read_gbps, sol.node_write_gbps, cv["mem_read"], cv["mem_write"],
         cv["mem_turn"], cv["link_read"], cv["link_write"], sol.node_util, sol.remote_util, x,

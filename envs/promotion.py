@@ -18,7 +18,13 @@ from __future__ import annotations
 import numpy as np
 
 from envs.jit import inline, jit
-from envs.kernel import GIB, LINE_BYTES, PAGES_PER_GIB, pgdat_free_space_enough
+from envs.kernel import (
+    GIB,
+    LINE_BYTES,
+    PAGES_PER_GIB,
+    pgdat_free_space_enough,
+    threshold_after_period,
+)
 from envs.placement import dram_sum, node_pages
 from envs.reclaim import from_tanh, migration_free_gib, tanh_arg
 
@@ -240,3 +246,29 @@ def promote(  # pragma: no cover (compiled)
                 for i in range(nb):
                     add = pt_[i] * (1.0 if loc[i] == n else 0.0)
                     to[i] = add if t == 0 else to[i] + add
+
+
+@jit
+def adapt(
+    threshold_ms, cand_mb, per_target, mb_per_gib, rate, period_s, period_end, adapt_on, is_cxl,
+    plentiful, start_ms, th_out, cand_out,
+):  # fmt: skip  # pragma: no cover (compiled)
+    """The hot threshold of every target node (N, B) after the interval, and the candidate
+    MB counted in the period (:func:`envs.model.adapt_threshold`): the period's candidates
+    ``cand_mb`` plus this interval's ``per_target`` (GiB); at a ``period_end`` where
+    ``adapt_on`` and promotion is on (``rate`` > 0), a DRAM node's threshold adapted to
+    them (:func:`envs.kernel.threshold_after_period`, ``period_s`` long); reset to
+    ``start_ms`` where the node has ``plentiful`` free memory; the count restarts at a
+    period's end."""
+    N, B = threshold_ms.shape
+    for n in range(N):
+        th, cm, pt, cx, pl = threshold_ms[n], cand_mb[n], per_target[n], is_cxl[n], plentiful[n]
+        to, co = th_out[n], cand_out[n]
+        for b in range(B):
+            c = cm[b] + pt[b] * mb_per_gib
+            on = rate[b] > 0 and not cx[b]
+            t = th[b]
+            if period_end[b] and adapt_on[b] and on:
+                t = threshold_after_period(t, c, rate[b] * period_s[b])
+            to[b] = start_ms if (pl[b] and on) else t
+            co[b] = 0.0 if period_end[b] else c
