@@ -215,7 +215,7 @@ class ActionCodec:
                 np.empty((bsz, rows, self.n_nodes), bool),
             )
             er, r_off = np.empty(bsz), np.empty(bsz, bool)
-            if a.dtype.kind != "f":
+            if a.dtype not in (np.float32, np.float64):  # the compiled pass reads these two
                 a = a.astype(float)
             if not box_exponents(a, OFF, ew.reshape(bsz, -1), er, w_off.reshape(bsz, -1), r_off):
                 raise ValueError("action: contains NaN or inf, expected numbers in [-1, 1]")
