@@ -984,7 +984,14 @@ def with_kernel_rows(
     fields: dict[str, Any] = {k: v[idx] for k, v in table.items()}
     if "memcg_mode" in fields:
         fields["memcg_mode"] = np.where(p.memcg_fixed >= 0, p.memcg_fixed, fields["memcg_mode"])
-    return dataclasses.replace(p, **fields)
+    new = dataclasses.replace(p, **fields)
+    # a mode is chosen every interval: the contiguous copies of the fields it does not
+    # change (the tables of the tenants and the machine) are p's, made once for p (it
+    # lives as long as its episodes), not again for every interval's object
+    new.__dict__["contiguous"] = {
+        k: np.ascontiguousarray(fields[k]) if k in fields else v for k, v in p.contiguous.items()
+    }
+    return new
 
 
 def solo_throughput(p: Params, jit: F64) -> F64:
