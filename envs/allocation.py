@@ -12,17 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.jit import inline, jit
+from envs.jit import inline, jit, np_clip, np_maximum
 from envs.kernel import dram_high_in_force, low_in_force, total_high_in_force
 from envs.placement import dram_sum, node_pages
 
 _W = 256  # lanes: batch elements side by side
-
-
-@inline
-def _max0(v):  # pragma: no cover (compiled)
-    """``np.maximum(v, 0.0)`` but for the sign of a zero: NaN stays NaN."""
-    return v if (v > 0.0 or v != v) else 0.0
 
 
 @jit
@@ -41,9 +35,7 @@ def tenants(
     ``memcg_mode`` (:data:`envs.kernel.MEMCG_TOTAL` ...), ``toptier`` (the DRAM share);
     ``widths`` (K,) each bucket's share of the working set. Written: ``phase``,
     ``active``, ``ws``, ``churn_keep`` (the share churn leaves), ``local``, ``high``,
-    ``low``, ``tot_high`` (T, B), ``bucket_size`` (T, K, B), ``loc1h`` (T, N, B). The
-    sign of a zero of the growth term may differ from numpy's; it never reaches a
-    result (a working set is not negative)."""
+    ``low``, ``tot_high`` (T, B), ``bucket_size`` (T, K, B), ``loc1h`` (T, N, B)."""
     T, P, B = phase_at.shape
     K, N = widths.shape[0], loc1h.shape[1]
     for t in range(T):
@@ -57,12 +49,11 @@ def tenants(
                 ph[b] += 1 if pa[b] <= now[b] else 0
         for b in range(B):
             on[b] = pr[b] and st[b] <= now[b] and now[b] < sp[b]
-            x = ws_tab[t, ph[b], b] * jw[b] + grow_tab[t, ph[b], b] * _max0(
-                now[b] + dt[b] - phase_at[t, ph[b], b]
+            x = ws_tab[t, ph[b], b] * jw[b] + grow_tab[t, ph[b], b] * np_maximum(
+                now[b] + dt[b] - phase_at[t, ph[b], b], 0.0
             )
-            w[b] = (1e-6 if x < 1e-6 else x) if on[b] else 0.0  # np.maximum: NaN stays NaN
-            x = churn_tab[t, ph[b], b] * dt[b]  # np.clip(x, 0, 1): NaN stays NaN
-            ck[b] = 1.0 - (0.0 if x < 0.0 else (1.0 if x > 1.0 else x))
+            w[b] = np_maximum(x, 1e-6) if on[b] else 0.0
+            ck[b] = 1.0 - np_clip(churn_tab[t, ph[b], b] * dt[b], 0.0, 1.0)
             loc[b] = local_tab[t, ph[b], b]
         for k in range(K):
             bs, wk = bucket_size[t, k], widths[k]

@@ -12,13 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.jit import inline, jit
-
-
-@inline
-def _min1(v):  # pragma: no cover (compiled)
-    """``np.minimum(v, 1.0)``: NaN stays NaN."""
-    return 1.0 if v > 1.0 else v
+from envs.jit import array_form, inline, jit, np_clip, np_maximum, np_minimum
 
 
 @jit
@@ -50,7 +44,7 @@ def fill_observation(
         else:
             for n in range(N):
                 obs[b, 3 * n] = util[b, n]
-                obs[b, 3 * n + 1] = _min1((lat[b, n] / idle[b, n] - 1.0) / 4.0)
+                obs[b, 3 * n + 1] = np_minimum((lat[b, n] / idle[b, n] - 1.0) / 4.0, 1.0)
                 obs[b, 3 * n + 2] = used[b, n] / cap[b, n]
             obs[b, g0] = glob[b, 0]
             obs[b, g0 + 1] = glob[b, 1]
@@ -64,13 +58,12 @@ def fill_observation(
                 obs[b, o + 5] = start_rfrac[b, tt] * a
             else:
                 a = 1.0 if active[b, tt] else 0.0
-                ws = resident[b, tt]
-                ws = 1e-12 if ws < 1e-12 else ws  # np.maximum: NaN stays NaN
+                ws = np_maximum(resident[b, tt], 1e-12)
                 obs[b, o] = a
-                obs[b, o + 1] = _min1(perf[b, tt] / 2.0) * a
+                obs[b, o + 1] = np_minimum(perf[b, tt] / 2.0, 1.0) * a
                 obs[b, o + 2] = dram_share[b, tt] * a
                 obs[b, o + 3] = dram_res[b, tt] / ws * a
-                obs[b, o + 4] = _min1(demand[b, tt] / peak[b]) * a
+                obs[b, o + 4] = np_minimum(demand[b, tt] / peak[b], 1.0) * a
                 obs[b, o + 5] = rfrac[b, tt] * a
             for n in range(N):
                 obs[b, o + E + n] = weights[b, tt, n] * a
@@ -79,6 +72,17 @@ def fill_observation(
         for j in range(extra.shape[1]):
             obs[b, t0 + T * per + j] = extra[b, j]
         obs[b, g0 + 2] = t[b] / max(steps[b], 1)
+
+
+@inline
+def log_scale_exponent(x, off):  # pragma: no cover (compiled)
+    """The exponent of a box entry ``x`` (in [-1, 1]) on its log scale: ``(x - off) /
+    (1 - off)`` clipped to [0, 1] (``off`` and below: 0, the scale's 1)."""
+    return np_clip((x - off) / (1.0 - off), 0.0, 1.0)
+
+
+#: the same for arrays (:func:`envs.spaces._log_scale`); compiled code inlines the above
+log_scale_exponents = array_form("float64(float64, float64)", log_scale_exponent)
 
 
 @jit
@@ -94,9 +98,8 @@ def box_exponents(a, off, ew, er, w_off, r_off):  # pragma: no cover (compiled)
             x = np.float64(a[b, j])
             if not np.isfinite(x):
                 return False
-            x = -1.0 if x < -1.0 else (1.0 if x > 1.0 else x)
-            e = (x - off) / (1.0 - off)
-            e = 0.0 if e < 0.0 else (1.0 if e > 1.0 else e)
+            x = np_clip(x, -1.0, 1.0)
+            e = log_scale_exponent(x, off)
             if j < n:
                 ew[b, j], w_off[b, j] = e, x < off
             else:

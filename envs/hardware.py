@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from envs.jit import inline, ufunc
+from envs.jit import array_form, inline
 
 __all__ = ["firmware_bandwidth", "mix_peak", "turnaround_penalty"]
 
@@ -39,11 +39,7 @@ def peak_at_mix(read_gbps, write_gbps, turn, read_share):  # pragma: no cover (c
     return 1.0 / (x / read_gbps + (1.0 - x) / write_gbps + turn * x * (1.0 - x))
 
 
-_mix_peak = ufunc("float64(float64, float64, float64, float64)")(
-    lambda read_gbps, write_gbps, turn, read_share: peak_at_mix(
-        read_gbps, write_gbps, turn, read_share
-    )
-)
+_mix_peak = array_form("float64(float64, float64, float64, float64)", peak_at_mix)
 
 
 def mix_peak(

@@ -1,8 +1,8 @@
 """The decorators of TierGym's compiled code (numba), and the cache they share.
 
 ``jit`` compiles a function once and keeps it on disk beside its module
-(``__pycache__``, or numba's user-wide cache where that is not writable); ``inline`` is for the helpers that are inlined where they are
-called; ``ufunc`` makes a scalar function a numpy ufunc that compiled code calls on
+(``__pycache__``, or numba's user-wide cache where that is not writable); ``inline``
+is for the helpers that are inlined where they are called; ``ufunc`` makes a scalar function a numpy ufunc that compiled code calls on
 scalars and Python calls on arrays, so that a mechanism is written once for both.
 All use numpy's error model: ``x / 0`` is ``inf``, and no division is checked (a
 check would stop a loop from vectorising).
@@ -93,6 +93,26 @@ def inline(f: Callable[..., Any]) -> Any:
     return njit(inline="always", error_model="numpy")(f)
 
 
+def array_form(signature: str, scalar: Any) -> Callable[..., Any]:
+    """The numpy ufunc of an :func:`inline` scalar function, for Python's callers on
+    arrays (compiled code inlines ``scalar`` itself), made on its first call.
+
+    A ufunc compiled or loaded from the cache costs about 60 ms; made at import, every
+    process would pay it for each, used or not. The call goes to the numpy ufunc
+    itself, not numba's Python wrapper around it (about 2 us less a call).
+    """
+    made: list[Any] = []
+
+    def call(*args: Any) -> Any:
+        if not made:
+            made.append(vectorize([signature], cache=True)(scalar.py_func).ufunc)
+        return made[0](*args)
+
+    call.__doc__ = scalar.__doc__
+    call.__name__ = scalar.__name__
+    return call
+
+
 def ufunc(*signatures: str) -> Callable[[Callable[..., Any]], Any]:
     """A numpy ufunc of the scalar function it decorates, compiled for ``signatures``.
 
@@ -108,7 +128,8 @@ def ufunc(*signatures: str) -> Callable[[Callable[..., Any]], Any]:
 
 @inline
 def np_maximum(a: float, b: float) -> float:  # pragma: no cover (compiled)
-    """``np.maximum`` of two scalars: NaN if either is NaN (Python's ``max`` is not)."""
+    """``np.maximum`` of two scalars: NaN if either is NaN (Python's ``max`` is not), ``b``
+    where they are equal (numpy's choice between ``-0.0`` and ``0.0``)."""
     return a if (a > b or a != a) else b
 
 
@@ -116,3 +137,9 @@ def np_maximum(a: float, b: float) -> float:  # pragma: no cover (compiled)
 def np_minimum(a: float, b: float) -> float:  # pragma: no cover (compiled)
     """``np.minimum`` of two scalars: NaN if either is NaN."""
     return a if (a < b or a != a) else b
+
+
+@inline
+def np_clip(x: float, lo: float, hi: float) -> float:  # pragma: no cover (compiled)
+    """``np.clip`` of a scalar: NaN stays NaN, and so does a ``-0.0`` at a bound of 0."""
+    return lo if x < lo else (hi if x > hi else x)

@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from envs.jit import inline, jit, np_maximum, np_minimum, ufunc
+from envs.jit import array_form, inline, jit, np_maximum, np_minimum, ufunc
 
 __all__ = [
     "FALLBACK_LISTS",
@@ -113,8 +113,13 @@ def threshold_after_period(threshold_ms, candidates_mb, ref_mb):  # pragma: no c
     return th
 
 
-_adapt_threshold = ufunc("float64(float64, float64, float64, float64)")(
-    lambda th, cand, rate, period: threshold_after_period(th, cand, rate * period)
+@inline
+def _adapt_threshold_scalar(th, cand, rate, period):  # pragma: no cover (compiled)
+    return threshold_after_period(th, cand, rate * period)
+
+
+_adapt_threshold = array_form(
+    "float64(float64, float64, float64, float64)", _adapt_threshold_scalar
 )
 
 
@@ -498,8 +503,8 @@ def memcg_high_throttle(
     return per * np.asarray(charged_pages, dtype=float) / MEMCG_CHARGE_BATCH
 
 
-@ufunc("float64(float64, float64, float64)")
-def tier_aware_limit(limit_gib, toptier_gib, total_gib):  # pragma: no cover (compiled)
+@inline
+def tier_aware(limit_gib, toptier_gib, total_gib):  # pragma: no cover (compiled)
     """A cgroup limit scaled to the top tier (tier-aware memcg limits RFC, linux-mm).
 
     ``memory.toptier_low/high = memory.low/high * toptier / total`` (J. Hahn,
@@ -507,8 +512,11 @@ def tier_aware_limit(limit_gib, toptier_gib, total_gib):  # pragma: no cover (co
     tiering-fairness RFC, 2024, which scales memory.low the same way): with
     150 G of DRAM and 50 G of CXL, ``memory.high = 40G`` caps DRAM at 30 G.
     """
-    total = total_gib if (total_gib > 1e-300 or total_gib != total_gib) else 1e-300
-    return limit_gib * toptier_gib / total
+    return limit_gib * toptier_gib / np_maximum(total_gib, 1e-300)
+
+
+#: :func:`tier_aware` on arrays (numpy's broadcasting)
+tier_aware_limit = array_form("float64(float64, float64, float64)", tier_aware)
 
 
 #: TierGym's memcg limit modes (``KernelConfig.memcg_limits``), by index
@@ -522,14 +530,14 @@ def dram_high_in_force(high_gib, mode, toptier_share):  # pragma: no cover (comp
     ``toptier_share`` (``tier_aware``), the limit itself (``dram``: TierGym before)."""
     if mode == MEMCG_TOTAL:
         return np.inf
-    return tier_aware_limit(high_gib, toptier_share, 1.0) if mode == MEMCG_TIER_AWARE else high_gib
+    return tier_aware(high_gib, toptier_share, 1.0) if mode == MEMCG_TIER_AWARE else high_gib
 
 
 @inline
 def low_in_force(low_gib, mode, toptier_share):  # pragma: no cover (compiled)
     """memory.low in force: scaled to the DRAM share with ``tier_aware``, else as given
     (on total usage with ``total``, on DRAM with ``dram``)."""
-    return tier_aware_limit(low_gib, toptier_share, 1.0) if mode == MEMCG_TIER_AWARE else low_gib
+    return tier_aware(low_gib, toptier_share, 1.0) if mode == MEMCG_TIER_AWARE else low_gib
 
 
 @inline
@@ -539,15 +547,9 @@ def total_high_in_force(high_gib, mode):  # pragma: no cover (compiled)
 
 
 # the same for arrays (numpy's broadcasting); compiled code inlines the functions above
-memcg_dram_high = ufunc("float64(float64, int64, float64)")(
-    lambda high_gib, mode, toptier_share: dram_high_in_force(high_gib, mode, toptier_share)
-)
-memcg_low = ufunc("float64(float64, int64, float64)")(
-    lambda low_gib, mode, toptier_share: low_in_force(low_gib, mode, toptier_share)
-)
-memcg_total_high = ufunc("float64(float64, int64)")(
-    lambda high_gib, mode: total_high_in_force(high_gib, mode)
-)
+memcg_dram_high = array_form("float64(float64, int64, float64)", dram_high_in_force)
+memcg_low = array_form("float64(float64, int64, float64)", low_in_force)
+memcg_total_high = array_form("float64(float64, int64)", total_high_in_force)
 
 
 # --------------------------------------------------------------------------- mm/page_alloc.c

@@ -10,28 +10,33 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from envs.jit import ufunc
+from envs.jit import array_form, inline
 
 __all__ = ["normal32", "splitmix", "uniform"]
 
 F64 = NDArray[np.float64]
 
 
-@ufunc("uint64(uint64)")
-def splitmix(x):  # pragma: no cover (compiled)
-    """splitmix64's finaliser of ``x`` (uint64 arrays; the arithmetic wraps modulo 2**64)."""
+@inline
+def _splitmix(x):  # pragma: no cover (compiled)
+    """splitmix64's finaliser of ``x`` (uint64; the arithmetic wraps modulo 2**64)."""
     z = x + np.uint64(0x9E3779B97F4A7C15)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
 
 
-@ufunc("float64(uint64, uint64, uint64)")
-def _unit_hash(key, salt, counter):  # pragma: no cover (compiled)
+@inline
+def _unit(key, salt, counter):  # pragma: no cover (compiled)
     """The uniform in (0, 1) of (key, stream, counter), ``salt`` the stream's constant:
     the top 53 bits of the hash, centred in their interval."""
-    h = splitmix(splitmix(key ^ salt) + counter)
+    h = _splitmix(_splitmix(key ^ salt) + counter)
     return (np.float64(h >> np.uint64(11)) + 0.5) / 9007199254740992.0  # 2**53
+
+
+#: splitmix64's finaliser on uint64 arrays
+splitmix = array_form("uint64(uint64)", _splitmix)
+_unit_hash = array_form("float64(uint64, uint64, uint64)", _unit)
 
 
 def _salt(stream: int) -> np.uint64:
@@ -46,8 +51,7 @@ def uniform(key: ArrayLike, counter: ArrayLike, stream: int) -> F64:
     """
     k = np.asarray(key, dtype=np.uint64)
     c = np.asarray(counter, dtype=np.uint64)
-    # the ufunc itself: numba's wrapper around it (for compiled callers) costs a call
-    return np.asarray(_unit_hash.ufunc(k, _salt(stream), c), dtype=np.float64)
+    return np.asarray(_unit_hash(k, _salt(stream), c), dtype=np.float64)
 
 
 def normal32(key: ArrayLike, counter: ArrayLike, stream: int) -> NDArray[np.float32]:

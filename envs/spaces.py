@@ -42,7 +42,7 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
-from envs.encoding import box_exponents, box_levels, fill_observation
+from envs.encoding import box_exponents, box_levels, fill_observation, log_scale_exponents
 from envs.kernel import MAX_WEIGHT, gcd_reduce
 from envs.model import Action, KernelConfig, Outputs
 
@@ -124,7 +124,7 @@ def tiering_mode_of(kernel: KernelConfig, base: KernelConfig, modes: tuple[str, 
 
 
 def _log_scale(a: F64, top: float) -> F64:
-    return np.power(top, np.clip((a - OFF) / (1.0 - OFF), 0.0, 1.0))
+    return np.power(top, log_scale_exponents(a, OFF))
 
 
 @dataclass(frozen=True)
