@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from numba import njit, vectorize
 from numba.core.caching import (
     CompileResultCacheImpl,
@@ -137,6 +138,21 @@ def np_maximum(a: float, b: float) -> float:  # pragma: no cover (compiled)
 def np_minimum(a: float, b: float) -> float:  # pragma: no cover (compiled)
     """``np.minimum`` of two scalars: NaN if either is NaN."""
     return a if (a < b or a != a) else b
+
+
+@inline
+def np_mod(a: float, b: float) -> float:  # pragma: no cover (compiled)
+    """``np.mod`` of two floats (numpy's ``npy_divmod``): ``fmod`` with the sign of ``b``, a
+    zero remainder signed as ``b``, and ``fmod``'s NaN for ``b == 0``."""
+    m = np.fmod(a, b)
+    if b == 0.0:
+        return m
+    if m != 0.0:
+        if (b < 0.0) != (m < 0.0):
+            m = m + b
+    else:
+        m = np.copysign(0.0, b)
+    return m
 
 
 @inline

@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from envs.jit import array_form, inline, jit, np_maximum, np_minimum, ufunc
+from envs.jit import array_form, inline, jit, np_clip, np_maximum, np_minimum, ufunc
 
 __all__ = [
     "FALLBACK_LISTS",
@@ -351,6 +351,34 @@ NUMA_PERIOD_SLOTS = 10
 NUMA_PERIOD_THRESHOLD = 7
 
 
+@inline
+def _scan_windows(rss_mb, size_mb):  # pragma: no cover (compiled)
+    """:func:`task_nr_scan_windows` of one task (scalars)."""
+    return np_maximum(np.ceil((rss_mb if rss_mb > 0 else size_mb) / size_mb), 1.0)
+
+
+@inline
+def scan_min_of(rss_mb, size_mb, period_min_ms):  # pragma: no cover (compiled)
+    """:func:`task_scan_min` of one task (scalars)."""
+    per_s = np_maximum(MAX_SCAN_WINDOW_MB // size_mb, 1.0) if size_mb < MAX_SCAN_WINDOW_MB else 1.0
+    return np_maximum(
+        np.floor(1000.0 / per_s), np.floor(period_min_ms / _scan_windows(rss_mb, size_mb))
+    )
+
+
+@inline
+def scan_max_of(rss_mb, size_mb, period_min_ms, period_max_ms):  # pragma: no cover (compiled)
+    """:func:`task_scan_max` of one task (scalars)."""
+    smin = scan_min_of(rss_mb, size_mb, period_min_ms)
+    return np_maximum(smin, np.floor(period_max_ms / _scan_windows(rss_mb, size_mb)))
+
+
+# the same for arrays (numpy's broadcasting); compiled code inlines the functions above
+_windows = array_form("float64(float64, float64)", _scan_windows)
+_scan_min = array_form("float64(float64, float64, float64)", scan_min_of)
+_scan_max = array_form("float64(float64, float64, float64, float64)", scan_max_of)
+
+
 def task_nr_scan_windows(
     rss_mb: ArrayLike, scan_size_mb: ArrayLike = SCAN_SIZE_MB
 ) -> NDArray[np.float64]:
@@ -359,9 +387,7 @@ def task_nr_scan_windows(
     The resident set rounded up to whole ``scan_size`` windows (an empty one
     counts as one window).
     """
-    rss = np.asarray(rss_mb, dtype=float)
-    size = np.asarray(scan_size_mb, dtype=float)
-    return np.maximum(np.ceil(np.where(rss > 0, rss, size) / size), 1.0)
+    return np.asarray(_windows(rss_mb, scan_size_mb), dtype=float)
 
 
 def task_scan_bounds(
@@ -370,15 +396,11 @@ def task_scan_bounds(
     period_min_ms: ArrayLike = SCAN_PERIOD_MIN_MS,
     period_max_ms: ArrayLike = SCAN_PERIOD_MAX_MS,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """:func:`task_scan_min` and :func:`task_scan_max` at once (the windows counted once)."""
-    size = np.asarray(scan_size_mb, dtype=float)
-    windows = task_nr_scan_windows(rss_mb, size)
-    per_s = np.where(size < MAX_SCAN_WINDOW_MB, np.maximum(MAX_SCAN_WINDOW_MB // size, 1.0), 1.0)
-    smin = np.maximum(
-        np.floor(1000.0 / per_s), np.floor(np.asarray(period_min_ms, dtype=float) / windows)
+    """:func:`task_scan_min` and :func:`task_scan_max` at once."""
+    return (
+        task_scan_min(rss_mb, scan_size_mb, period_min_ms),
+        task_scan_max(rss_mb, scan_size_mb, period_min_ms, period_max_ms),
     )
-    smax = np.floor(np.asarray(period_max_ms, dtype=float) / windows)
-    return smin, np.maximum(smin, smax)
 
 
 def task_scan_min(
@@ -390,9 +412,10 @@ def task_scan_min(
 
     ``max(1000 / (2560 // scan_size), period_min / windows)`` with the kernel's
     integer divisions: the whole address space is scanned at most once per
-    ``period_min`` and no faster than 2560 MB/s.
+    ``period_min`` and no faster than 2560 MB/s. Compiled code inlines
+    :func:`scan_min_of`.
     """
-    return task_scan_bounds(rss_mb, scan_size_mb, period_min_ms)[0]
+    return np.asarray(_scan_min(rss_mb, scan_size_mb, period_min_ms), dtype=float)
 
 
 def task_scan_max(
@@ -404,9 +427,39 @@ def task_scan_max(
     """Longest scan period (ms per window) of a task without a NUMA group (``task_scan_max``).
 
     ``max(task_scan_min, period_max / windows)``: the whole address space is
-    scanned at least once per ``period_max``.
+    scanned at least once per ``period_max``. Compiled code inlines :func:`scan_max_of`.
     """
-    return task_scan_bounds(rss_mb, scan_size_mb, period_min_ms, period_max_ms)[1]
+    return np.asarray(_scan_max(rss_mb, scan_size_mb, period_min_ms, period_max_ms), dtype=float)
+
+
+@inline
+def _slower(ratio, slot):  # pragma: no cover (compiled)
+    return np_maximum(ratio - NUMA_PERIOD_THRESHOLD, 1.0) * slot
+
+
+@inline
+def scan_period_after(
+    period, local, remote, private, shared, failed, smin, smax
+):  # pragma: no cover (compiled)
+    """:func:`update_task_scan_period` of one task (scalars)."""
+    if (local + shared <= 0) or (failed > 0):
+        return np_minimum(smax, 2.0 * period)
+    slot = np.ceil(period / NUMA_PERIOD_SLOTS)
+    lr = np.floor(local * NUMA_PERIOD_SLOTS / np_maximum(local + remote, 1e-300))
+    sp = np.floor(shared * NUMA_PERIOD_SLOTS / np_maximum(private + shared, 1e-300))
+    if sp >= NUMA_PERIOD_THRESHOLD:
+        diff = _slower(sp, slot)
+    elif lr >= NUMA_PERIOD_THRESHOLD:
+        diff = _slower(lr, slot)
+    else:
+        diff = -(NUMA_PERIOD_THRESHOLD - np_maximum(lr, sp)) * slot
+    return np_clip(period + diff, smin, np_maximum(smin, smax))
+
+
+_scan_period_after = array_form(
+    "float64(float64, float64, float64, float64, float64, float64, float64, float64)",
+    scan_period_after,
+)
 
 
 def update_task_scan_period(
@@ -427,34 +480,12 @@ def update_task_scan_period(
     ``lr = 10 * local / (local + remote)``: ``sp >= 7`` or else ``lr >= 7``
     lengthens it by ``(ratio - 7) * slot`` (at least one slot), and otherwise
     it shortens by ``(7 - max(lr, sp)) * slot``; clamped to ``smin..smax``.
-    Fault counts are in any unit (pages, MB), the ratios are integer tenths.
+    Fault counts are in any unit (pages, MB), the ratios are integer tenths. Compiled
+    code inlines :func:`scan_period_after`.
     """
-    period = np.asarray(period_ms, dtype=float)
-    loc = np.asarray(local, dtype=float)
-    rem = np.asarray(remote, dtype=float)
-    priv = np.asarray(private, dtype=float)
-    sh = np.asarray(shared, dtype=float)
-    idle = (loc + sh <= 0) | (np.asarray(failed, dtype=float) > 0)
-    slot = np.ceil(period / NUMA_PERIOD_SLOTS)
-    lr = np.floor(loc * NUMA_PERIOD_SLOTS / np.maximum(loc + rem, 1e-300))
-    sp = np.floor(sh * NUMA_PERIOD_SLOTS / np.maximum(priv + sh, 1e-300))
-
-    def slower(ratio: NDArray[np.float64]) -> NDArray[np.float64]:
-        return np.maximum(ratio - NUMA_PERIOD_THRESHOLD, 1.0) * slot
-
-    diff = np.where(
-        sp >= NUMA_PERIOD_THRESHOLD,
-        slower(sp),
-        np.where(
-            lr >= NUMA_PERIOD_THRESHOLD,
-            slower(lr),
-            -(NUMA_PERIOD_THRESHOLD - np.maximum(lr, sp)) * slot,
-        ),
-    )
-    smin = np.asarray(smin_ms, dtype=float)
-    smax = np.asarray(smax_ms, dtype=float)
-    return np.where(
-        idle, np.minimum(smax, 2.0 * period), np.clip(period + diff, smin, np.maximum(smin, smax))
+    return np.asarray(
+        _scan_period_after(period_ms, local, remote, private, shared, failed, smin_ms, smax_ms),
+        dtype=float,
     )
 
 

@@ -66,8 +66,6 @@ from envs.kernel import (
     memcg_low,
     memcg_promotion_scan_fraction,
     memcg_total_high,
-    task_scan_bounds,
-    update_task_scan_period,
     zone_watermarks,
 )
 from envs.reclaim import from_tanh, tanh_arg
@@ -1273,7 +1271,6 @@ def promotion_candidates(
     so the demotion phase also makes room for the promotions wanted here.
     """
     T, K, N, B = place.shape
-    promo_on = rate_mbps > 0
     c = p.contiguous
     tenant_node, used, dram_use = np.empty((T, N, B)), np.empty((N, B)), np.empty((T, B))
     per_page, plentiful = np.empty((T, K, B)), np.empty((N, B), np.bool_)
@@ -1296,17 +1293,18 @@ def promotion_candidates(
     noise = np.exp(
         sigma * _normal32(state.key, _counter(state.t, T), 11) - np.float32(0.5) * sigma * sigma
     ).astype(float)  # (T, B)
-    bounds = None
-    if p.flags["scan_task"]:
-        bounds = _scan_bounds(p, lsum(tenant_node, 1))  # migration keeps the resident set
-        scan_gib = np.where(
-            p.scan_task, task_scan_gib(p, state, tn, bounds[0], dt), p.scan_gib_per_s * dt
-        )  # (T, B) address space scanned this interval
-    else:
-        scan_gib = np.broadcast_to(p.scan_gib_per_s * dt, dram_use.shape)
-    scan_gib = np.where(tn.active & promo_on, scan_gib, 0.0)  # no candidates while off
-    scanned = np.minimum(1.0, scan_gib / np.maximum(tn.ws, 1e-300))  # (T, B)
-    scanned = np.where(p.numa_mof, scanned, 0.0)  # mempolicy without MPOL_F_MOF: no migration
+    # the scanner's coverage: the GiB scanned, their share of the working set (T, B), and
+    # with per-task scanning each tenant's task_scan_min/max from its resident set
+    per_task = p.flags["scan_task"]
+    scan_gib, scanned = np.empty((T, B)), np.empty((T, B))
+    bounds = tuple(np.empty((T, B if per_task else 0)) for _ in range(2))
+    _promotion.coverage(
+        tenant_node, per_task, *(np.ascontiguousarray(a) for a in (p.scan_task,
+            state.scan_period_ms, state.t, dt, state.scan_next_s, tn.ws, tn.active)),
+        rate, np.ascontiguousarray(p.numa_mof), *(np.ascontiguousarray(a) for a in (
+            p.scan_gib_per_s, p.scan_size_mb, p.scan_min_ms, p.scan_max_ms)),
+        scan_gib, scanned, *bounds,
+    )  # fmt: skip
     # per-tenant scale of its candidates: memcg throttle (none anywhere: (T, 0)), memory.high
     throttle = np.empty((T, 0))
     if p.flags["promo_throttle"]:
@@ -1320,7 +1318,7 @@ def promotion_candidates(
     want, need_room = np.empty((N, B)), np.empty((N, B))
     _promotion.pick(
         np.tanh(h, out=h), place, c["is_cxl"], cxl_nodes, c["active_only"], noise,
-        np.ascontiguousarray(scanned), np.ascontiguousarray(throttle), np.ascontiguousarray(tn.high), dram_use,
+        scanned, np.ascontiguousarray(throttle), np.ascontiguousarray(tn.high), dram_use,
         local, used, c["capacity_gib"], c["wm_high"], plentiful, rate,
         np.broadcast_to(dt, (B,)), by_node, tscale, cand_node, want, need_room,
     )  # fmt: skip
@@ -1332,33 +1330,12 @@ def promotion_candidates(
         need_room,
         plentiful,
         scan_gib,
-        bounds,
+        bounds if per_task else None,
         per_page,
         tenant_node,
         used,
         dram_use,
     )
-
-
-def _scan_bounds(p: Params, rss_gib: F64) -> tuple[F64, F64]:
-    """``task_scan_min`` / ``task_scan_max`` (ms per window) of tenants with this resident set."""
-    rss_mb = rss_gib * (GIB / 1e6)
-    return task_scan_bounds(rss_mb, p.scan_size_mb, p.scan_min_ms, p.scan_max_ms)
-
-
-def task_scan_gib(p: Params, state: State, tn: Tenants, smin: F64, dt: F64) -> F64:
-    """GiB of each tenant's address space NUMA balancing scans this interval (T, B).
-
-    ``task_numa_work`` (kernel/sched/fair.c) marks ``scan_size_mb`` every scan
-    period (``task_scan_min`` before the first pass ends), from
-    ``numa_balancing_scan_delay`` after the tenant starts; at most the whole
-    address space once per interval.
-    """
-    period = np.where(state.scan_period_ms > 0, state.scan_period_ms, smin)
-    now = state.t * dt
-    running = np.clip(now + dt - state.scan_next_s, 0.0, dt)  # seconds of scanning
-    gib = p.scan_size_mb * (1e6 / GIB) * running * 1000.0 / period
-    return np.minimum(gib, tn.ws)
 
 
 def numa_scan_update(
@@ -1388,28 +1365,13 @@ def numa_scan_update(
         return state.scan_period_ms, state.scan_offset_gib, state.numa_faults_mb
     if rss is None:  # (T, B) each tenant's resident set (the caller may have it)
         rss = lsum(lsum(place, 1), 1)
-    smin, smax = cand.scan_bounds
-    scanning = p.scan_task & (cand.scan_gib > 0)
-
-    period = np.where(scanning & (state.scan_period_ms <= 0), smin, state.scan_period_ms)
-    faults = state.numa_faults_mb + promo_t * (GIB / 1e6)
-    offset = state.scan_offset_gib + cand.scan_gib
-    wrap = scanning & (offset >= np.maximum(rss, 1e-9))
-    zero = np.zeros_like(faults)
-    upd = wrap & (faults > 0)
-    if upd.any():  # a pass ended somewhere (most intervals of big tenants: none)
-        new = update_task_scan_period(period, zero, faults, faults, zero, zero, smin, smax)
-        period = np.where(upd, new, period)
-        faults = np.where(upd, 0.0, faults)
-    if wrap.any():
-        offset = np.where(wrap, np.mod(offset, np.maximum(rss, 1e-9)), offset)
-
-    gone = ~tn.active
-    return (
-        np.where(gone, 0.0, period),
-        np.where(gone, 0.0, offset),
-        np.where(gone, 0.0, faults),
-    )
+    out = tuple(np.empty_like(cand.scan_gib) for _ in range(3))
+    _promotion.scan_update(
+        np.ascontiguousarray(p.scan_task), cand.scan_gib, *cand.scan_bounds,
+        *(np.ascontiguousarray(a) for a in (rss, promo_t, tn.active, state.scan_period_ms,
+            state.scan_offset_gib, state.numa_faults_mb)), *out,
+    )  # fmt: skip
+    return out
 
 
 def lru_reclaim(

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.jit import inline, jit
+from envs.jit import inline, jit, np_clip, np_maximum, np_minimum, np_mod
 from envs.kernel import (
     GIB,
     LINE_BYTES,
     PAGES_PER_GIB,
     pgdat_free_space_enough,
+    scan_max_of,
+    scan_min_of,
+    scan_period_after,
     threshold_after_period,
 )
 from envs.placement import dram_sum, node_pages
@@ -272,3 +275,79 @@ def adapt(
                 t = threshold_after_period(t, c, rate[b] * period_s[b])
             to[b] = start_ms if (pl[b] and on) else t
             co[b] = 0.0 if period_end[b] else c
+
+
+@jit
+def coverage(
+    tenant_node, per_task, scan_task, scan_period_ms, t, dt, scan_next_s, ws, active, rate,
+    numa_mof, scan_gib_per_s, scan_size_mb, scan_min_ms, scan_max_ms,
+    scan_gib, scanned, smin, smax,
+):  # fmt: skip  # pragma: no cover (compiled)
+    """What the NUMA-balancing scanner covers this interval (:func:`envs.model.promotion_candidates`):
+    the GiB of each tenant's address space scanned (``scan_gib``) and their share of its
+    working set ``ws`` (``scanned``), (T, B), written; nothing where the tenant is not
+    running, promotion is off (``rate`` 0) or its mempolicy lacks ``MPOL_F_MOF``
+    (``numa_mof``). The elements without per-task scanning scan ``scan_gib_per_s``.
+    With ``per_task``, the tenants' ``task_scan_min``/``task_scan_max`` (``smin``,
+    ``smax``) are written too, from their resident sets in ``tenant_node`` (T, N, B),
+    and the elements with per-task scanning (``scan_task``) scan as ``task_numa_work``
+    (kernel/sched/fair.c) does: ``scan_size_mb`` every scan period (``task_scan_min``
+    before the first pass ends), from ``numa_balancing_scan_delay`` after the tenant
+    starts (``scan_next_s``), at most the whole working set once per interval."""
+    T, N, B = tenant_node.shape
+    for k in range(T):
+        tn, per, nxt = tenant_node[k], scan_period_ms[k], scan_next_s[k]
+        w, on, mof = ws[k], active[k], numa_mof[k]
+        out_g, out_s, lo_, hi_ = scan_gib[k], scanned[k], smin[k], smax[k]
+        for b in range(B):
+            g = scan_gib_per_s[b] * dt[b]
+            if per_task:
+                rss = tn[0, b]
+                for n in range(1, N):
+                    rss = rss + tn[n, b]
+                rss_mb = rss * (GIB / 1e6)  # migration keeps the resident set
+                lo = scan_min_of(rss_mb, scan_size_mb[b], scan_min_ms[b])
+                lo_[b] = lo
+                hi_[b] = scan_max_of(rss_mb, scan_size_mb[b], scan_min_ms[b], scan_max_ms[b])
+                if scan_task[b]:  # task_scan_gib
+                    period = per[b] if per[b] > 0 else lo
+                    running = np_clip(t[b] * dt[b] + dt[b] - nxt[b], 0.0, dt[b])
+                    g = np_minimum(scan_size_mb[b] * (1e6 / GIB) * running * 1000.0 / period, w[b])
+            if not (on[b] and rate[b] > 0):
+                g = 0.0
+            out_g[b] = g
+            s = np_minimum(1.0, g / np_maximum(w[b], 1e-300))
+            out_s[b] = s if mof[b] else 0.0
+
+
+@jit
+def scan_update(
+    scan_task, scan_gib, smin, smax, rss, promo_t, active, scan_period_ms, scan_offset_gib,
+    numa_faults_mb, period_out, offset_out, faults_out,
+):  # fmt: skip  # pragma: no cover (compiled)
+    """Each tenant's scan state after the interval (:func:`envs.model.numa_scan_update`),
+    (T, B), written: the scan period, the offset and the hint faults recorded since the
+    period's last update; the period updated (:func:`envs.kernel.scan_period_after`) where
+    a pass over the resident set ``rss`` ended with faults recorded; all 0 for a tenant
+    not running."""
+    T, B = scan_gib.shape
+    for k in range(T):
+        for b in range(B):
+            sg = scan_gib[k, b]
+            scanning = scan_task[b] and sg > 0
+            period = scan_period_ms[k, b]
+            if scanning and period <= 0:
+                period = smin[k, b]
+            faults = numa_faults_mb[k, b] + promo_t[k, b] * (GIB / 1e6)
+            offset = scan_offset_gib[k, b] + sg
+            whole = np_maximum(rss[k, b], 1e-9)
+            if scanning and offset >= whole:  # a pass ended
+                if faults > 0:
+                    period = scan_period_after(
+                        period, 0.0, faults, faults, 0.0, 0.0, smin[k, b], smax[k, b]
+                    )
+                    faults = 0.0
+                offset = np_mod(offset, whole)
+            if not active[k, b]:
+                period, offset, faults = 0.0, 0.0, 0.0
+            period_out[k, b], offset_out[k, b], faults_out[k, b] = period, offset, faults

@@ -67,3 +67,31 @@ def test_a_ufunc_is_the_same_mechanism_on_arrays_and_on_scalars() -> None:
     assert (got[0][progress] == 0.0).all()  # reclaim succeeded: the count resets
     assert (got[0][ran & ~progress] <= 16.0).all()  # kswapd gives up at MAX_RECLAIM_RETRIES
     np.testing.assert_array_equal(got[0][~ran & ~progress], f[~ran & ~progress])
+
+
+def test_the_scalar_helpers_have_numpys_semantics() -> None:
+    """np_maximum, np_minimum, np_clip and np_mod in compiled code give numpy's results to
+    the bit, signed zeros, infinities and NaN included (np_clip: numpy's with scalar bounds;
+    with array bounds numpy's vector loop turns a -0.0 at a bound of 0 into 0.0)."""
+    from numba import njit
+
+    from envs.jit import np_clip, np_maximum, np_minimum, np_mod
+
+    @njit
+    def each(a, b, out):  # pragma: no cover (compiled)
+        for i in range(a.size):
+            out[0, i] = np_maximum(a[i], b[i])
+            out[1, i] = np_minimum(a[i], b[i])
+            out[2, i] = np_mod(a[i], b[i])
+            out[3, i] = np_clip(a[i], 0.0, 2.0)
+
+    special = [0.0, -0.0, 1.0, -1.0, 3.0, -3.0, 6.0, -6.0, 1e-300, np.inf, -np.inf, np.nan]
+    values = np.concatenate([special, np.random.default_rng(0).normal(0.0, 10.0, 64)])
+    a, b = (x.ravel() for x in np.meshgrid(values, values))
+    out = np.empty((4, a.size))
+    with np.errstate(all="ignore"):
+        each(a, b, out)
+        want = [np.maximum(a, b), np.minimum(a, b), np.mod(a, b), np.clip(a, 0.0, 2.0)]
+    for name, got, ref in zip(("maximum", "minimum", "mod", "clip"), out, want, strict=True):
+        same = (got.view(np.uint64) == ref.view(np.uint64)) | (np.isnan(got) & np.isnan(ref))
+        assert same.all(), (name, a[~same][:5], b[~same][:5])
