@@ -413,17 +413,12 @@ def _phase_now(p: Params, now: F64) -> NDArray[np.int64]:
     return np.maximum((p.phase_at <= now).sum(axis=1) - 1, 0)
 
 
-def _dram_gib(p: Params) -> F64:
-    """(B,) each instance's DRAM capacity."""
-    return np.where(p.is_cxl, 0.0, p.capacity_gib).sum(0)
-
-
 def _tenant_specs(p: Params, solo_gbps: F64, phase: NDArray[np.int64], dram: F64, ws: F64) -> F64:
     """Each tenant slot's spec (T, B, 7) on [0, 1] at ``phase`` (T, B), with ``dram`` (B,)
     the DRAM capacity and ``ws`` (T, B) its working set in that phase (jitter included),
     ``solo_gbps`` (T, P, B) the episode's: threads, working set, working set over DRAM,
     read fraction, access share of its hottest 2%, socket, demand alone over the peak."""
-    peak = np.minimum(p.curves.mem_read, p.curves.link_read).sum(0)
+    peak = p.machine_totals[2]
     share = p.access_share  # (T, P, K, B): the hottest three buckets' shares at the phase
     hot = _take(share[:, :, 0], phase) + _take(share[:, :, 1], phase) + _take(share[:, :, 2], phase)
     d = np.stack(
@@ -454,7 +449,7 @@ def spec_table(encoder: ObservationEncoder, p: Params, jit: F64, solo_gbps: F64)
     caps its DRAM).
     """
     T, P, B = p.threads.shape
-    dram = _dram_gib(p)
+    dram = p.machine_totals[0]
     cols = []
     for ph in range(P):
         phase = np.full((T, B), ph, dtype=np.int64)
@@ -526,8 +521,7 @@ def descriptors(params: EnvParams, state: EnvState) -> tuple[F64, F64]:
     upt = up.T
     d[:, :, 0] = upt
     np.copyto(d[:, :, 1:], spec.transpose(2, 0, 1), where=upt[:, :, None])
-    dram = _dram_gib(p)
-    cxl = np.where(p.is_cxl, p.capacity_gib, 0.0).sum(0)
+    dram, cxl, _ = p.machine_totals
     extra = np.stack(
         [
             np.log2(1.0 + dram) / GIB_SCALE,
@@ -549,7 +543,7 @@ def observe(params: EnvParams, state: EnvState, out: Outputs | None) -> NDArray[
         out,
         idle_ns=c.idle_ns.T,
         capacity_gib=p.capacity_gib.T,
-        peak_gbps=np.minimum(c.mem_read, c.link_read).sum(0),
+        peak_gbps=p.machine_totals[2],
         weights=s.weights.transpose(2, 0, 1),  # (B, T, N)
         t=s.t,
         steps=p.episode_steps,
@@ -662,9 +656,7 @@ def _account(
     twin: TwinState | None,
 ) -> tuple[EnvState, NDArray[np.float32], F64, Metrics]:
     """The state, observations, reward and metrics after the model ran an interval."""
-    c = state.instance.curves
-    peak = np.minimum(c.mem_read, c.link_read).sum(0)
-    terms = reward_terms(out, peak)
+    terms = reward_terms(out, state.instance.machine_totals[2])
     reward = terms[params.reward].astype(np.float64)
     if twin is None or twin.metrics is None:
         base = np.zeros_like(reward)

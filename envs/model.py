@@ -373,6 +373,17 @@ class Params:
         return out
 
     @functools.cached_property
+    def machine_totals(self) -> tuple[F64, F64, F64]:
+        """(B,) each element's DRAM and CXL capacity (GiB) and its nodes' read peaks,
+        the CXL links included (GB/s), each summed over the nodes."""
+        c = self.curves
+        return (
+            np.where(self.is_cxl, 0.0, self.capacity_gib).sum(0),
+            np.where(self.is_cxl, self.capacity_gib, 0.0).sum(0),
+            np.minimum(c.mem_read, c.link_read).sum(0),
+        )
+
+    @functools.cached_property
     def sockets(self) -> NDArray[np.int64]:
         """The sockets of the batch's nodes, sorted (each once)."""
         return np.unique(self.node_socket)
@@ -1320,7 +1331,7 @@ def promotion_candidates(
         np.tanh(h, out=h), place, c["is_cxl"], cxl_nodes, c["active_only"], noise,
         scanned, np.ascontiguousarray(throttle), np.ascontiguousarray(tn.high), dram_use,
         local, used, c["capacity_gib"], c["wm_high"], plentiful, rate,
-        np.broadcast_to(dt, (B,)), by_node, tscale, cand_node, want, need_room,
+        np.ascontiguousarray(dt), by_node, tscale, cand_node, want, need_room,
     )  # fmt: skip
     return Candidates(
         by_node,
@@ -1540,7 +1551,7 @@ def promote(
     _promotion.promote(
         place, cand.by_node, p.cxl_node_list, cand.tscale, cand.want, cand.per_target, util,
         np.ascontiguousarray(tn.local), c["capacity_gib"], c["wm_high"], c["migrate_max_util"],
-        c["peak_rd"], c["peak_wr"], np.broadcast_to(dt, (B,)), promo_from, promo_to, promo_t,
+        c["peak_rd"], c["peak_wr"], np.ascontiguousarray(dt), promo_from, promo_to, promo_t,
     )  # fmt: skip
     return place, promo_from, promo_to, promo_t
 
