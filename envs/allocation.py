@@ -96,6 +96,40 @@ def frees(place, bucket_size, churn_keep, out):  # pragma: no cover (compiled)
                         dst[i] = src[i] * keep[i]
 
 
+@jit
+def weights_in_force(
+    aw, loc1h, use_policy, policy_on, policy_w, active, prev, out
+):  # fmt: skip  # pragma: no cover (compiled)
+    """Each tenant's interleave weights in force (T, N, B): where it runs (``active``
+    (T, B)), the action's weights ``aw`` (T, N, B) as fractions of their sum; all-zero
+    weights mean its mempolicy's own weights ``policy_w`` (T, N, B) where it has some
+    (``use_policy`` and ``policy_on`` (T, 1, B)), else local-first (``loc1h`` (T, N, B),
+    the one-hot of its local DRAM node). Where it does not run, the weights before
+    (``prev``). The sum adds the nodes in order, as :func:`envs.solver.lsum` does."""
+    T, N, B = aw.shape
+    tot = np.empty(_W)
+    for b0 in range(0, B, _W):
+        nb = min(_W, B - b0)
+        e = b0 + nb
+        for t in range(T):
+            for n in range(N):
+                a = aw[t, n, b0:e]
+                for i in range(nb):
+                    tot[i] = a[i] if n == 0 else tot[i] + a[i]
+            run = active[t, b0:e]
+            for n in range(N):
+                a, oh, pv, o = aw[t, n, b0:e], loc1h[t, n, b0:e], prev[t, n, b0:e], out[t, n, b0:e]
+                for i in range(nb):
+                    if not run[i]:
+                        o[i] = pv[i]
+                    elif tot[i] > 0:
+                        o[i] = a[i] / tot[i]
+                    elif use_policy and policy_on[t, 0, b0 + i]:
+                        o[i] = policy_w[t, n, b0 + i]
+                    else:
+                        o[i] = oh[i]
+
+
 @inline
 def _grant(req, free, room, is_cxl, b0, nb, lanes, out):  # pragma: no cover (compiled)
     """What requests ``req`` (T, N, W) get (``out``, added to): each tenant's DRAM

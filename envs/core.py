@@ -52,8 +52,10 @@ from envs.model import step as model_step
 from envs.plugins import make_baseline_policy
 from envs.rng import splitmix
 from envs.scenario import Scenario
+from envs.encoding import descriptor_rows, phases_now
 from envs.spaces import (
     GIB_SCALE,
+    MBPS_SCALE,
     REWARDS,
     ActionCodec,
     ObservationEncoder,
@@ -368,7 +370,8 @@ class Metrics(Outputs):
         return _METRIC_NAMES
 
     def items(self) -> Iterator[tuple[str, Any]]:
-        return ((k, getattr(self, k)) for k in _METRIC_NAMES)
+        # a frozen dataclass's __dict__ holds its fields, in their order, and nothing else
+        return iter(self.__dict__.items())
 
     def __contains__(self, key: object) -> bool:
         return key in _METRIC_SET
@@ -378,7 +381,7 @@ class Metrics(Outputs):
 
     def to_dict(self) -> dict[str, Any]:
         """Every metric by name (the arrays themselves, not copies)."""
-        return {k: getattr(self, k) for k in _METRIC_NAMES}
+        return dict(self.__dict__)
 
     def rows(self, idx: ArrayLike) -> Metrics:
         """The metrics of instances ``idx``."""
@@ -387,7 +390,6 @@ class Metrics(Outputs):
 
 _METRIC_NAMES = tuple(f.name for f in dataclasses.fields(Metrics))
 _METRIC_SET = frozenset(_METRIC_NAMES)
-_OUTPUT_NAMES = tuple(f.name for f in dataclasses.fields(Outputs))
 _REWARD_FIELD = {name: "reward_" + name.replace("-", "_") for name in REWARDS}
 
 
@@ -410,7 +412,9 @@ COMING_FEATURES = 11
 
 def _phase_now(p: Params, now: F64) -> NDArray[np.int64]:
     """Each tenant slot's phase at time ``now`` (T, B); a slot not yet started: its first."""
-    return np.maximum((p.phase_at <= now).sum(axis=1) - 1, 0)
+    out = np.empty(p.present.shape, dtype=np.int64)
+    phases_now(p.contiguous["phase_at"], np.ascontiguousarray(now, dtype=float), out)
+    return out
 
 
 def _tenant_specs(p: Params, solo_gbps: F64, phase: NDArray[np.int64], dram: F64, ws: F64) -> F64:
@@ -510,27 +514,19 @@ def descriptors(params: EnvParams, state: EnvState) -> tuple[F64, F64]:
 
     A tenant's descriptors are those of the phase it runs in the NEXT interval (its
     spec, known at admission: :func:`spec_table`), shown while it runs then; see
-    :class:`~envs.spaces.ObservationEncoder`.
+    :class:`~envs.spaces.ObservationEncoder` (kernel :func:`envs.encoding.descriptor_rows`).
     """
     p, s = state.instance, state.model
-    now = s.t * p.interval_s  # start of the next interval
-    up = p.present & (p.start_s <= now) & (now < p.stop_s)  # (T, B)
-    spec = gather_phase(_specs(params, state), _phase_now(p, now))  # (T, k, B)
-    T, k, B = spec.shape
-    d = np.zeros((B, T, 1 + k))
-    upt = up.T
-    d[:, :, 0] = upt
-    np.copyto(d[:, :, 1:], spec.transpose(2, 0, 1), where=upt[:, :, None])
-    dram, cxl, _ = p.machine_totals
-    extra = np.stack(
-        [
-            np.log2(1.0 + dram) / GIB_SCALE,
-            np.log2(1.0 + cxl) / GIB_SCALE,
-            np.log1p(state.promote_mbps) / math.log1p(65536.0),
-            p.interval_s / 10.0,
-        ],
-        axis=1,
-    )
+    specs = _specs(params, state)  # (T, P, k, B)
+    T, _, k, B = specs.shape
+    d, extra = np.empty((B, T, 1 + k)), np.empty((B, 4))
+    c = p.contiguous
+    log_dram, log_cxl = p.machine_log_gib
+    descriptor_rows(
+        s.t, np.ascontiguousarray(p.interval_s), c["present"], c["start_s"], c["stop_s"],
+        c["phase_at"], np.ascontiguousarray(specs), log_dram, log_cxl,
+        np.log1p(state.promote_mbps), GIB_SCALE, MBPS_SCALE, d, extra,
+    )  # fmt: skip
     return d, extra
 
 
@@ -675,7 +671,7 @@ def _account(
         specs=state.specs,
     )
     metrics = Metrics(
-        **{k: getattr(out, k) for k in _OUTPUT_NAMES},
+        **out.__dict__,  # the model's outputs (a frozen dataclass: its fields alone)
         reward_log_geomean=terms["log-geomean"],
         reward_throughput=terms["throughput"],
         reward_weighted_speedup=terms["weighted-speedup"],

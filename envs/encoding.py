@@ -114,3 +114,91 @@ def box_levels(scaled, off, out):  # pragma: no cover (compiled)
     flat_s, flat_o, flat = scaled.reshape(-1), off.reshape(-1), out.reshape(-1)
     for i in range(flat.shape[0]):
         flat[i] = 0 if flat_o[i] else np.int64(np.rint(flat_s[i]))
+
+
+@jit
+def reward_perf(active, norm_perf, perf):  # pragma: no cover (compiled)
+    """Each tenant's performance as the rewards count it (B, T): its normalised
+    performance, at least 1e-6, where ``active``; 1 elsewhere (a log of 0)."""
+    B, T = perf.shape
+    for b in range(B):
+        for t in range(T):
+            perf[b, t] = np_maximum(norm_perf[b, t], 1e-6) if active[b, t] else 1.0
+
+
+@jit
+def reward_sums(
+    active, perf, log_perf, total, peak, log_geomean, throughput, speedup, harmonic
+):  # fmt: skip  # pragma: no cover (compiled)
+    """Every reward term (B,) from the active tenants' ``perf`` and its logarithm
+    ``log_perf`` (B, T) (:func:`reward_perf`, numpy's log), each sum over the tenants
+    in slot order: the mean log (0 with no tenant), the total throughput over the
+    machine's ``peak``, the sum of performances and their harmonic mean."""
+    B, T = perf.shape
+    for b in range(B):
+        n, logs, inv, ws = 0, 0.0, 0.0, 0.0
+        for t in range(T):
+            if active[b, t]:
+                n += 1
+                logs += log_perf[b, t]
+                inv += 1.0 / perf[b, t]
+                ws += perf[b, t]
+        log_geomean[b] = logs / max(n, 1) if n > 0 else 0.0
+        throughput[b] = total[b] / peak[b]
+        speedup[b] = ws
+        harmonic[b] = n / np_maximum(inv, 1e-12) if n > 0 else 0.0
+
+
+@inline
+def phase_now(phase_at, i, b, now):  # pragma: no cover (compiled)
+    """The phase of tenant slot ``i`` of element ``b`` at time ``now``: the last of its
+    phases started by then (``phase_at`` (T, P, B)), its first before it starts."""
+    started = 0
+    for q in range(phase_at.shape[1]):
+        if phase_at[i, q, b] <= now:
+            started += 1
+    return max(started - 1, 0)
+
+
+@jit
+def phases_now(phase_at, now, out):  # pragma: no cover (compiled)
+    """:func:`phase_now` of every tenant slot (T, B) at ``now`` (B,)."""
+    T, B = out.shape
+    for i in range(T):
+        for b in range(B):
+            out[i, b] = phase_now(phase_at, i, b, now[b])
+
+
+@jit
+def descriptor_rows(
+    t, interval_s, present, start_s, stop_s, phase_at, specs, log_dram, log_cxl, log_promote,
+    gib_scale, mbps_scale, desc, extra,
+):  # fmt: skip  # pragma: no cover (compiled)
+    """The ``"full"`` observation's tenant descriptors ``desc`` (B, T, 1 + k) and extra
+    globals ``extra`` (B, 4) for the interval after step ``t`` (B,) (it starts at ``t``
+    times ``interval_s``).
+
+    A tenant slot runs then where it is ``present`` and started, not stopped (``start_s``,
+    ``stop_s`` (T, B)): its row is 1, then its spec of that phase, the phase being the
+    last of ``phase_at`` (T, P, B) started by then (its first before it starts), read from
+    ``specs`` (T, P, k, B); every other row is 0. The globals: ``log_dram`` and
+    ``log_cxl`` (B,, the log2 of 1 + GiB) over ``gib_scale``, ``log_promote`` (B,, the
+    log1p of the promotion limit in force) over ``mbps_scale``, and the interval over 10 s.
+    """
+    T, _, K, B = specs.shape
+    for b in range(B):
+        now = t[b] * interval_s[b]
+        for i in range(T):
+            row = desc[b, i]
+            if present[i, b] and start_s[i, b] <= now and now < stop_s[i, b]:
+                ph = phase_now(phase_at, i, b, now)
+                row[0] = 1.0
+                for j in range(K):
+                    row[1 + j] = specs[i, ph, j, b]
+            else:
+                for j in range(K + 1):
+                    row[j] = 0.0
+        extra[b, 0] = log_dram[b] / gib_scale
+        extra[b, 1] = log_cxl[b] / gib_scale
+        extra[b, 2] = log_promote[b] / mbps_scale
+        extra[b, 3] = interval_s[b] / 10.0

@@ -9,7 +9,7 @@ products and quotients as written, ``np.where`` as a select, ``np.maximum`` and
 from __future__ import annotations
 
 from envs.hardware import peak_at_mix
-from envs.jit import jit
+from envs.jit import jit, np_clip
 from envs.jit import np_maximum as _max
 from envs.jit import np_minimum as _min
 
@@ -95,3 +95,28 @@ def interval_outputs(
         for t in range(1, T):
             tot += x[t, b]
         total[b] = tot
+
+
+@jit
+def migration_cost(
+    dem_from, promo_from, dem_to, promo_to, promo_t, threads, phase, cpu_us, gb_per_gib,
+    pages_per_gib, dt, bg_rd, bg_wr, cpu_loss,
+):  # fmt: skip  # pragma: no cover (compiled)
+    """Migration traffic on each node (N, B), GB/s: reads ``bg_rd`` from the GiB demoted
+    and promoted from it, writes ``bg_wr`` from those moved to it, over the interval
+    ``dt`` (B,); and the CPU share each tenant loses to copying its promoted pages
+    (T, B): ``promo_t`` GiB as pages times ``cpu_us`` (B,) microseconds each, over its
+    threads (``threads`` (T, P, B) at its ``phase``) and the interval, clipped to [0, 0.9]."""
+    N, B = dem_from.shape
+    T = promo_t.shape[0]
+    for n in range(N):
+        df, pf, dto, pto, rd, wr = dem_from[n], promo_from[n], dem_to[n], promo_to[n], bg_rd[n], bg_wr[n]
+        for b in range(B):
+            to_gbps = gb_per_gib / dt[b]
+            rd[b] = (df[b] + pf[b]) * to_gbps
+            wr[b] = (dto[b] + pto[b]) * to_gbps
+    for t in range(T):
+        ph, pt, cl = phase[t], promo_t[t], cpu_loss[t]
+        for b in range(B):
+            x = pt[b] * pages_per_gib * cpu_us[b] * 1e-6 / (threads[t, ph[b], b] * dt[b])
+            cl[b] = np_clip(x, 0.0, 0.9)

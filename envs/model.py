@@ -69,7 +69,7 @@ from envs.kernel import (
     zone_watermarks,
 )
 from envs.reclaim import from_tanh, tanh_arg
-from envs.rng import normal32 as _normal32
+from envs.rng import lognormal32 as _lognormal32
 from envs.rng import splitmix as _splitmix
 from envs.rng import uniform as _uniform
 from envs.scenario import HotColdHotness, Scenario, TenantSpec, ZipfHotness, tenant_cpu_node
@@ -362,6 +362,7 @@ class Params:
             "grow_gib_per_s", "working_set_gib", "churn_per_s", "local_dram", "memory_high_gib",
             "memory_low_gib", "toptier_share", "threads", "mlp", "compute_ns", "read_fraction",
             "socket", "random", "node_socket", "threshold_period_s", "threshold_adapt",
+            "migrate_cpu_us",
         )  # fmt: skip
         out = {name: np.ascontiguousarray(getattr(self, name)) for name in names}
         out["peak_rd"], out["peak_wr"] = (
@@ -382,6 +383,13 @@ class Params:
             np.where(self.is_cxl, self.capacity_gib, 0.0).sum(0),
             np.minimum(c.mem_read, c.link_read).sum(0),
         )
+
+    @functools.cached_property
+    def machine_log_gib(self) -> tuple[F64, F64]:
+        """(B,) ``log2(1 + GiB)`` of each element's DRAM and CXL capacity
+        (:attr:`machine_totals`), the scale the observation shows them on."""
+        dram, cxl, _ = self.machine_totals
+        return np.log2(1.0 + dram), np.log2(1.0 + cxl)
 
     @functools.cached_property
     def sockets(self) -> NDArray[np.int64]:
@@ -1087,20 +1095,37 @@ def _onehot(idx: NDArray[np.int64], n: int) -> F64:
 
 
 def _normalise_weights(
-    params: Params, w: F64, phase: NDArray[np.int64], loc1h: F64 | None = None
+    params: Params,
+    w: F64,
+    phase: NDArray[np.int64],
+    loc1h: F64 | None = None,
+    active: NDArray[np.bool_] | None = None,
+    prev: F64 | None = None,
 ) -> F64:
     """Weights (T, N, B) as fractions per tenant; all-zero rows mean the tenant's
     mempolicy (``policy_w``: its bind or preferred node first, its interleave), and
     local-first where that is the default policy. ``loc1h`` (T, N, B): the one-hot of
-    each tenant's local DRAM node at ``phase`` where the caller has it."""
-    tot = lsum(w, 1)
+    each tenant's local DRAM node at ``phase`` where the caller has it. With ``active``
+    (T, B), tenants that do not run keep their weights ``prev`` (T, N, B)
+    (kernel :func:`envs.allocation.weights_in_force`)."""
+    T, N, B = w.shape
     if loc1h is None:
         loc1h = _onehot(_gather(params.local_dram, phase), params.n_nodes)
-    onehot = loc1h
+    if active is None:
+        active = np.ones((T, B), dtype=bool)
+    out = np.empty((T, N, B))
     policy = params.policy_fractions
-    if policy is not None:
-        onehot = np.where(policy[0], policy[1], onehot)
-    return np.where(tot[:, None] > 0, w / np.where(tot > 0, tot, 1.0)[:, None], onehot)
+    on, frac = (_NO_POLICY, _NO_POLICY_W) if policy is None else policy
+    _allocation.weights_in_force(
+        np.ascontiguousarray(w, dtype=float), np.ascontiguousarray(loc1h), policy is not None,
+        on, frac, np.ascontiguousarray(active), out if prev is None else np.ascontiguousarray(prev),
+        out,
+    )  # fmt: skip
+    return out
+
+
+_NO_POLICY = np.zeros((0, 0, 0), dtype=bool)  # (T, 1, B) where no tenant has mempolicy weights
+_NO_POLICY_W = np.zeros((0, 0, 0))
 
 
 def validate_action(params: Params, action: Action) -> Action:
@@ -1257,8 +1282,7 @@ def allocate_pages(
     aw = np.ascontiguousarray(action.weights.transpose(1, 2, 0))  # (T, N, B)
     if p.flags["policy_mask"]:
         aw = aw * p.policy_mask
-    w_new = _normalise_weights(p, aw, tn.phase, tn.loc1h)
-    w = np.where(tn.active[:, None], w_new, state.weights)
+    w = _normalise_weights(p, aw, tn.phase, tn.loc1h, tn.active, state.weights)
     T, K, N, B = place.shape
     c = p.contiguous
     fresh, charged = np.empty((T, K, N, B)), np.empty((T, B))
@@ -1300,10 +1324,7 @@ def promotion_candidates(
         c["scan_period_s"], tenant_node, used, dram_use, per_page, plentiful, h,
     )  # fmt: skip
     # sampling noise of the scanner: log-normal per tenant and interval, mean 1 (float32)
-    sigma = p.detect_noise.astype(np.float32)
-    noise = np.exp(
-        sigma * _normal32(state.key, _counter(state.t, T), 11) - np.float32(0.5) * sigma * sigma
-    ).astype(float)  # (T, B)
+    noise = _lognormal32(state.key, state.t, T, p.detect_noise, 11)  # (T, B)
     # the scanner's coverage: the GiB scanned, their share of the working set (T, B), and
     # with per-task scanning each tenant's task_scan_min/max from its resident set
     per_task = p.flags["scan_task"]
@@ -1585,12 +1606,14 @@ def adapt_threshold(
 def migration_cost(p: Params, tn: Tenants, mig: Migration, dt: F64) -> tuple[F64, F64, F64]:
     """Phase 6: migration traffic on both nodes (reads from, writes to; GB/s (N, B)) and
     the CPU share each tenant loses to hint faults and copies (T, B)."""
-    to_gbps = GB_PER_GIB / dt
-    bg_rd = (mig.dem_from + mig.promo_from) * to_gbps
-    bg_wr = (mig.dem_to + mig.promo_to) * to_gbps
-    threads = _gather(p.threads, tn.phase)
-    promoted_pages = mig.promo_t * PAGES_PER_GIB  # (T, B)
-    cpu_loss = np.clip(promoted_pages * p.migrate_cpu_us * 1e-6 / (threads * dt), 0.0, 0.9)
+    N, B = mig.dem_from.shape
+    bg_rd, bg_wr, cpu_loss = np.empty((N, B)), np.empty((N, B)), np.empty(mig.promo_t.shape)
+    _interval.migration_cost(
+        *(np.ascontiguousarray(a) for a in (mig.dem_from, mig.promo_from, mig.dem_to,
+            mig.promo_to, mig.promo_t)), p.contiguous["threads"], np.ascontiguousarray(tn.phase),
+        p.contiguous["migrate_cpu_us"], GB_PER_GIB, PAGES_PER_GIB,
+        np.ascontiguousarray(dt), bg_rd, bg_wr, cpu_loss,
+    )  # fmt: skip
     return bg_rd, bg_wr, cpu_loss
 
 
@@ -1747,11 +1770,6 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         kswapd_failures=kswapd_failures,
     )
     return new, out
-
-
-def _counter(t: NDArray[np.int64], T: int) -> NDArray[np.uint64]:
-    """Distinct random-number counters per (step, tenant): (T, B)."""
-    return t.astype(np.uint64) * np.uint64(T) + np.arange(T, dtype=np.uint64)[:, None]
 
 
 def reset_rows(params: Params, state: State, idx: NDArray[np.int64], seeds: ArrayLike) -> State:

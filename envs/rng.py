@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from envs.jit import array_form, inline
+from envs.jit import array_form, inline, jit
 
-__all__ = ["normal32", "splitmix", "uniform"]
+__all__ = ["lognormal32", "splitmix", "uniform"]
 
 F64 = NDArray[np.float64]
 
@@ -54,10 +54,49 @@ def uniform(key: ArrayLike, counter: ArrayLike, stream: int) -> F64:
     return np.asarray(_unit_hash(k, _salt(stream), c), dtype=np.float64)
 
 
-def normal32(key: ArrayLike, counter: ArrayLike, stream: int) -> NDArray[np.float32]:
-    """Standard normals (Box-Muller) in float32, whose log and cos numpy vectorises.
+@jit
+def _box_muller_inputs(key, t, salt1, salt2, two_pi, u1, angle):  # pragma: no cover (compiled)
+    """Box-Muller's inputs in float32 (n, B): ``u1`` the uniforms of the first stream
+    (``salt1``) and ``angle`` those of the second times ``two_pi``, at the counters
+    ``t * n + i`` of row ``i`` (``t`` (B,) steps, ``key`` (B,))."""
+    n, B = u1.shape
+    for i in range(n):
+        for b in range(B):
+            c = np.uint64(t[b]) * np.uint64(n) + np.uint64(i)
+            u1[i, b] = np.float32(_unit(key[b], salt1, c))
+            angle[i, b] = two_pi * np.float32(_unit(key[b], salt2, c))
 
-    The uniforms of streams ``stream`` and ``stream + 1``."""
-    u1 = uniform(key, counter, stream).astype(np.float32)
-    u2 = uniform(key, counter, stream + 1).astype(np.float32)
-    return np.sqrt(np.float32(-2.0) * np.log(u1)) * np.cos(np.float32(2.0 * np.pi) * u2)
+
+@jit
+def _lognormal_exponent(log_u1, cos_angle, sigma, out):  # pragma: no cover (compiled)
+    """``sigma * z - sigma**2 / 2`` in float32 (n, B), ``z = sqrt(-2 log u1) cos(angle)``
+    the standard normal of Box-Muller (``sigma`` (B,))."""
+    n, B = out.shape
+    for i in range(n):
+        for b in range(B):
+            s = sigma[b]
+            z = np.sqrt(np.float32(-2.0) * log_u1[i, b]) * cos_angle[i, b]
+            out[i, b] = s * z - np.float32(0.5) * s * s
+
+
+def lognormal32(key: ArrayLike, t: ArrayLike, n: int, sigma: ArrayLike, stream: int) -> F64:
+    """Log-normal factors of mean 1 (n, B): ``exp(sigma z - sigma**2 / 2)``, computed in
+    float32 and returned as float64.
+
+    ``z`` is a standard normal (Box-Muller on the uniforms of streams ``stream`` and
+    ``stream + 1``) at the counter ``t * n + i`` of row ``i``: each batch element's
+    numbers depend on its ``key`` (B,), its step ``t`` (B,) and ``sigma`` (B,) alone.
+    The logarithm, cosine and exponential are numpy's float32 ones (vectorised); the
+    rest is compiled, with numpy's float32 arithmetic.
+    """
+    k = np.ascontiguousarray(key, dtype=np.uint64)
+    steps = np.ascontiguousarray(t, dtype=np.int64)
+    u1 = np.empty((n, k.shape[0]), dtype=np.float32)
+    angle = np.empty_like(u1)
+    _box_muller_inputs(
+        k, steps, _salt(stream), _salt(stream + 1), np.float32(2.0 * np.pi), u1, angle
+    )
+    x = np.empty_like(u1)
+    s32 = np.ascontiguousarray(sigma, dtype=np.float32)
+    _lognormal_exponent(np.log(u1, out=u1), np.cos(angle, out=angle), s32, x)
+    return np.exp(x, out=x).astype(np.float64)

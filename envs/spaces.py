@@ -42,7 +42,14 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
-from envs.encoding import box_exponents, box_levels, fill_observation, log_scale_exponents
+from envs.encoding import (
+    box_exponents,
+    box_levels,
+    fill_observation,
+    log_scale_exponents,
+    reward_perf,
+    reward_sums,
+)
 from envs.kernel import MAX_WEIGHT, gcd_reduce
 from envs.model import Action, KernelConfig, Outputs
 
@@ -269,6 +276,7 @@ class ActionCodec:
 
 
 GIB_SCALE = math.log2(1.0 + 2048.0)  # log2(1 + GiB) over this: 0..2 TiB on [0, 1]
+MBPS_SCALE = math.log1p(65536.0)  # log1p(MB/s) over this: migration and its limit on [0, 1]
 #: Descriptors of a tenant slot in the ``"full"`` layout (known at admission).
 #: A node's entries, then a tenant slot's entries before its weights (the observed interval).
 NODE_ENTRIES = ("utilization", "latency_over_idle", "capacity_used")
@@ -390,7 +398,7 @@ class ObservationEncoder:
         if not self.n_desc:
             descriptors, extra = np.zeros((bsz, self.T, 0)), np.zeros((bsz, 0))
         obs = np.empty((bsz, self.size), dtype=np.float32)
-        scale = math.log1p(65536.0)
+        scale = MBPS_SCALE
         if out is not None:
             glob = np.stack(
                 [np.log1p(out.promotion_mbps) / scale, np.log1p(out.demotion_mbps) / scale], axis=1
@@ -424,13 +432,12 @@ def reward_terms(out: Outputs, peak_gbps: F64) -> dict[str, F64]:
     - ``harmonic``: ``n / sum_t 1/perf_t``, the harmonic mean (fairness).
     """
     act = out.tenant_active
-    n = act.sum(1)
-    perf = np.where(act, np.maximum(out.tenant_norm_perf, 1e-6), 1.0)
-    logs = np.where(act, np.log(perf), 0.0).sum(1)
-    inv = np.where(act, 1.0 / perf, 0.0).sum(1)
-    return {
-        "log-geomean": np.where(n > 0, logs / np.maximum(n, 1), 0.0),
-        "throughput": out.total_throughput_gbps / peak_gbps,
-        "weighted-speedup": np.where(act, perf, 0.0).sum(1),
-        "harmonic": np.where(n > 0, n / np.maximum(inv, 1e-12), 0.0),
-    }
+    perf = np.empty(act.shape)
+    reward_perf(act, out.tenant_norm_perf, perf)
+    B = act.shape[0]
+    lg, tp, ws, hm = np.empty(B), np.empty(B), np.empty(B), np.empty(B)
+    peak = np.asarray(peak_gbps, dtype=float)
+    if peak.shape != (B,):
+        peak = np.broadcast_to(peak, (B,))
+    reward_sums(act, perf, np.log(perf), out.total_throughput_gbps, peak, lg, tp, ws, hm)
+    return {"log-geomean": lg, "throughput": tp, "weighted-speedup": ws, "harmonic": hm}
