@@ -543,7 +543,7 @@ def observe(params: EnvParams, state: EnvState, out: Outputs | None) -> NDArray[
         weights=s.weights.transpose(2, 0, 1),  # (B, T, N)
         t=s.t,
         steps=p.episode_steps,
-        present=(p.present & (p.start_s <= 0)).T,
+        present=p.present_at_start.T,
         read_fraction=p.read_fraction[:, 0].T,
         descriptors=desc,
         extra=extra,
@@ -634,7 +634,7 @@ def _decode(
     a = np.asarray(action).reshape(B, -1)
     act, w = params.codec.decode(a)
     mode = params.codec.decode_mode(a)
-    weights = np.broadcast_to(w, (B, params.n_tenants, params.n_nodes)).copy()
+    weights = np.array(w)  # (B, T, N) already (a broadcast view for global weights): a copy
     inst = state.instance
     if params.mode_table is not None:  # the tiering mode chosen for this interval
         inst = with_kernel_rows(inst, params.mode_table, mode)
@@ -655,11 +655,14 @@ def _account(
     terms = reward_terms(out, state.instance.machine_totals[2])
     reward = terms[params.reward].astype(np.float64)
     if twin is None or twin.metrics is None:
-        base = np.zeros_like(reward)
-        base_perf = np.zeros_like(out.tenant_norm_perf)
+        # no baseline: 0 (new arrays), and the reward is the term itself (a copy)
+        base, base_perf = np.zeros(reward.shape), np.zeros(out.tenant_norm_perf.shape)
+        paired = reward
     else:
-        base = twin.metrics[_REWARD_FIELD[params.reward]]
-        base_perf = twin.metrics.tenant_norm_perf
+        # copies: what a step returns never aliases the state (users keep it)
+        base = twin.metrics[_REWARD_FIELD[params.reward]].copy()
+        base_perf = twin.metrics.tenant_norm_perf.copy()
+        paired = reward - base
     new = EnvState(
         instance=state.instance,
         model=model,
@@ -676,8 +679,8 @@ def _account(
         reward_throughput=terms["throughput"],
         reward_weighted_speedup=terms["weighted-speedup"],
         reward_harmonic=terms["harmonic"],
-        reward_baseline=base.copy(),
-        tenant_norm_perf_baseline=base_perf.copy(),
+        reward_baseline=base,
+        tenant_norm_perf_baseline=base_perf,
         # copies: what a step returns never aliases the state (users keep it)
         interleave_weights=weights.copy(),
         promote_rate_mbps=act.promote_mbps.copy(),
@@ -685,7 +688,7 @@ def _account(
         node_capacity_gib=state.instance.capacity_gib.T.copy(),
         tiering_mode=mode,
     )
-    return new, observe(params, new, out), reward - base, metrics
+    return new, observe(params, new, out), paired, metrics
 
 
 def step(

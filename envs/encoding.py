@@ -3,9 +3,9 @@ and the box actions' entries read (:meth:`envs.spaces.ActionCodec.decode`).
 
 The encoder's arithmetic is divisions, minima and products, each as numpy does it
 (``np.minimum`` keeps a NaN, ``x * 0.0`` of a negative ``x`` is ``-0.0``), so the pass
-writes the float32 values numpy's expressions give, bit for bit; the logarithms (the
-migration traffic, the descriptors) stay numpy's and arrive computed. The clip to
-[0, 1] stays numpy's too (:meth:`~envs.spaces.ObservationEncoder.encode`).
+writes the float32 values numpy's expressions give, bit for bit, clipped to [0, 1] as
+``np.clip`` clips them; the logarithms (the migration traffic, the descriptors) stay
+numpy's and arrive computed.
 """
 
 from __future__ import annotations
@@ -18,17 +18,20 @@ from envs.jit import array_form, inline, jit, np_clip, np_maximum, np_minimum
 @jit
 def fill_observation(
     obs, has_out, util, lat, idle, used, cap, active, perf, dram_share, dram_res, resident,
-    demand, peak, rfrac, glob, weights, t, steps, present, start_rfrac, desc, extra,
+    demand, peak, rfrac, log_promo, log_demo, mbps_scale, weights, t, steps, present,
+    start_rfrac, desc, extra,
 ):  # fmt: skip  # pragma: no cover (compiled)
-    """Every entry of ``obs`` (B, size) before the clip, batch-first arguments.
+    """Every entry of ``obs`` (B, size), clipped to [0, 1] as ``np.clip`` does (a NaN and
+    a ``-0.0`` stay), batch-first arguments.
 
     With ``has_out``, the interval's outputs: per node (B, N) ``util``, ``lat``, ``used``
     (``idle``, ``cap`` the instances'), per tenant (B, T) ``active``, ``perf``,
-    ``dram_share``, ``dram_res``, ``resident``, ``demand``, ``rfrac``; ``peak`` (B,),
-    ``glob`` (B, 2) the migration entries. Rows with ``t == 0`` (all rows without
-    ``has_out``) show the start instead: ``present`` (B, T), ``start_rfrac`` (B, T) and
-    the weights, nothing of a node. ``weights`` (B, T, N); ``desc`` (B, T, k) and
-    ``extra`` (B, e) the descriptors and extra globals (k = 0: the basic layout).
+    ``dram_share``, ``dram_res``, ``resident``, ``demand``, ``rfrac``; ``peak`` (B,);
+    the migration entries ``log_promo`` and ``log_demo`` (B,, the log1p of the MB/s)
+    over ``mbps_scale``. Rows with ``t == 0`` (all rows without ``has_out``) show the
+    start instead: ``present`` (B, T), ``start_rfrac`` (B, T) and the weights, nothing
+    of a node. ``weights`` (B, T, N); ``desc`` (B, T, k) and ``extra`` (B, e) the
+    descriptors and extra globals (k = 0: the basic layout).
     """
     B, T, N = weights.shape
     K, E = desc.shape[2], 6
@@ -46,8 +49,8 @@ def fill_observation(
                 obs[b, 3 * n] = util[b, n]
                 obs[b, 3 * n + 1] = np_minimum((lat[b, n] / idle[b, n] - 1.0) / 4.0, 1.0)
                 obs[b, 3 * n + 2] = used[b, n] / cap[b, n]
-            obs[b, g0] = glob[b, 0]
-            obs[b, g0 + 1] = glob[b, 1]
+            obs[b, g0] = log_promo[b] / mbps_scale
+            obs[b, g0 + 1] = log_demo[b] / mbps_scale
         for tt in range(T):
             o = t0 + tt * per
             if fresh:
@@ -72,6 +75,8 @@ def fill_observation(
         for j in range(extra.shape[1]):
             obs[b, t0 + T * per + j] = extra[b, j]
         obs[b, g0 + 2] = t[b] / max(steps[b], 1)
+        for j in range(obs.shape[1]):
+            obs[b, j] = np_clip(obs[b, j], 0.0, 1.0)
 
 
 @inline

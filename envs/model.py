@@ -81,6 +81,7 @@ from envs.solver import (
     lsum,
     solve_fixed_point,
 )
+from envs.solver import curve_rows as _curve_rows
 
 __all__ = [
     "BUCKET_EDGES",
@@ -383,6 +384,16 @@ class Params:
             np.where(self.is_cxl, self.capacity_gib, 0.0).sum(0),
             np.minimum(c.mem_read, c.link_read).sum(0),
         )
+
+    @functools.cached_property
+    def present_at_start(self) -> NDArray[np.bool_]:
+        """(T, B) the tenant slots that run from the episode's start."""
+        return self.present & (self.start_s <= 0)
+
+    @functools.cached_property
+    def curve_rows(self) -> F64:
+        """The curves as the fixed point's kernel reads them (:func:`envs.solver.curve_rows`)."""
+        return _curve_rows(self.curves, (self.n_nodes, self.batch_size))
 
     @functools.cached_property
     def machine_log_gib(self) -> tuple[F64, F64]:
@@ -1712,6 +1723,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         x0=state.throughput,
         links=links,
         random=rnd if p.flags["random"] else None,
+        curve_rows=p.curve_rows,
     )
 
     # ---- outputs (batch-first: views of the batch-last arrays)

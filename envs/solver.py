@@ -1044,6 +1044,16 @@ def _evaluate_batch(tb, tnb, nb, ltb, lb, x, ev_t, ev_n, ev_l, ev_b, jac, W):  #
             jac[:, :, b] = j[:, :, lane]
 
 
+def curve_rows(nc: NodeCurves, shape: tuple[int, int] | None = None) -> F64:
+    """The curves' fields in their order (18, N, B), each broadcast to ``shape`` (N, B;
+    default the shape of ``nc.idle_ns``): the node rows of the kernel's input after the
+    migration traffic (:func:`_pack`)."""
+    out = np.empty((len(_CURVES), *(np.shape(nc.idle_ns) if shape is None else shape)))
+    for i, f in enumerate(_CURVES):
+        out[i] = getattr(nc, f)
+    return out
+
+
 def _pack(
     cap: F64,
     compute: F64,
@@ -1055,10 +1065,12 @@ def _pack(
     nc: NodeCurves,
     links: SocketLinks | None,
     random: F64 | None,
+    rows: F64 | None = None,
 ) -> tuple[F64, F64, F64, F64, F64]:
     """The kernel's inputs, float64 and C-contiguous, batch-last: ``tb`` (4, T, B), ``tnb``
     (2, T, N, B), ``nb`` (20, N, B), ``ltb`` (2, L, T, B), ``lb`` (4, B) (the rows of
-    :func:`_solve_batch`'s docstring)."""
+    :func:`_solve_batch`'s docstring). ``rows``: :func:`curve_rows` of ``nc`` where the
+    caller keeps them."""
     T, N, B = share.shape[0], share.shape[1], cap.shape[-1]
     tb = np.empty((4, T, B))
     tb[0], tb[1], tb[2] = cap, compute, rfrac
@@ -1067,8 +1079,7 @@ def _pack(
     tnb[0], tnb[1] = share, remote
     nb = np.empty((2 + len(_CURVES), N, B))
     nb[_BG_RD], nb[_BG_WR] = bg_rd, bg_wr
-    for i, f in enumerate(_CURVES):
-        nb[2 + i] = getattr(nc, f)
+    nb[2:] = curve_rows(nc, (N, B)) if rows is None else rows
     L = 0 if links is None else links.weight.shape[0]
     ltb = np.empty((2, L, T, B))
     lb = np.zeros((4, B))
@@ -1182,6 +1193,7 @@ def solve_fixed_point(
     retry: bool = True,
     links: SocketLinks | None = None,
     random: F64 | None = None,
+    curve_rows: F64 | None = None,
 ) -> Solution:
     """Solve every batch element's fixed point (arrays batch-last).
 
@@ -1192,7 +1204,9 @@ def solve_fixed_point(
     ``bg_rd``/``bg_wr`` (N, B) background traffic in GB/s (migrations);
     ``x0`` (T, B) an optional warm start (used where it is feasible);
     ``links`` the socket links (:class:`SocketLinks`; None: no limit);
-    ``random`` (T, B) 1 for a tenant with random access (None: all sequential).
+    ``random`` (T, B) 1 for a tenant with random access (None: all sequential);
+    ``curve_rows`` :func:`envs.solver.curve_rows` of ``nc``, where the caller keeps them
+    (``nc``'s fields are then not read).
 
     Each element: a warm start pulled back below 90% utilisation (kept where it already
     solves the problem), else a cold start at the zero-load demand scaled to 50%, halved
@@ -1203,7 +1217,7 @@ def solve_fixed_point(
     from 10% to 100%, each stage started from the last one's solution.
     """
     tb, tnb, nb, ltb, lb = _pack(
-        cap, compute, rfrac, share, remote, bg_rd, bg_wr, nc, links, random
+        cap, compute, rfrac, share, remote, bg_rd, bg_wr, nc, links, random, curve_rows
     )
     T, N, L, B = tb.shape[1], tnb.shape[2], ltb.shape[1], tb.shape[2]
     has_x0 = x0 is not None

@@ -398,27 +398,23 @@ class ObservationEncoder:
         if not self.n_desc:
             descriptors, extra = np.zeros((bsz, self.T, 0)), np.zeros((bsz, 0))
         obs = np.empty((bsz, self.size), dtype=np.float32)
-        scale = MBPS_SCALE
         if out is not None:
-            glob = np.stack(
-                [np.log1p(out.promotion_mbps) / scale, np.log1p(out.demotion_mbps) / scale], axis=1
-            )
             fill_observation(
                 obs, True, out.node_utilization, out.node_latency_ns, idle_ns,
                 out.node_capacity_used_gib, capacity_gib, out.tenant_active,
                 out.tenant_norm_perf, out.tenant_dram_access_share,
                 out.tenant_dram_resident_gib, out.tenant_resident_gib, out.tenant_demand_gbps,
-                peak_gbps, out.tenant_read_fraction, glob, weights, t, steps, present,
+                peak_gbps, out.tenant_read_fraction, np.log1p(out.promotion_mbps),
+                np.log1p(out.demotion_mbps), MBPS_SCALE, weights, t, steps, present,
                 read_fraction, descriptors, extra,
             )  # fmt: skip
         else:
-            node, tenant = np.zeros((bsz, self.N)), np.zeros((bsz, self.T))
+            node, tenant, zero = np.zeros((bsz, self.N)), np.zeros((bsz, self.T)), np.zeros(bsz)
             fill_observation(
                 obs, False, node, node, node, node, node, tenant.astype(bool), tenant, tenant,
-                tenant, tenant, tenant, np.zeros(bsz), tenant, np.zeros((bsz, 2)), weights, t,
-                steps, present, read_fraction, descriptors, extra,
+                tenant, tenant, tenant, zero, tenant, zero, zero, MBPS_SCALE, weights, t, steps,
+                present, read_fraction, descriptors, extra,
             )  # fmt: skip
-        np.clip(obs, 0.0, 1.0, out=obs)
         return obs
 
 
