@@ -24,7 +24,6 @@ instance's machine that a policy may read (what firmware tables and
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from envs.encoding import descriptor_rows, phases_now
 from envs.families import ScenarioFamily, make_family
 from envs.gather import gather_phase
 from envs.hardware import firmware_bandwidth
@@ -52,7 +52,6 @@ from envs.model import step as model_step
 from envs.plugins import make_baseline_policy
 from envs.rng import splitmix
 from envs.scenario import Scenario
-from envs.encoding import descriptor_rows, phases_now
 from envs.spaces import (
     GIB_SCALE,
     MBPS_SCALE,

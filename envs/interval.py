@@ -110,7 +110,14 @@ def migration_cost(
     N, B = dem_from.shape
     T = promo_t.shape[0]
     for n in range(N):
-        df, pf, dto, pto, rd, wr = dem_from[n], promo_from[n], dem_to[n], promo_to[n], bg_rd[n], bg_wr[n]
+        df, pf, dto, pto, rd, wr = (
+            dem_from[n],
+            promo_from[n],
+            dem_to[n],
+            promo_to[n],
+            bg_rd[n],
+            bg_wr[n],
+        )
         for b in range(B):
             to_gbps = gb_per_gib / dt[b]
             rd[b] = (df[b] + pf[b]) * to_gbps

@@ -1340,7 +1340,7 @@ def promotion_candidates(
     # with per-task scanning each tenant's task_scan_min/max from its resident set
     per_task = p.flags["scan_task"]
     scan_gib, scanned = np.empty((T, B)), np.empty((T, B))
-    bounds = tuple(np.empty((T, B if per_task else 0)) for _ in range(2))
+    bounds = (np.empty((T, B if per_task else 0)), np.empty((T, B if per_task else 0)))
     _promotion.coverage(
         tenant_node, per_task, *(np.ascontiguousarray(a) for a in (p.scan_task,
             state.scan_period_ms, state.t, dt, state.scan_next_s, tn.ws, tn.active)),
@@ -1408,7 +1408,7 @@ def numa_scan_update(
         return state.scan_period_ms, state.scan_offset_gib, state.numa_faults_mb
     if rss is None:  # (T, B) each tenant's resident set (the caller may have it)
         rss = lsum(lsum(place, 1), 1)
-    out = tuple(np.empty_like(cand.scan_gib) for _ in range(3))
+    out = (np.empty_like(cand.scan_gib), np.empty_like(cand.scan_gib), np.empty_like(cand.scan_gib))
     _promotion.scan_update(
         np.ascontiguousarray(p.scan_task), cand.scan_gib, *cand.scan_bounds,
         *(np.ascontiguousarray(a) for a in (rss, promo_t, tn.active, state.scan_period_ms,
@@ -1541,7 +1541,7 @@ def reclaim_and_demote(
     kswapd, excess, usage = np.empty(B), np.empty((T, B)), np.empty((T, B))
     h = np.zeros((T, K, B), np.float32)  # written where something reclaims
     charged = np.empty((T, 0)) if charged is None else charged
-    dt = np.broadcast_to(dt, (B,))
+    dt = np.ascontiguousarray(dt if np.shape(dt) == (B,) else np.broadcast_to(dt, (B,)))
     c = p.contiguous
     # C-contiguous (the kernels are compiled once per layout; a sum over a batch of one
     # can be a strided view)
