@@ -7,6 +7,8 @@ bit and a state can be replayed from its seed.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -39,6 +41,7 @@ splitmix = array_form("uint64(uint64)", _splitmix)
 _unit_hash = array_form("float64(uint64, uint64, uint64)", _unit)
 
 
+@functools.cache
 def _salt(stream: int) -> np.uint64:
     return np.uint64((stream * 0x632BE59BD9B4E019) % (1 << 64))
 

@@ -242,7 +242,9 @@ class ActionCodec:
         w = gcd_reduce(w)
         if self.weights == "global":
             w = np.broadcast_to(w, (w.shape[0], self.n_tenants, self.n_nodes))
-        return Action(weights=w.astype(float), promote_mbps=rate.astype(float)), np.asarray(w)
+        # (the box's rate is a new float64 array already; the discrete one's a look-up)
+        rate = rate if rate.dtype == np.float64 else rate.astype(float)
+        return Action(weights=w.astype(float), promote_mbps=rate), np.asarray(w)
 
     @staticmethod
     def box_weights(entries: NDArray) -> NDArray[np.int64]:
