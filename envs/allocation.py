@@ -14,7 +14,7 @@ import numpy as np
 
 from envs.jit import inline, jit, np_clip, np_maximum
 from envs.kernel import dram_high_in_force, low_in_force, total_high_in_force
-from envs.placement import dram_sum, node_pages
+from envs.placement import dram_sum, node_pages, node_sum
 
 _W = 256  # lanes: batch elements side by side
 
@@ -112,10 +112,7 @@ def weights_in_force(
         nb = min(_W, B - b0)
         e = b0 + nb
         for t in range(T):
-            for n in range(N):
-                a = aw[t, n, b0:e]
-                for i in range(nb):
-                    tot[i] = a[i] if n == 0 else tot[i] + a[i]
+            node_sum(aw, t, b0, nb, tot)
             run = active[t, b0:e]
             for n in range(N):
                 a, oh, pv, o = aw[t, n, b0:e], loc1h[t, n, b0:e], prev[t, n, b0:e], out[t, n, b0:e]

@@ -37,6 +37,16 @@ def node_pages(place, t, n, b0, nb, out):  # pragma: no cover (compiled)
 
 
 @inline
+def node_sum(x, t, b0, nb, out):  # pragma: no cover (compiled)
+    """``out`` (W,): row ``t`` of ``x`` (T, N, B) in elements ``b0 ..`` summed over the
+    nodes in order (as :func:`envs.solver.lsum` adds them)."""
+    for n in range(x.shape[1]):
+        src = x[t, n, b0 : b0 + nb]
+        for i in range(nb):
+            out[i] = src[i] if n == 0 else out[i] + src[i]
+
+
+@inline
 def dram_sum(x, t, x0, is_cxl, b0, nb, out):  # pragma: no cover (compiled)
     """``out`` (W,): row ``t`` of ``x`` (T, N, ...) summed over the nodes in order, each
     times 1 where the node is DRAM in element ``b0 + i`` and 0 where CXL (numpy's sum of
@@ -72,11 +82,7 @@ def placement_sums(  # pragma: no cover (compiled)
             ph, on = phase[t, b0:e], active[t, b0:e]
             for n in range(N):
                 node_pages(place, t, n, b0, nb, tenant_node[t, n, b0:e])
-            r = rss[t, b0:e]
-            for n in range(N):
-                src = tenant_node[t, n, b0:e]
-                for i in range(nb):
-                    r[i] = src[i] if n == 0 else r[i] + src[i]
+            node_sum(tenant_node, t, b0, nb, rss[t, b0:e])
             res = resident[t, b0:e]
             for k in range(K):
                 acc, d = tenant_bucket[t, k, b0:e], density[k]
