@@ -230,6 +230,7 @@ def lsum(x: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
 # array argument).
 
 _W = 32  # lanes: batch elements solved side by side
+_HOLD = 4  # a block with this many unfinished lanes or fewer sets them aside (stragglers)
 
 #: rows of the packed per-node inputs ``nb`` (k, N, B): background traffic, then the curves
 _BG_RD, _BG_WR = 0, 1
@@ -421,24 +422,30 @@ def queue_delay(
 
 
 @_inline
-def _copy_lanes(b0, src, dst):  # pragma: no cover (compiled)
+def _copy_lanes(b0, pick, src, dst):  # pragma: no cover (compiled)
     """Elements ``b0 .. b0 + W - 1`` of ``src`` (..., B) into the lanes of ``dst`` (..., W)
-    (a lane past the batch's end repeats its last element)."""
+    (a lane past the batch's end repeats its last element), or with ``pick`` (W,) not
+    empty, element ``pick[lane]`` into lane ``lane``."""
     B, W = src.shape[-1], dst.shape[-1]
     s2, d2 = src.reshape(-1, B), dst.reshape(-1, W)
+    if pick.shape[0]:
+        for r in range(s2.shape[0]):
+            for lane in range(W):
+                d2[r, lane] = s2[r, pick[lane]]
+        return
     for r in range(s2.shape[0]):
         for lane in range(W):
             d2[r, lane] = s2[r, min(b0 + lane, B - 1)]
 
 
 @_inline
-def _load(b0, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl):  # pragma: no cover (compiled)
-    """The inputs of elements ``b0 .. b0 + W - 1`` into the block's lanes."""
-    _copy_lanes(b0, tb, tl)
-    _copy_lanes(b0, tnb, tnl)
-    _copy_lanes(b0, nb, nl)
-    _copy_lanes(b0, ltb, ll)
-    _copy_lanes(b0, lb, lbl)
+def _load(b0, pick, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl):  # pragma: no cover (compiled)
+    """The inputs of elements ``b0 .. b0 + W - 1`` (or ``pick``) into the block's lanes."""
+    _copy_lanes(b0, pick, tb, tl)
+    _copy_lanes(b0, pick, tnb, tnl)
+    _copy_lanes(b0, pick, nb, nl)
+    _copy_lanes(b0, pick, ltb, ll)
+    _copy_lanes(b0, pick, lb, lbl)
 
 
 @_inline
@@ -762,9 +769,9 @@ def _jacobian(blk, blk_remote, blk_link, d, j):  # pragma: no cover (compiled)
 
 
 @_inline
-def _solve_small(a, rhs, out, piv):  # pragma: no cover (compiled)
+def _solve_small(a, rhs, out, piv, f):  # pragma: no cover (compiled)
     """Solve ``a x = rhs`` in every lane into ``out`` (Gaussian elimination; ``a`` and ``rhs``
-    overwritten; ``piv`` (W,) scratch).
+    overwritten; ``piv`` and ``f`` (W,) scratch; every loop over lanes innermost).
 
     The Jacobian is the identity plus a non-negative matrix with a positive diagonal, so
     elimination without pivoting is safe at these sizes."""
@@ -776,18 +783,22 @@ def _solve_small(a, rhs, out, piv):  # pragma: no cover (compiled)
             piv[lane] = 1e-300 if abs(p) < 1e-300 else p
         for i in range(k + 1, n):
             for lane in range(W):
-                f = a[i, k, lane] / piv[lane]
-                for c in range(k + 1, n):
-                    a[i, c, lane] -= f * a[k, c, lane]
-                rhs[i, lane] -= f * rhs[k, lane]
+                f[lane] = a[i, k, lane] / piv[lane]
+            for c in range(k + 1, n):
+                for lane in range(W):
+                    a[i, c, lane] -= f[lane] * a[k, c, lane]
+            for lane in range(W):
+                rhs[i, lane] -= f[lane] * rhs[k, lane]
         for lane in range(W):
             a[k, k, lane] = piv[lane]
     for k in range(n - 1, -1, -1):
         for lane in range(W):
-            s = 0.0
-            for c in range(k + 1, n):
-                s += a[k, c, lane] * out[c, lane]
-            out[k, lane] = (rhs[k, lane] - s) / a[k, k, lane]
+            f[lane] = 0.0
+        for c in range(k + 1, n):
+            for lane in range(W):
+                f[lane] += a[k, c, lane] * out[c, lane]
+        for lane in range(W):
+            out[k, lane] = (rhs[k, lane] - f[lane]) / a[k, k, lane]
 
 
 @_inline
@@ -815,12 +826,75 @@ def _block(T, N, L, W):  # pragma: no cover (compiled)
 
 
 @_inline
-def _open(b0, tb, tnb, nb, ltb, lb, blk):  # pragma: no cover (compiled)
-    """Load elements ``b0 ..`` into the block ``blk`` (:func:`_block`) and prepare it:
-    whether some lane has a remote path and some a link."""
+def _open(b0, pick, tb, tnb, nb, ltb, lb, blk):  # pragma: no cover (compiled)
+    """Load elements ``b0 ..`` (or ``pick``: :func:`_copy_lanes`) into the block ``blk``
+    (:func:`_block`) and prepare it: whether some lane has a remote path and some a link."""
     tl, tnl, nl, ll, lbl, w, any_link, cq = blk[:8]
-    _load(b0, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl)
+    _load(b0, pick, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl)
     return _prepare(tl, tnl, nl, lbl, w, any_link, cq)
+
+
+@_inline
+def _hold(
+    held, j, lane, x, z, step, lam, mode, n_iter, tries, shrinks, en, et, el, es
+):  # pragma: no cover
+    """A lane's state between two rounds into column ``j`` of ``held`` (what
+    :func:`_unhold` reads back): its point, its Newton step, its counters and its
+    current evaluation (slot 0). Everything else a lane holds is its element's inputs
+    and what :func:`_prepare` and :func:`_zero_load` derive from them."""
+    T, N, L = x.shape[0], en.shape[2], el.shape[2]
+    r = 0
+    for t in range(T):
+        held[r, j], held[r + 1, j], held[r + 2, j] = x[t, lane], z[t, lane], step[t, lane]
+        r += 3
+    held[r, j], held[r + 1, j], held[r + 2, j] = lam[lane], mode[lane], n_iter[lane]
+    held[r + 3, j], held[r + 4, j] = tries[lane], shrinks[lane]
+    r += 5
+    for k in range(_EN):
+        for n in range(N):
+            held[r, j] = en[0, k, n, lane]
+            r += 1
+    for k in range(_ET):
+        for t in range(T):
+            held[r, j] = et[0, k, t, lane]
+            r += 1
+    for k in range(3):
+        for i in range(L):
+            held[r, j] = el[0, k, i, lane]
+            r += 1
+    for k in range(4):
+        held[r, j] = es[0, k, lane]
+        r += 1
+
+
+@_inline
+def _unhold(
+    held, j, lane, x, z, step, lam, mode, n_iter, tries, shrinks, en, et, el, es
+):  # pragma: no cover
+    """Column ``j`` of ``held`` (:func:`_hold`) back into lane ``lane``."""
+    T, N, L = x.shape[0], en.shape[2], el.shape[2]
+    r = 0
+    for t in range(T):
+        x[t, lane], z[t, lane], step[t, lane] = held[r, j], held[r + 1, j], held[r + 2, j]
+        r += 3
+    lam[lane], mode[lane], n_iter[lane] = held[r, j], held[r + 1, j], held[r + 2, j]
+    tries[lane], shrinks[lane] = held[r + 3, j], held[r + 4, j]
+    r += 5
+    for k in range(_EN):
+        for n in range(N):
+            en[0, k, n, lane] = held[r, j]
+            r += 1
+    for k in range(_ET):
+        for t in range(T):
+            et[0, k, t, lane] = held[r, j]
+            r += 1
+    for k in range(3):
+        for i in range(L):
+            el[0, k, i, lane] = held[r, j]
+            r += 1
+    for k in range(4):
+        es[0, k, lane] = held[r, j]
+        r += 1
 
 
 @_jit
@@ -848,18 +922,63 @@ def _solve_batch(
     tl, tnl, nl, en, et, el, es = blk[0], blk[1], blk[2], blk[10], blk[11], blk[12], blk[13]
     x, z, step = np.empty((T, W)), np.zeros((T, W)), np.zeros((T, W))
     rhs, sol, demand = np.empty((T, W)), np.empty((T, W)), np.empty((T, W))
-    jac, dj, piv = np.empty((T, T, W)), np.empty((6, T, N, W)), np.empty(W)
+    jac, dj, piv, fac = np.empty((T, T, W)), np.empty((6, T, N, W)), np.empty(W), np.empty(W)
     bgs, lam, accept = np.empty(W), np.ones(W), np.empty(W)
     mode = np.empty(W, dtype=np.int64)
     n_iter, tries = np.zeros(W, dtype=np.int64), np.zeros(W, dtype=np.int64)
     shrinks = np.zeros(W, dtype=np.int64)
     need = np.empty(W, dtype=np.bool_)
-    for b0 in range(0, B, W):
-        blk_remote, blk_link = _open(b0, tb, tnb, nb, ltb, lb, blk)
+    elem, pick = np.empty(W, dtype=np.int64), np.empty(W, dtype=np.int64)
+    none = pick[:0]
+    # the stragglers (elements set aside, to be solved together after the batch's
+    # blocks), their state in the columns of ``held`` (:func:`_hold`); none in a batch of
+    # one block
+    room = B // 4 + W if B > W else 0
+    held = np.empty((3 * T + 5 + _EN * N + _ET * T + 3 * L + 4, room))
+    held_elem = np.empty(room, dtype=np.int64)
+    n_held, first_held, n_blocks, next_block = 0, 0, (B + W - 1) // W, 0
+    while True:
+        if next_block < n_blocks:  # the batch's elements in order, W at a time
+            b0, strays = next_block * W, False
+            next_block += 1
+            for lane in range(W):
+                elem[lane] = b0 + lane if b0 + lane < B else -1
+            blk_remote, blk_link = _open(b0, none, tb, tnb, nb, ltb, lb, blk)
+        elif first_held < n_held:  # then the stragglers, W at a time
+            b0, strays = 0, True
+            for lane in range(W):
+                j = first_held + lane
+                elem[lane] = held_elem[j] if j < n_held else -1
+                pick[lane] = held_elem[min(j, n_held - 1)]
+            blk_remote, blk_link = _open(b0, pick, tb, tnb, nb, ltb, lb, blk)
+        else:
+            break
         _zero_load(tl, tnl, nl, demand)
         for lane in range(W):
+            if strays:
+                if elem[lane] < 0:
+                    mode[lane] = _DONE
+                else:
+                    _unhold(
+                        held,
+                        first_held + lane,
+                        lane,
+                        x,
+                        z,
+                        step,
+                        lam,
+                        mode,
+                        n_iter,
+                        tries,
+                        shrinks,
+                        en,
+                        et,
+                        el,
+                        es,
+                    )
+                continue
             n_iter[lane], tries[lane], shrinks[lane], lam[lane] = 0, 0, 0, 1.0
-            if b0 + lane >= B:
+            if elem[lane] < 0:
                 mode[lane] = _DONE  # past the batch's end
             elif has_x0:
                 # warm start from the last interval's rates (a tenant without one, just
@@ -867,7 +986,7 @@ def _solve_batch(
                 mode[lane] = _WARM
                 for t in range(T):
                     active = tl[0, t, lane] > 0
-                    xw = x0[t, b0 + lane] if active else 0.0
+                    xw = x0[t, elem[lane]] if active else 0.0
                     x[t, lane] = demand[t, lane] if (active and xw <= 0) else xw
             else:
                 mode[lane] = _QUIET
@@ -981,7 +1100,7 @@ def _solve_batch(
                 for t in range(T):
                     for lane in range(W):
                         rhs[t, lane] = et[0, _E_RESID, t, lane]
-                _solve_small(jac, rhs, sol, piv)
+                _solve_small(jac, rhs, sol, piv, fac)
                 for lane in range(W):
                     if need[lane]:
                         # backtracking: the step halved until the point is feasible and the
@@ -999,22 +1118,63 @@ def _solve_batch(
                     xt = _exp(z[t, lane] + lam[lane] * step[t, lane])
                     xt = xt if tl[0, t, lane] > 0 else 0.0
                     x[t, lane] = xt if mode[lane] == _TRIAL else x[t, lane]
-        for lane in range(min(W, B - b0)):
-            b = b0 + lane
-            iters[b] = n_iter[lane]
-            for t in range(T):
-                out_t[0, t, b] = _exp(z[t, lane]) if tl[0, t, lane] > 0 else 0.0
-                out_t[1, t, b] = et[0, _E_LBAR, t, lane]
-                out_t[2, t, b] = demand[t, lane]
+            if strays:
+                continue
+            # a few lanes left: they are set aside, to go on beside other stragglers,
+            # rather than keep the block's other lanes waiting for them
+            left = 0
+            for lane in range(W):
+                left += mode[lane] != _DONE
+            if left <= _HOLD and n_held + left <= room:
+                for lane in range(W):
+                    if mode[lane] != _DONE:
+                        held_elem[n_held] = elem[lane]
+                        _hold(
+                            held,
+                            n_held,
+                            lane,
+                            x,
+                            z,
+                            step,
+                            lam,
+                            mode,
+                            n_iter,
+                            tries,
+                            shrinks,
+                            en,
+                            et,
+                            el,
+                            es,
+                        )
+                        n_held += 1
+                        elem[lane] = -1
+                break
+        if strays:
+            first_held += W
+        # each finished lane's results (rows outer: the stores of a row are neighbours)
+        for lane in range(W):
+            if elem[lane] >= 0:
+                iters[elem[lane]] = n_iter[lane]
+                out_b[elem[lane]] = es[0, _S_NORM, lane]
+        for t in range(T):
+            for lane in range(W):
+                if elem[lane] >= 0:
+                    out_t[0, t, elem[lane]] = _exp(z[t, lane]) if tl[0, t, lane] > 0 else 0.0
+            for lane in range(W):
+                if elem[lane] >= 0:
+                    out_t[1, t, elem[lane]] = et[0, _E_LBAR, t, lane]
+            for lane in range(W):
+                if elem[lane] >= 0:
+                    out_t[2, t, elem[lane]] = demand[t, lane]
+        for r, k in enumerate((_E_LNODE, _E_ULOC, _E_UREM, _E_RD, _E_WR)):
             for n in range(N):
-                out_n[0, n, b] = en[0, _E_LNODE, n, lane]
-                out_n[1, n, b] = en[0, _E_ULOC, n, lane]
-                out_n[2, n, b] = en[0, _E_UREM, n, lane]
-                out_n[3, n, b] = en[0, _E_RD, n, lane]
-                out_n[4, n, b] = en[0, _E_WR, n, lane]
-            for k in range(L):
-                out_l[k, b] = el[0, _E_ULK, k, lane]
-            out_b[b] = es[0, _S_NORM, lane]
+                for lane in range(W):
+                    if elem[lane] >= 0:
+                        out_n[r, n, elem[lane]] = en[0, k, n, lane]
+        for k in range(L):
+            for lane in range(W):
+                if elem[lane] >= 0:
+                    out_l[k, elem[lane]] = el[0, _E_ULK, k, lane]
 
 
 @_jit
@@ -1025,10 +1185,10 @@ def _evaluate_batch(tb, tnb, nb, ltb, lb, x, ev_t, ev_n, ev_l, ev_b, jac, W):  #
     T, N, B, L = tb.shape[1], tnb.shape[2], tb.shape[2], ltb.shape[1]
     blk = _block(T, N, L, W)
     en, et, el, es = blk[10], blk[11], blk[12], blk[13]
-    xl, bgs = np.empty((T, W)), np.ones(W)
+    xl, bgs, pick = np.empty((T, W)), np.ones(W), np.empty(0, dtype=np.int64)
     j, dj = np.empty((T, T, W)), np.empty((6, T, N, W))
     for b0 in range(0, B, W):
-        blk_remote, blk_link = _open(b0, tb, tnb, nb, ltb, lb, blk)
+        blk_remote, blk_link = _open(b0, pick, tb, tnb, nb, ltb, lb, blk)
         for lane in range(W):
             for t in range(T):
                 xl[t, lane] = x[t, min(b0 + lane, B - 1)]

@@ -188,6 +188,38 @@ def test_retry_solves_again_what_newton_left_unconverged() -> None:
     np.testing.assert_allclose(lhs[act], pb.cap[act], rtol=2 * TOL)
 
 
+def _bits(sol: Any, idx: np.ndarray) -> dict[str, bytes]:
+    return {
+        f.name: np.ascontiguousarray(getattr(sol, f.name)[..., idx]).tobytes()
+        for f in dataclasses.fields(sol)
+    }
+
+
+@pytest.mark.parametrize(("hardware", "remote"), [("spr-a1000", False), ("spr-a1000-2s", True)])
+def test_an_element_gets_the_same_numbers_in_any_batch(hardware: str, remote: bool) -> None:
+    """The kernel solves 32 elements side by side and sets aside the few that still
+    iterate when the rest of their block is done (the stragglers), to go on beside
+    other stragglers. Whichever lanes, blocks and neighbours an element has, its
+    numbers are those it gets alone, bit for bit: in a batch of 300 (easy and hard
+    elements mixed, warm and cold starts), in that batch reversed, and one at a time."""
+    rng = np.random.default_rng(23)
+    B = 300
+    pb, x = random_problem(rng, _curves(hardware), T=4, B=B, remote=remote, inactive=True)
+    hard = rng.random(B) < 0.15  # deep in the knee: more Newton iterations than the rest
+    pb = dataclasses.replace(pb, cap=pb.cap * np.where(hard, 8.0, 1.0))
+    x0 = np.where(rng.random(B) < 0.5, x, 0.0)  # half warm-started (0: from the demand)
+    sol = pb.solve(x0=x0, retry=False)
+    blocks = sol.iterations[: B - B % 32].reshape(-1, 32)
+    assert (blocks.max(1) > np.median(blocks, 1)).sum() >= 4  # blocks with stragglers
+    every = np.arange(B)
+    rev = every[::-1]
+    flipped = pb.take(rev).solve(x0=x0[:, rev], retry=False)
+    assert _bits(flipped, np.argsort(rev)) == _bits(sol, every)
+    for b in rng.choice(B, 40, replace=False):
+        alone = pb.take(np.array([b])).solve(x0=x0[:, [b]], retry=False)
+        assert _bits(alone, np.array([0])) == _bits(sol, np.array([b])), b
+
+
 def _ulps(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
     """|got - ref| in units of the last place of ref (subnormal spacing below the normals)."""
     return np.abs(got - ref) / np.spacing(np.abs(ref))
