@@ -835,66 +835,45 @@ def _open(b0, pick, tb, tnb, nb, ltb, lb, blk):  # pragma: no cover (compiled)
 
 
 @_inline
-def _hold(
-    held, j, lane, x, z, step, lam, mode, n_iter, tries, shrinks, en, et, el, es
-):  # pragma: no cover
-    """A lane's state between two rounds into column ``j`` of ``held`` (what
-    :func:`_unhold` reads back): its point, its Newton step, its counters and its
-    current evaluation (slot 0). Everything else a lane holds is its element's inputs
-    and what :func:`_prepare` and :func:`_zero_load` derive from them."""
-    T, N, L = x.shape[0], en.shape[2], el.shape[2]
+def _held(held, j, lane, st, blk, save):  # pragma: no cover (compiled)
+    """Lane ``lane``'s state between two rounds into column ``j`` of ``held`` (``save``),
+    or back from it: its point, its Newton step, its counters (``st``: ``x``, ``z``,
+    ``step`` (T, W); ``mode``, ``n_iter``, ``tries``, ``shrinks``; ``lam`` (W,)) and its
+    current evaluation (slot 0 of the block ``blk``'s). Everything else a lane holds is
+    its element's inputs and what :func:`_prepare` and :func:`_zero_load` derive from them."""
+    x, z, step, mode, n_iter, tries, shrinks, lam = st
+    T, W = x.shape
     r = 0
-    for t in range(T):
-        held[r, j], held[r + 1, j], held[r + 2, j] = x[t, lane], z[t, lane], step[t, lane]
-        r += 3
-    held[r, j], held[r + 1, j], held[r + 2, j] = lam[lane], mode[lane], n_iter[lane]
-    held[r + 3, j], held[r + 4, j] = tries[lane], shrinks[lane]
-    r += 5
-    for k in range(_EN):
-        for n in range(N):
-            held[r, j] = en[0, k, n, lane]
-            r += 1
-    for k in range(_ET):
+    for a in (x, z, step):
         for t in range(T):
-            held[r, j] = et[0, k, t, lane]
+            if save:
+                held[r, j] = a[t, lane]
+            else:
+                a[t, lane] = held[r, j]
             r += 1
-    for k in range(3):
-        for i in range(L):
-            held[r, j] = el[0, k, i, lane]
-            r += 1
-    for k in range(4):
-        held[r, j] = es[0, k, lane]
+    for c in (mode, n_iter, tries, shrinks):
+        if save:
+            held[r, j] = c[lane]
+        else:
+            c[lane] = held[r, j]
         r += 1
-
-
-@_inline
-def _unhold(
-    held, j, lane, x, z, step, lam, mode, n_iter, tries, shrinks, en, et, el, es
-):  # pragma: no cover
-    """Column ``j`` of ``held`` (:func:`_hold`) back into lane ``lane``."""
-    T, N, L = x.shape[0], en.shape[2], el.shape[2]
-    r = 0
-    for t in range(T):
-        x[t, lane], z[t, lane], step[t, lane] = held[r, j], held[r + 1, j], held[r + 2, j]
-        r += 3
-    lam[lane], mode[lane], n_iter[lane] = held[r, j], held[r + 1, j], held[r + 2, j]
-    tries[lane], shrinks[lane] = held[r + 3, j], held[r + 4, j]
-    r += 5
-    for k in range(_EN):
-        for n in range(N):
-            en[0, k, n, lane] = held[r, j]
+    if save:
+        held[r, j] = lam[lane]
+    else:
+        lam[lane] = held[r, j]
+    r += 1
+    for ev in (
+        blk[10][0].reshape(-1, W),
+        blk[11][0].reshape(-1, W),
+        blk[12][0].reshape(-1, W),
+        blk[13][0],
+    ):
+        for q in range(ev.shape[0]):
+            if save:
+                held[r, j] = ev[q, lane]
+            else:
+                ev[q, lane] = held[r, j]
             r += 1
-    for k in range(_ET):
-        for t in range(T):
-            et[0, k, t, lane] = held[r, j]
-            r += 1
-    for k in range(3):
-        for i in range(L):
-            el[0, k, i, lane] = held[r, j]
-            r += 1
-    for k in range(4):
-        es[0, k, lane] = held[r, j]
-        r += 1
 
 
 @_jit
@@ -931,10 +910,11 @@ def _solve_batch(
     elem, pick = np.empty(W, dtype=np.int64), np.empty(W, dtype=np.int64)
     none = pick[:0]
     # the stragglers (elements set aside, to be solved together after the batch's
-    # blocks), their state in the columns of ``held`` (:func:`_hold`); none in a batch of
+    # blocks), their state in the columns of ``held`` (:func:`_held`); none in a batch of
     # one block
     room = B // 4 + W if B > W else 0
     held = np.empty((3 * T + 5 + _EN * N + _ET * T + 3 * L + 4, room))
+    st = (x, z, step, mode, n_iter, tries, shrinks, lam)
     held_elem = np.empty(room, dtype=np.int64)
     n_held, first_held, n_blocks, next_block = 0, 0, (B + W - 1) // W, 0
     while True:
@@ -959,23 +939,7 @@ def _solve_batch(
                 if elem[lane] < 0:
                     mode[lane] = _DONE
                 else:
-                    _unhold(
-                        held,
-                        first_held + lane,
-                        lane,
-                        x,
-                        z,
-                        step,
-                        lam,
-                        mode,
-                        n_iter,
-                        tries,
-                        shrinks,
-                        en,
-                        et,
-                        el,
-                        es,
-                    )
+                    _held(held, first_held + lane, lane, st, blk, False)
                 continue
             n_iter[lane], tries[lane], shrinks[lane], lam[lane] = 0, 0, 0, 1.0
             if elem[lane] < 0:
@@ -1129,23 +1093,7 @@ def _solve_batch(
                 for lane in range(W):
                     if mode[lane] != _DONE:
                         held_elem[n_held] = elem[lane]
-                        _hold(
-                            held,
-                            n_held,
-                            lane,
-                            x,
-                            z,
-                            step,
-                            lam,
-                            mode,
-                            n_iter,
-                            tries,
-                            shrinks,
-                            en,
-                            et,
-                            el,
-                            es,
-                        )
+                        _held(held, n_held, lane, st, blk, True)
                         n_held += 1
                         elem[lane] = -1
                 break
