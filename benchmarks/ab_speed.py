@@ -8,11 +8,15 @@ it, so its ``envs`` is the one imported), "before" and "after" in turn, and each
 process measures, in this order:
 
 - the yardstick: Gymnasium's ``CartPoleVectorEnv`` at N = 4096 (random actions,
-  best of 3 timings of 200 steps), so that every rate is also a share of
+  best of 4 timings of 200 steps), so that every rate is also a share of
   CartPole's in the same process;
 - the model core (``envs.model.step``) at B = 4096 with random actions on the
   4-tenant ``spr-a1000`` scenario (``benchmarks/bench-4-tenants.yaml``, the one
   ``env_speed.py`` steps) and on the 6-node ``cxl-spill``;
+- the fixed point alone on each of the two: the ``envs.model.solve_fixed_point``
+  calls of some of the same steps recorded, then replayed (best of three passes),
+  in steps/s of the batch, for changes of the solver that the whole step's spread
+  would hide;
 - one ``gym.make("tiergym/TieredMemory-v0", scenario="mixed")`` instance stepped
   with random actions (reset when an episode ends), without and with
   ``reward_baseline="colloid"`` (the paired twins), and the native vector env
@@ -20,8 +24,9 @@ process measures, in this order:
 
 The table gives each checkout's median over the rounds, in steps/s and as a share
 of CartPole's rate, and after / before of the medians of the CartPole shares (the
-figure that compares on a noisy, shared machine). Only the public API is used, so
-any two checkouts of the project compare.
+figure that compares on a noisy, shared machine). Only the public API and
+``envs.model``'s own name of the solver are used, so any two checkouts of the
+project since the solver's compiled kernel compare.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import yaml
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 import envs
+import envs.model
 from envs import Action, compile_params, init_state, load_scenario
 from envs.model import step
 
@@ -52,6 +58,8 @@ CASES = (
     "cartpole",
     "spr-a1000 B=4096",
     "cxl-spill B=4096",
+    "fixed point alone, spr-a1000 B=4096",
+    "fixed point alone, cxl-spill B=4096",
     "gym.make mixed",
     "gym.make paired",
     "vector env mixed N=256",
@@ -73,7 +81,9 @@ def _worker(quick: bool, model_only: bool = False) -> dict[str, float]:
         best = max(best, 4096 * len(acts) / (time.perf_counter() - t0))
     out["cartpole"] = best
 
-    def model(spec: Any, steps: int) -> float:
+    def model(spec: Any, steps: int) -> tuple[float, float]:
+        """The model core's steps/s, and its fixed point's alone: the solver's calls of
+        some of the same steps recorded, then replayed (best of three passes)."""
         rng = np.random.default_rng(0)
         b = 4096
         p = compile_params(load_scenario(spec), batch_size=b)
@@ -88,11 +98,34 @@ def _worker(quick: bool, model_only: bool = False) -> dict[str, float]:
         t0 = time.perf_counter()
         for a in acts[5:]:
             s, _ = step(p, s, a)
-        return b * steps / (time.perf_counter() - t0)
+        rate = b * steps / (time.perf_counter() - t0)
+        solve, calls = envs.model.solve_fixed_point, []
+
+        def record(*a: Any, **kw: Any) -> Any:
+            calls.append((a, kw))
+            return solve(*a, **kw)
+
+        envs.model.solve_fixed_point = record
+        try:
+            for a in acts[5 : 5 + max(steps // 2, 2)]:
+                s, _ = step(p, s, a)
+        finally:
+            envs.model.solve_fixed_point = solve
+        best = np.inf
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for a, kw in calls:
+                solve(*a, **kw)
+            best = min(best, time.perf_counter() - t0)
+        return rate, b * len(calls) / best
 
     spec = yaml.safe_load((HERE / "bench-4-tenants.yaml").read_text())
-    out["spr-a1000 B=4096"] = model(spec, 10 if quick else 40)
-    out["cxl-spill B=4096"] = model("cxl-spill", 4 if quick else 15)
+    out["spr-a1000 B=4096"], out["fixed point alone, spr-a1000 B=4096"] = model(
+        spec, 10 if quick else 40
+    )
+    out["cxl-spill B=4096"], out["fixed point alone, cxl-spill B=4096"] = model(
+        "cxl-spill", 4 if quick else 15
+    )
 
     def single(steps: int, **kw: Any) -> float:
         e = gym.make("tiergym/TieredMemory-v0", scenario="mixed", **kw)
