@@ -5,9 +5,11 @@ Public API (see ``docs/api.md``):
 - :func:`load_scenario`, :func:`scenario_names`, :func:`hardware_presets`: scenarios and presets;
 - :class:`Simulator`: a batch of machines to reset, step and read;
 - :func:`compile_params`, :func:`init_state`, :func:`step`: the functional core;
-- :class:`KernelConfig`: kernel mechanisms that are not actions.
+- :class:`KernelConfig`: kernel mechanisms that are not actions;
+- :func:`set_threads`: threads for the fixed point of a large batch (default 1).
 """
 
+from envs.jit import set_threads
 from envs.model import (
     Action,
     KernelConfig,
@@ -43,6 +45,7 @@ __all__ = [
     "load_hardware",
     "load_scenario",
     "scenario_names",
+    "set_threads",
     "step",
 ]
 

@@ -19,10 +19,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 from numba import njit, vectorize
 from numba.core.caching import (
@@ -87,6 +89,63 @@ def jit(f: Callable[..., Any]) -> Any:
     with contextlib.suppress(RuntimeError):  # nowhere to write a cache: compiled per process
         dispatcher._cache = _Cache(dispatcher.py_func)  # type: ignore[attr-defined]
     return dispatcher
+
+
+def parallel_jit(f: Callable[..., Any]) -> Any:
+    """``f`` compiled with numba's ``parallel=True`` (its ``prange`` loops run on
+    numba's threads) on first use, and cached on disk as :func:`jit`'s."""
+    dispatcher = njit(parallel=True, error_model="numpy")(f)
+    with contextlib.suppress(RuntimeError):
+        dispatcher._cache = _Cache(dispatcher.py_func)  # type: ignore[attr-defined]
+    return dispatcher
+
+
+#: the environment variable of :func:`set_threads`' default
+THREADS_VAR = "TIERGYM_THREADS"
+
+
+def _parse_threads(value: str | int, source: str) -> int:
+    most = numba.config.NUMBA_NUM_THREADS
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return int(most)
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = 0
+    if not 1 <= n <= most:
+        raise ValueError(
+            f"{source}={value!r}: expected a whole number from 1 to {most} (numba's "
+            "NUMBA_NUM_THREADS, this machine's cores unless set) or 'auto'"
+        )
+    return n
+
+
+_threads = [_parse_threads(os.environ.get(THREADS_VAR, "1") or "1", THREADS_VAR)]
+
+
+def set_threads(n: int | str) -> None:
+    """How many threads the batched kernels may use (default: the environment variable
+    ``TIERGYM_THREADS``, else 1). Only large batches are split, and every element's
+    numbers are the same on any number of threads. ``"auto"``: numba's thread count."""
+    _threads[0] = _parse_threads(n, "threads")
+
+
+def get_threads() -> int:
+    """The thread count :func:`set_threads` set."""
+    return _threads[0]
+
+
+_pool_pid: list[int] = []  # the process whose numba threads have run
+
+
+def may_thread() -> bool:
+    """Whether this process may run numba's threads now: not in a process forked from
+    one whose threads have run (GNU OpenMP, numba's threading layer where TBB is not
+    installed, terminates such a child). The callers then run on one thread: the
+    numbers are the same."""
+    if not _pool_pid:
+        _pool_pid.append(os.getpid())
+    return _pool_pid[0] == os.getpid()
 
 
 def inline(f: Callable[..., Any]) -> Any:

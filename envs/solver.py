@@ -54,13 +54,14 @@ import dataclasses
 from dataclasses import dataclass, fields
 from typing import Any
 
+import numba
 import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import prange, types
 from numba.extending import intrinsic
 from numpy.typing import NDArray
 
-from envs.jit import inline, jit
+from envs.jit import get_threads, inline, jit, may_thread, parallel_jit
 
 __all__ = [
     "NodeCurves",
@@ -231,6 +232,7 @@ def lsum(x: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
 
 _W = 32  # lanes: batch elements solved side by side
 _HOLD = 4  # a block with this many unfinished lanes or fewer sets them aside (stragglers)
+_PER_THREAD = 4  # blocks a thread solves at least, where the batch is split (set_threads)
 
 #: rows of the packed per-node inputs ``nb`` (k, N, B): background traffic, then the curves
 _BG_RD, _BG_WR = 0, 1
@@ -422,10 +424,10 @@ def queue_delay(
 
 
 @_inline
-def _copy_lanes(b0, pick, src, dst):  # pragma: no cover (compiled)
+def _copy_lanes(b0, end, pick, src, dst):  # pragma: no cover (compiled)
     """Elements ``b0 .. b0 + W - 1`` of ``src`` (..., B) into the lanes of ``dst`` (..., W)
-    (a lane past the batch's end repeats its last element), or with ``pick`` (W,) not
-    empty, element ``pick[lane]`` into lane ``lane``."""
+    (a lane past ``end`` repeats element ``end - 1``), or with ``pick`` (W,) not empty,
+    element ``pick[lane]`` into lane ``lane``."""
     B, W = src.shape[-1], dst.shape[-1]
     s2, d2 = src.reshape(-1, B), dst.reshape(-1, W)
     if pick.shape[0]:
@@ -435,17 +437,17 @@ def _copy_lanes(b0, pick, src, dst):  # pragma: no cover (compiled)
         return
     for r in range(s2.shape[0]):
         for lane in range(W):
-            d2[r, lane] = s2[r, min(b0 + lane, B - 1)]
+            d2[r, lane] = s2[r, min(b0 + lane, end - 1)]
 
 
 @_inline
-def _load(b0, pick, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl):  # pragma: no cover (compiled)
+def _load(b0, end, pick, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl):  # pragma: no cover (compiled)
     """The inputs of elements ``b0 .. b0 + W - 1`` (or ``pick``) into the block's lanes."""
-    _copy_lanes(b0, pick, tb, tl)
-    _copy_lanes(b0, pick, tnb, tnl)
-    _copy_lanes(b0, pick, nb, nl)
-    _copy_lanes(b0, pick, ltb, ll)
-    _copy_lanes(b0, pick, lb, lbl)
+    _copy_lanes(b0, end, pick, tb, tl)
+    _copy_lanes(b0, end, pick, tnb, tnl)
+    _copy_lanes(b0, end, pick, nb, nl)
+    _copy_lanes(b0, end, pick, ltb, ll)
+    _copy_lanes(b0, end, pick, lb, lbl)
 
 
 @_inline
@@ -826,11 +828,11 @@ def _block(T, N, L, W):  # pragma: no cover (compiled)
 
 
 @_inline
-def _open(b0, pick, tb, tnb, nb, ltb, lb, blk):  # pragma: no cover (compiled)
-    """Load elements ``b0 ..`` (or ``pick``: :func:`_copy_lanes`) into the block ``blk``
+def _open(b0, end, pick, tb, tnb, nb, ltb, lb, blk):  # pragma: no cover (compiled)
+    """Load elements ``b0 ..`` up to ``end`` (or ``pick``: :func:`_copy_lanes`) into the block ``blk``
     (:func:`_block`) and prepare it: whether some lane has a remote path and some a link."""
     tl, tnl, nl, ll, lbl, w, any_link, cq = blk[:8]
-    _load(b0, pick, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl)
+    _load(b0, end, pick, tb, tnb, nb, ltb, lb, tl, tnl, nl, ll, lbl)
     return _prepare(tl, tnl, nl, lbl, w, any_link, cq)
 
 
@@ -878,9 +880,9 @@ def _held(held, j, lane, st, blk, save):  # pragma: no cover (compiled)
 
 @_jit
 def _solve_batch(
-    tb, tnb, nb, ltb, lb, x0, has_x0, tol, max_iter, out_t, out_n, out_l, out_b, iters, W
+    tb, tnb, nb, ltb, lb, x0, has_x0, tol, max_iter, out_t, out_n, out_l, out_b, iters, W, lo, hi
 ):  # pragma: no cover
-    """Every element's fixed point, ``W`` elements at a time.
+    """The fixed point of every element ``lo .. hi - 1``, ``W`` elements at a time.
 
     ``tb`` (4, T, B): bytes in flight, compute ns, read fraction, random access;
     ``tnb`` (2, T, N, B): access shares, remote; ``nb`` (2 + 18, N, B): background read
@@ -912,25 +914,25 @@ def _solve_batch(
     # the stragglers (elements set aside, to be solved together after the batch's
     # blocks), their state in the columns of ``held`` (:func:`_held`); none in a batch of
     # one block
-    room = B // 4 + W if B > W else 0
+    room = (hi - lo) // 4 + W if hi - lo > W else 0
     held = np.empty((3 * T + 5 + _EN * N + _ET * T + 3 * L + 4, room))
     st = (x, z, step, mode, n_iter, tries, shrinks, lam)
     held_elem = np.empty(room, dtype=np.int64)
-    n_held, first_held, n_blocks, next_block = 0, 0, (B + W - 1) // W, 0
+    n_held, first_held, n_blocks, next_block = 0, 0, (hi - lo + W - 1) // W, 0
     while True:
         if next_block < n_blocks:  # the batch's elements in order, W at a time
-            b0, strays = next_block * W, False
+            b0, strays = lo + next_block * W, False
             next_block += 1
             for lane in range(W):
-                elem[lane] = b0 + lane if b0 + lane < B else -1
-            blk_remote, blk_link = _open(b0, none, tb, tnb, nb, ltb, lb, blk)
+                elem[lane] = b0 + lane if b0 + lane < hi else -1
+            blk_remote, blk_link = _open(b0, hi, none, tb, tnb, nb, ltb, lb, blk)
         elif first_held < n_held:  # then the stragglers, W at a time
             b0, strays = 0, True
             for lane in range(W):
                 j = first_held + lane
                 elem[lane] = held_elem[j] if j < n_held else -1
                 pick[lane] = held_elem[min(j, n_held - 1)]
-            blk_remote, blk_link = _open(b0, pick, tb, tnb, nb, ltb, lb, blk)
+            blk_remote, blk_link = _open(b0, B, pick, tb, tnb, nb, ltb, lb, blk)
         else:
             break
         _zero_load(tl, tnl, nl, demand)
@@ -1125,6 +1127,24 @@ def _solve_batch(
                     out_l[k, elem[lane]] = el[0, _E_ULK, k, lane]
 
 
+@parallel_jit
+def _solve_chunks(
+    tb, tnb, nb, ltb, lb, x0, has_x0, tol, max_iter, out_t, out_n, out_l, out_b, iters, W, chunks
+):  # pragma: no cover
+    """:func:`_solve_batch` on ``chunks`` parts of the batch (whole blocks of ``W``), side
+    by side on numba's threads: every element's numbers are those of one call."""
+    B = tb.shape[2]
+    per = ((B + chunks - 1) // chunks + W - 1) // W * W
+    for c in prange(chunks):
+        lo = min(B, c * per)
+        hi = min(B, lo + per)
+        if hi > lo:
+            _solve_batch(
+                tb, tnb, nb, ltb, lb, x0, has_x0, tol, max_iter, out_t, out_n, out_l, out_b,
+                iters, W, lo, hi,
+            )  # fmt: skip
+
+
 @_jit
 def _evaluate_batch(tb, tnb, nb, ltb, lb, x, ev_t, ev_n, ev_l, ev_b, jac, W):  # pragma: no cover
     """:func:`_evaluate` and :func:`_jacobian` of every element at ``x`` (T, B), for tests:
@@ -1136,7 +1156,7 @@ def _evaluate_batch(tb, tnb, nb, ltb, lb, x, ev_t, ev_n, ev_l, ev_b, jac, W):  #
     xl, bgs, pick = np.empty((T, W)), np.ones(W), np.empty(0, dtype=np.int64)
     j, dj = np.empty((T, T, W)), np.empty((6, T, N, W))
     for b0 in range(0, B, W):
-        blk_remote, blk_link = _open(b0, pick, tb, tnb, nb, ltb, lb, blk)
+        blk_remote, blk_link = _open(b0, B, pick, tb, tnb, nb, ltb, lb, blk)
         for lane in range(W):
             for t in range(T):
                 xl[t, lane] = x[t, min(b0 + lane, B - 1)]
@@ -1334,23 +1354,13 @@ def solve_fixed_point(
     out_t, out_n = np.empty((3, T, B)), np.empty((5, N, B))
     out_l, out_b = np.empty((L, B)), np.empty(B)
     iters = np.empty(B, dtype=np.int64)
-    _solve_batch(
-        tb,
-        tnb,
-        nb,
-        ltb,
-        lb,
-        xs,
-        has_x0,
-        float(tol),
-        int(max_iter),
-        out_t,
-        out_n,
-        out_l,
-        out_b,
-        iters,
-        min(_W, B),
-    )
+    args = (tb, tnb, nb, ltb, lb, xs, has_x0, float(tol), int(max_iter))
+    threads = get_threads()
+    if threads > 1 and B >= _W * _PER_THREAD * threads and may_thread():  # a large batch
+        numba.set_num_threads(threads)
+        _solve_chunks(*args, out_t, out_n, out_l, out_b, iters, _W, threads)
+    else:
+        _solve_batch(*args, out_t, out_n, out_l, out_b, iters, min(_W, B), 0, B)
     sol = Solution(
         throughput=out_t[0],
         tenant_latency_ns=out_t[1],

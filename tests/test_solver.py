@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import multiprocessing as mp
 from typing import Any
 
+import numba
 import numpy as np
 import pytest
 
+import envs.solver
 from envs import compile_params, load_scenario
+from envs.jit import THREADS_VAR, _parse_threads, set_threads
 from envs.solver import TOL, NodeCurves, Problem, solve_fixed_point
 
 
@@ -218,6 +222,74 @@ def test_an_element_gets_the_same_numbers_in_any_batch(hardware: str, remote: bo
     for b in rng.choice(B, 40, replace=False):
         alone = pb.take(np.array([b])).solve(x0=x0[:, [b]], retry=False)
         assert _bits(alone, np.array([0])) == _bits(sol, np.array([b])), b
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="one core: no second thread")
+def test_threads_give_the_same_numbers() -> None:
+    """With two threads (``envs.jit.set_threads``) a large batch is split in two and each
+    half solved on its own thread, with its own stragglers: every element's numbers are
+    those of one thread, bit for bit. A small batch is not split."""
+    rng = np.random.default_rng(29)
+    B = 2 * 4 * 32 + 37  # two threads' worth of blocks, the last one partial
+    pb, x = random_problem(rng, _curves("spr-a1000"), T=4, B=B, remote=False, inactive=True)
+    hard = rng.random(B) < 0.15
+    pb = dataclasses.replace(pb, cap=pb.cap * np.where(hard, 8.0, 1.0))
+    x0 = np.where(rng.random(B) < 0.5, x, 0.0)
+    calls: list[int] = []
+    split = envs.solver._solve_chunks
+
+    def count(*a: Any) -> Any:
+        calls.append(a[0].shape[2])
+        return split(*a)
+
+    one = pb.solve(x0=x0, retry=False)
+    try:
+        envs.solver._solve_chunks = count
+        set_threads(2)
+        two = pb.solve(x0=x0, retry=False)
+        small = pb.take(np.arange(64)).solve(x0=x0[:, :64], retry=False)
+    finally:
+        set_threads(1)
+        envs.solver._solve_chunks = split
+    assert calls == [B]  # the large batch was split, the small one not
+    every = np.arange(B)
+    assert _bits(two, every) == _bits(one, every)
+    assert _bits(small, np.arange(64)) == _bits(one, np.arange(64))
+
+
+def _solve_in_child(pb: Problem, out: Any) -> None:
+    out.put(pb.solve(retry=False).throughput.tobytes())
+
+
+@pytest.mark.skipif(
+    numba.config.NUMBA_NUM_THREADS < 2 or "fork" not in mp.get_all_start_methods(),
+    reason="needs two cores and fork",
+)
+def test_a_process_forked_after_threaded_solves_solves_on_one_thread() -> None:
+    """GNU OpenMP terminates a forked child that starts parallel work its parent had
+    started; a child forked after threaded solves solves on one thread, with the same
+    numbers."""
+    rng = np.random.default_rng(31)
+    pb, _ = random_problem(rng, _curves("spr-a1000"), T=4, B=300, remote=False, inactive=True)
+    try:
+        set_threads(2)
+        parent = pb.solve(retry=False).throughput.tobytes()
+        ctx = mp.get_context("fork")
+        out = ctx.Queue()
+        child = ctx.Process(target=_solve_in_child, args=(pb, out))
+        child.start()
+        child.join(120)
+    finally:
+        set_threads(1)
+    assert child.exitcode == 0
+    assert out.get(timeout=5) == parent
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two", "1.5", "100000"])
+def test_a_bad_thread_count_names_the_variable(value: str) -> None:
+    with pytest.raises(ValueError, match=f"TIERGYM_THREADS='{value}': expected a whole number"):
+        _parse_threads(value, THREADS_VAR)
+    assert _parse_threads("auto", THREADS_VAR) == numba.config.NUMBA_NUM_THREADS
 
 
 def _ulps(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
