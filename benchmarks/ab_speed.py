@@ -99,11 +99,12 @@ def _worker(quick: bool, model_only: bool = False) -> dict[str, float]:
         for a in acts[5:]:
             s, _ = step(p, s, a)
         rate = b * steps / (time.perf_counter() - t0)
-        solve, calls = envs.model.solve_fixed_point, []
+        solve = envs.model.solve_fixed_point
+        calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
 
-        def record(*a: Any, **kw: Any) -> Any:
-            calls.append((a, kw))
-            return solve(*a, **kw)
+        def record(*args: Any, **kw: Any) -> Any:
+            calls.append((args, kw))
+            return solve(*args, **kw)
 
         envs.model.solve_fixed_point = record
         try:
@@ -114,8 +115,8 @@ def _worker(quick: bool, model_only: bool = False) -> dict[str, float]:
         best = np.inf
         for _ in range(3):
             t0 = time.perf_counter()
-            for a, kw in calls:
-                solve(*a, **kw)
+            for args, kw in calls:
+                solve(*args, **kw)
             best = min(best, time.perf_counter() - t0)
         return rate, b * len(calls) / best
 

@@ -105,9 +105,9 @@ THREADS_VAR = "TIERGYM_THREADS"
 
 
 def _parse_threads(value: str | int, source: str) -> int:
-    most = numba.config.NUMBA_NUM_THREADS
+    most = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
     if isinstance(value, str) and value.strip().lower() == "auto":
-        return int(most)
+        return most
     try:
         n = int(value)
     except (TypeError, ValueError):
