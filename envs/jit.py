@@ -4,6 +4,7 @@
 (``__pycache__``, or numba's user-wide cache where that is not writable); ``inline``
 is for the helpers that are inlined where they are called; ``ufunc`` makes a scalar function a numpy ufunc that compiled code calls on
 scalars and Python calls on arrays, so that a mechanism is written once for both.
+``parallel_jit`` is ``jit`` with numba's threads, which :func:`set_threads` opts into.
 All use numpy's error model: ``x / 0`` is ``inf``, and no division is checked (a
 check would stop a loop from vectorising).
 
@@ -124,9 +125,10 @@ _threads = [_parse_threads(os.environ.get(THREADS_VAR, "1") or "1", THREADS_VAR)
 
 
 def set_threads(n: int | str) -> None:
-    """How many threads the batched kernels may use (default: the environment variable
-    ``TIERGYM_THREADS``, else 1). Only large batches are split, and every element's
-    numbers are the same on any number of threads. ``"auto"``: numba's thread count."""
+    """How many threads the fixed point of a large batch may use (default: the
+    environment variable ``TIERGYM_THREADS``, else 1; ``"auto"``: numba's thread count).
+    Only batches of at least 128 elements a thread are split, and every element's
+    numbers are the same on any number of threads; the other phases run on one."""
     _threads[0] = _parse_threads(n, "threads")
 
 
