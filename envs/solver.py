@@ -896,9 +896,12 @@ def _solve_batch(
     Each element: a warm start (pulled back, kept, or abandoned for a cold start), or a
     cold start evaluated without then with the background, halved while infeasible; then
     Newton steps with backtracking. Every round evaluates every lane once at the point
-    its ``mode`` asks for; a lane whose element is done waits for the block's others.
+    its ``mode`` asks for; a lane whose element is done waits for the block's others,
+    until at most ``_HOLD`` are left: those are set aside with their state
+    (:func:`_held`) and go on, ``W`` at a time, after the range's blocks. An element's
+    numbers depend on its own inputs alone, whichever lane and neighbours it has.
     """
-    T, N, B, L = tb.shape[1], tnb.shape[2], tb.shape[2], ltb.shape[1]
+    T, N, L = tb.shape[1], tnb.shape[2], ltb.shape[1]
     blk = _block(T, N, L, W)
     tl, tnl, nl, en, et, el, es = blk[0], blk[1], blk[2], blk[10], blk[11], blk[12], blk[13]
     x, z, step = np.empty((T, W)), np.zeros((T, W)), np.zeros((T, W))
@@ -925,16 +928,16 @@ def _solve_batch(
             next_block += 1
             for lane in range(W):
                 elem[lane] = b0 + lane if b0 + lane < hi else -1
-            blk_remote, blk_link = _open(b0, hi, none, tb, tnb, nb, ltb, lb, blk)
         elif first_held < n_held:  # then the stragglers, W at a time
             b0, strays = 0, True
             for lane in range(W):
                 j = first_held + lane
                 elem[lane] = held_elem[j] if j < n_held else -1
                 pick[lane] = held_elem[min(j, n_held - 1)]
-            blk_remote, blk_link = _open(b0, B, pick, tb, tnb, nb, ltb, lb, blk)
         else:
             break
+        # (one call site: the kernel inlines it once)
+        blk_remote, blk_link = _open(b0, hi, pick if strays else none, tb, tnb, nb, ltb, lb, blk)
         _zero_load(tl, tnl, nl, demand)
         for lane in range(W):
             if strays:
