@@ -43,6 +43,7 @@ from agents.config.flags import flag_parser, parse_flags
 from agents.distributed import ray_runner  # --workers / --ray-address: Ray tasks
 from agents.evaluation import check_output_dir, leaderboard_text, run_comparison
 from envs.generator import expand_family_names
+from envs.jit import get_threads
 
 
 def parse_args(argv: list[str]) -> EvaluateOptions:
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     """Parse the arguments, run the comparison and print its tables; the exit code."""
     argv = sys.argv[1:] if argv is None else argv
     try:
+        get_threads()  # TIERGYM_THREADS, checked before any work
         args = parse_args(argv)
         policies, scenarios = validate_args(args)
         runner = ray_runner(args.workers, args.ray_address) or run_comparison

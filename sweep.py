@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from agents.sweep.run import run_sweep
+from envs.jit import get_threads
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -63,6 +64,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
+        get_threads()  # TIERGYM_THREADS, checked before any work
         result = run_sweep(args.sweep, output=args.output, workers=args.workers,
                            address=args.ray_address, show_progress=not args.no_progress)  # fmt: skip
     except ValueError as exc:

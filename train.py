@@ -27,6 +27,7 @@ from agents.config.flags import flag_parser, parse_flags
 from agents.config.load import load_recipe, recipe_names
 from agents.interrupts import Interrupted, InterruptGuard
 from agents.trainer import run
+from envs.jit import get_threads
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     guard = InterruptGuard()
     try:
+        get_threads()  # TIERGYM_THREADS, checked before any work
         opts, given = parse(argv)
         if opts.list_recipes:
             for name in recipe_names():

@@ -121,7 +121,12 @@ def _parse_threads(value: str | int, source: str) -> int:
     return n
 
 
-_threads = [_parse_threads(os.environ.get(THREADS_VAR, "1") or "1", THREADS_VAR)]
+_threads: list[int] = [1]
+_threads_error: list[ValueError] = []  # a bad TIERGYM_THREADS: raised by get_threads
+try:
+    _threads[0] = _parse_threads(os.environ.get(THREADS_VAR, "1") or "1", THREADS_VAR)
+except ValueError as _exc:  # not at import: the scripts report it as one line, exit 2
+    _threads_error.append(_exc)
 
 
 def set_threads(n: int | str) -> None:
@@ -130,10 +135,14 @@ def set_threads(n: int | str) -> None:
     Only batches of at least 128 elements a thread are split, and every element's
     numbers are the same on any number of threads; the other phases run on one."""
     _threads[0] = _parse_threads(n, "threads")
+    _threads_error.clear()
 
 
 def get_threads() -> int:
-    """The thread count :func:`set_threads` set."""
+    """The thread count :func:`set_threads` set, or ``TIERGYM_THREADS``'s (a bad value
+    of it raises ``ValueError`` naming it, here: the scripts call this before any work)."""
+    if _threads_error:
+        raise _threads_error[0]
     return _threads[0]
 
 

@@ -130,6 +130,24 @@ def test_the_scripts_exit_2_with_one_line(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_bad_thread_count_is_one_line_before_any_work(tmp_path: Path) -> None:
+    """A bad ``TIERGYM_THREADS`` does not fail ``import envs``; each script names it in
+    one line, exit code 2, before it writes anything."""
+    env = {**os.environ, "TIERGYM_THREADS": "many"}
+    for script, args in (
+        ("train.py", ["--runs-root", str(tmp_path / "runs")]),
+        ("evaluate.py", ["--output", str(tmp_path / "out")]),
+        ("sweep.py", [str(tmp_path / "missing.yml"), "--output", str(tmp_path / "sweep")]),
+    ):
+        res = subprocess.run(
+            [sys.executable, str(ROOT / script), *args],
+            cwd=ROOT, capture_output=True, text=True, timeout=120, env=env,
+        )  # fmt: skip
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, (script, res.stderr)
+        assert "TIERGYM_THREADS='many'" in res.stderr, res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_budget_lives_in_the_recipe(tmp_path: Path) -> None:
     """The recipe holds the budget; --timesteps sets the RL steps (whole rollouts) and shrinks
     an imitation phase that would take more environment steps; --set never changes it."""
