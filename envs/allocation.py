@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from envs.gather import phase_now, running
 from envs.jit import inline, jit, np_clip, np_maximum
 from envs.kernel import dram_high_in_force, low_in_force, total_high_in_force
 from envs.placement import dram_sum, node_pages, node_sum
@@ -36,19 +37,14 @@ def tenants(
     ``widths`` (K,) each bucket's share of the working set. Written: ``phase``,
     ``active``, ``ws``, ``churn_keep`` (the share churn leaves), ``local``, ``high``,
     ``low``, ``tot_high`` (T, B), ``bucket_size`` (T, K, B), ``loc1h`` (T, N, B)."""
-    T, P, B = phase_at.shape
+    T, B = phase_at.shape[0], phase_at.shape[2]
     K, N = widths.shape[0], loc1h.shape[1]
     for t in range(T):
         ph, on, w, ck, loc = phase[t], active[t], ws[t], churn_keep[t], local[t]
         pr, st, sp, jw = present[t], start_s[t], stop_s[t], jit_ws[t]
         for b in range(B):
-            ph[b] = 0
-        for q in range(1, P):  # the phases started by now (the first counts as started)
-            pa = phase_at[t, q]
-            for b in range(B):
-                ph[b] += 1 if pa[b] <= now[b] else 0
-        for b in range(B):
-            on[b] = pr[b] and st[b] <= now[b] and now[b] < sp[b]
+            ph[b] = phase_now(phase_at, t, b, now[b])
+            on[b] = running(pr[b], st[b], sp[b], now[b])
             x = ws_tab[t, ph[b], b] * jw[b] + grow_tab[t, ph[b], b] * np_maximum(
                 now[b] + dt[b] - phase_at[t, ph[b], b], 0.0
             )

@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from envs.encoding import descriptor_rows, phases_now
+from envs.encoding import descriptor_rows
 from envs.families import ScenarioFamily, make_family
-from envs.gather import gather_phase
+from envs.gather import gather_phase, phases_now
 from envs.hardware import firmware_bandwidth
 from envs.model import (
     Action,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from envs.gather import phase_now, running
 from envs.jit import array_form, inline, jit, np_clip, np_maximum, np_minimum
 
 
@@ -154,26 +155,6 @@ def reward_sums(
         harmonic[b] = n / np_maximum(inv, 1e-12) if n > 0 else 0.0
 
 
-@inline
-def phase_now(phase_at, i, b, now):  # pragma: no cover (compiled)
-    """The phase of tenant slot ``i`` of element ``b`` at time ``now``: the last of its
-    phases started by then (``phase_at`` (T, P, B)), its first before it starts."""
-    started = 0
-    for q in range(phase_at.shape[1]):
-        if phase_at[i, q, b] <= now:
-            started += 1
-    return max(started - 1, 0)
-
-
-@jit
-def phases_now(phase_at, now, out):  # pragma: no cover (compiled)
-    """:func:`phase_now` of every tenant slot (T, B) at ``now`` (B,)."""
-    T, B = out.shape
-    for i in range(T):
-        for b in range(B):
-            out[i, b] = phase_now(phase_at, i, b, now[b])
-
-
 @jit
 def descriptor_rows(
     t, interval_s, present, start_s, stop_s, phase_at, specs, log_dram, log_cxl, log_promote,
@@ -195,7 +176,7 @@ def descriptor_rows(
         now = t[b] * interval_s[b]
         for i in range(T):
             row = desc[b, i]
-            if present[i, b] and start_s[i, b] <= now and now < stop_s[i, b]:
+            if running(present[i, b], start_s[i, b], stop_s[i, b], now):
                 ph = phase_now(phase_at, i, b, now)
                 row[0] = 1.0
                 for j in range(K):

@@ -13,7 +13,35 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from envs.jit import jit
+from envs.jit import inline, jit
+
+
+@inline
+def running(present, start_s, stop_s, now):  # pragma: no cover (compiled)
+    """Whether a tenant slot runs in the interval starting at ``now``: present, started,
+    not stopped."""
+    return present and start_s <= now and now < stop_s
+
+
+@inline
+def phase_now(phase_at, i, b, now):  # pragma: no cover (compiled)
+    """The phase of tenant slot ``i`` of element ``b`` at time ``now``: the last of its
+    phases started by then (``phase_at`` (T, P, B), increasing), its first before it
+    starts."""
+    started = 0
+    for q in range(phase_at.shape[1]):
+        if phase_at[i, q, b] <= now:
+            started += 1
+    return max(started - 1, 0)
+
+
+@jit
+def phases_now(phase_at, now, out):  # pragma: no cover (compiled)
+    """:func:`phase_now` of every tenant slot (T, B) at ``now`` (B,)."""
+    T, B = out.shape
+    for i in range(T):
+        for b in range(B):
+            out[i, b] = phase_now(phase_at, i, b, now[b])
 
 
 @jit

@@ -1122,15 +1122,16 @@ def _normalise_weights(
     T, N, B = w.shape
     if loc1h is None:
         loc1h = _onehot(_gather(params.local_dram, phase), params.n_nodes)
-    if active is None:
-        active = np.ones((T, B), dtype=bool)
     out = np.empty((T, N, B))
+    if active is None:  # every tenant runs: no weights before are read
+        active, prev = np.ones((T, B), dtype=bool), out
+    elif prev is None:
+        raise ValueError("_normalise_weights: active given without prev")
     policy = params.policy_fractions
     on, frac = (_NO_POLICY, _NO_POLICY_W) if policy is None else policy
     _allocation.weights_in_force(
         np.ascontiguousarray(w, dtype=float), np.ascontiguousarray(loc1h), policy is not None,
-        on, frac, np.ascontiguousarray(active), out if prev is None else np.ascontiguousarray(prev),
-        out,
+        on, frac, np.ascontiguousarray(active), np.ascontiguousarray(prev), out,
     )  # fmt: skip
     return out
 

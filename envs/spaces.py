@@ -435,7 +435,7 @@ def reward_terms(out: Outputs, peak_gbps: F64) -> dict[str, F64]:
     B = act.shape[0]
     lg, tp, ws, hm = np.empty(B), np.empty(B), np.empty(B), np.empty(B)
     peak = np.asarray(peak_gbps, dtype=float)
-    if peak.shape != (B,):
-        peak = np.broadcast_to(peak, (B,))
+    if peak.shape != (B,):  # a scalar: an array of its own (a broadcast view would compile again)
+        peak = np.full(B, peak)
     reward_sums(act, perf, np.log(perf), out.total_throughput_gbps, peak, lg, tp, ws, hm)
     return {"log-geomean": lg, "throughput": tp, "weighted-speedup": ws, "harmonic": hm}
