@@ -50,6 +50,7 @@ from envs.model import (
 )
 from envs.model import step as model_step
 from envs.plugins import make_baseline_policy
+from envs.records import record
 from envs.rng import splitmix
 from envs.scenario import Scenario
 from envs.spaces import (
@@ -384,7 +385,7 @@ class Metrics(Outputs):
 
     def rows(self, idx: ArrayLike) -> Metrics:
         """The metrics of instances ``idx``."""
-        return Metrics(**{k: getattr(self, k)[idx] for k in _METRIC_NAMES})
+        return record(Metrics, {k: getattr(self, k)[idx] for k in _METRIC_NAMES})
 
 
 _METRIC_NAMES = tuple(f.name for f in dataclasses.fields(Metrics))
@@ -593,7 +594,9 @@ def reset_where(
     ep_seeds = _episode_seeds(state.base_seed[idx], episode[idx])
     rows = (ep_seeds % np.uint64(params.pool.batch_size)).astype(np.int64)
     drawn = params.pool.subset(rows)
-    inst = state.instance.replace_rows(idx, drawn)
+    # every instance restarts (idx is then 0..B-1): the new rows are the whole batch
+    whole = idx.size == state.num_envs
+    inst = drawn if whole else state.instance.replace_rows(idx, drawn)
     weights = state.weights.copy()
     weights[idx] = 0
     promote = state.promote_mbps.copy()
@@ -604,9 +607,11 @@ def reset_where(
         tobs = twin.obs.copy()
         tobs[idx] = tfirst
         twin = TwinState(tstate, tobs, twin.metrics)
-    model = reset_rows(inst, state.model, idx, ep_seeds)
+    model = init_state(inst, ep_seeds) if whole else reset_rows(inst, state.model, idx, ep_seeds)
     specs = None
-    if state.specs is not None:  # the new episodes' rows of the table
+    if state.specs is not None and whole:
+        specs = spec_table(params.encoder, drawn, model.jit, model.solo_gbps)
+    elif state.specs is not None:  # the new episodes' rows of the table
         specs = state.specs.copy()
         specs[..., idx] = spec_table(
             params.encoder, drawn, model.jit[..., idx], model.solo_gbps[..., idx]
@@ -662,30 +667,36 @@ def _account(
         base = twin.metrics[_REWARD_FIELD[params.reward]].copy()
         base_perf = twin.metrics.tenant_norm_perf.copy()
         paired = reward - base
-    new = EnvState(
-        instance=state.instance,
-        model=model,
-        base_seed=state.base_seed,
-        episode=state.episode,
-        weights=weights,
-        promote_mbps=act.promote_mbps,
-        twin=twin,
-        specs=state.specs,
+    new = record(
+        EnvState,
+        {
+            "instance": state.instance,
+            "model": model,
+            "base_seed": state.base_seed,
+            "episode": state.episode,
+            "weights": weights,
+            "promote_mbps": act.promote_mbps,
+            "twin": twin,
+            "specs": state.specs,
+        },
     )
-    metrics = Metrics(
-        **out.__dict__,  # the model's outputs (a frozen dataclass: its fields alone)
-        reward_log_geomean=terms["log-geomean"],
-        reward_throughput=terms["throughput"],
-        reward_weighted_speedup=terms["weighted-speedup"],
-        reward_harmonic=terms["harmonic"],
-        reward_baseline=base,
-        tenant_norm_perf_baseline=base_perf,
-        # copies: what a step returns never aliases the state (users keep it)
-        interleave_weights=weights.copy(),
-        promote_rate_mbps=act.promote_mbps.copy(),
-        episode_step=model.t.copy(),
-        node_capacity_gib=state.instance.capacity_gib.T.copy(),
-        tiering_mode=mode,
+    metrics = record(
+        Metrics,
+        {
+            **out.__dict__,  # the model's outputs (a frozen dataclass: its fields alone)
+            "reward_log_geomean": terms["log-geomean"],
+            "reward_throughput": terms["throughput"],
+            "reward_weighted_speedup": terms["weighted-speedup"],
+            "reward_harmonic": terms["harmonic"],
+            # copies: what a step returns never aliases the state (users keep it)
+            "interleave_weights": weights.copy(),
+            "promote_rate_mbps": act.promote_mbps.copy(),
+            "episode_step": model.t.copy(),
+            "node_capacity_gib": state.instance.capacity_gib.T.copy(),
+            "tiering_mode": mode,
+            "reward_baseline": base,
+            "tenant_norm_perf_baseline": base_perf,
+        },
     )
     return new, observe(params, new, out), paired, metrics
 

@@ -69,6 +69,7 @@ from envs.kernel import (
     zone_watermarks,
 )
 from envs.reclaim import from_tanh, tanh_arg
+from envs.records import record
 from envs.rng import lognormal32 as _lognormal32
 from envs.rng import splitmix as _splitmix
 from envs.rng import uniform as _uniform
@@ -528,7 +529,9 @@ class State:
     kswapd_failures: F64  # (N, B)
 
     def copy(self) -> State:
-        return State(**{f.name: getattr(self, f.name).copy() for f in dataclasses.fields(self)})
+        return record(
+            State, {f.name: getattr(self, f.name).copy() for f in dataclasses.fields(self)}
+        )
 
     @property
     def placement(self) -> F64:
@@ -537,18 +540,19 @@ class State:
 
     def concat(self, other: State) -> State:
         """The batch of ``self`` followed by the batch of ``other``."""
-        return State(
-            **{
+        return record(
+            State,
+            {
                 f.name: np.concatenate([getattr(self, f.name), getattr(other, f.name)], axis=-1)
                 for f in dataclasses.fields(self)
-            }
+            },
         )
 
     def split(self, n: int) -> tuple[State, State]:
         """The first ``n`` batch elements and the rest (views; a step never writes a state)."""
         fields = [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)]
-        return State(**{k: a[..., :n] for k, a in fields}), State(
-            **{k: a[..., n:] for k, a in fields}
+        return record(State, {k: a[..., :n] for k, a in fields}), record(
+            State, {k: a[..., n:] for k, a in fields}
         )
 
     def replace_rows(self, idx: NDArray[np.int64], other: State) -> State:
@@ -558,7 +562,7 @@ class State:
             new = getattr(self, f.name).copy()
             new[..., idx] = getattr(other, f.name)
             kw[f.name] = new
-        return State(**kw)
+        return record(State, kw)
 
 
 @dataclass
@@ -607,7 +611,9 @@ class Outputs:
     def split(self, n: int) -> tuple[Outputs, Outputs]:
         """The outputs of the first ``n`` batch elements and of the rest (views)."""
         fields = [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)]
-        return Outputs(**{k: a[:n] for k, a in fields}), Outputs(**{k: a[n:] for k, a in fields})
+        return record(Outputs, {k: a[:n] for k, a in fields}), record(
+            Outputs, {k: a[n:] for k, a in fields}
+        )
 
     def row(self, i: int) -> dict[str, Any]:
         """The outputs of batch element ``i``."""
@@ -1645,7 +1651,7 @@ def high_throttle(
     spread over the tenant's threads (at most 90% of its time, as for
     migration costs).
     """
-    if not np.isfinite(tn.tot_high).any():
+    if not np.count_nonzero(np.isfinite(tn.tot_high)):
         return cpu_loss
     if total_use is None:  # (T, B) each cgroup's usage (the caller may have it)
         total_use = lsum(lsum(place, 1), 1)
@@ -1740,47 +1746,53 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         np.ascontiguousarray(cand.per_target), GIB / 1e6, np.ascontiguousarray(dt), bw, peak,
         util, norm_perf, lat, dshare, rf, promo_mbps, demo_mbps, cand_mbps, total,
     )  # fmt: skip
-    out = Outputs(
-        node_bandwidth_gbps=bw.T,
-        node_read_gbps=sol.node_read_gbps.T,
-        node_write_gbps=sol.node_write_gbps.T,
-        node_peak_gbps=peak.T,
-        node_utilization=util.T,
-        node_latency_ns=sol.node_latency_ns.T,
-        node_capacity_used_gib=used.T,
-        tenant_active=active.T,
-        tenant_throughput_gbps=x.T,
-        tenant_demand_gbps=sol.demand.T,  # each tenant's throughput at idle latencies
-        tenant_norm_perf=norm_perf.T,
-        tenant_latency_ns=lat.T,
-        tenant_dram_access_share=dshare.T,
-        tenant_dram_resident_gib=dram_res.T,
-        tenant_resident_gib=resident.T,
-        tenant_working_set_gib=tn.ws.T,
-        tenant_read_fraction=rf.T,
-        promotion_mbps=promo_mbps,
-        demotion_mbps=demo_mbps,
-        promotion_candidates_mbps=cand_mbps,
-        total_throughput_gbps=total,
-        solver_residual=sol.residual,
-        solver_iterations=sol.iterations,
-        solver_converged=sol.residual <= SOLVER_TOL,
+    out = record(
+        Outputs,
+        {
+            "node_bandwidth_gbps": bw.T,
+            "node_read_gbps": sol.node_read_gbps.T,
+            "node_write_gbps": sol.node_write_gbps.T,
+            "node_peak_gbps": peak.T,
+            "node_utilization": util.T,
+            "node_latency_ns": sol.node_latency_ns.T,
+            "node_capacity_used_gib": used.T,
+            "tenant_active": active.T,
+            "tenant_throughput_gbps": x.T,
+            "tenant_demand_gbps": sol.demand.T,  # each tenant's throughput at idle latencies
+            "tenant_norm_perf": norm_perf.T,
+            "tenant_latency_ns": lat.T,
+            "tenant_dram_access_share": dshare.T,
+            "tenant_dram_resident_gib": dram_res.T,
+            "tenant_resident_gib": resident.T,
+            "tenant_working_set_gib": tn.ws.T,
+            "tenant_read_fraction": rf.T,
+            "promotion_mbps": promo_mbps,
+            "demotion_mbps": demo_mbps,
+            "promotion_candidates_mbps": cand_mbps,
+            "total_throughput_gbps": total,
+            "solver_residual": sol.residual,
+            "solver_iterations": sol.iterations,
+            "solver_converged": sol.residual <= SOLVER_TOL,
+        },
     )
-    new = State(
-        t=state.t + 1,
-        place=place,
-        weights=w,
-        threshold_ms=threshold_ms,
-        cand_mb=cand_mb,
-        throughput=x.copy(),  # the outputs hold views of x; the state must not alias them
-        key=state.key,
-        jit=state.jit,
-        solo_gbps=state.solo_gbps,
-        scan_period_ms=scan_period,
-        scan_next_s=state.scan_next_s,
-        scan_offset_gib=scan_offset,
-        numa_faults_mb=faults,
-        kswapd_failures=kswapd_failures,
+    new = record(
+        State,
+        {
+            "t": state.t + 1,
+            "place": place,
+            "weights": w,
+            "threshold_ms": threshold_ms,
+            "cand_mb": cand_mb,
+            "throughput": x.copy(),  # the outputs hold views of x; the state must not alias them
+            "key": state.key,
+            "jit": state.jit,
+            "solo_gbps": state.solo_gbps,
+            "scan_period_ms": scan_period,
+            "scan_next_s": state.scan_next_s,
+            "scan_offset_gib": scan_offset,
+            "numa_faults_mb": faults,
+            "kswapd_failures": kswapd_failures,
+        },
     )
     return new, out
 

@@ -62,6 +62,7 @@ from numba.extending import intrinsic
 from numpy.typing import NDArray
 
 from envs.jit import get_threads, inline, jit, may_thread, parallel_jit
+from envs.records import record
 
 __all__ = [
     "NodeCurves",
@@ -1364,20 +1365,23 @@ def solve_fixed_point(
         _solve_chunks(*args, out_t, out_n, out_l, out_b, iters, _W, threads)
     else:
         _solve_batch(*args, out_t, out_n, out_l, out_b, iters, min(_W, B), 0, B)
-    sol = Solution(
-        throughput=out_t[0],
-        tenant_latency_ns=out_t[1],
-        demand=out_t[2],
-        node_latency_ns=out_n[0],
-        node_util=out_n[1],
-        remote_util=out_n[2],
-        node_read_gbps=out_n[3],
-        node_write_gbps=out_n[4],
-        residual=out_b,
-        iterations=iters,
-        link_util=out_l,
+    sol = record(
+        Solution,
+        {
+            "throughput": out_t[0],
+            "tenant_latency_ns": out_t[1],
+            "node_latency_ns": out_n[0],
+            "node_util": out_n[1],
+            "remote_util": out_n[2],
+            "node_read_gbps": out_n[3],
+            "node_write_gbps": out_n[4],
+            "residual": out_b,
+            "iterations": iters,
+            "link_util": out_l,
+            "demand": out_t[2],
+        },
     )
-    if retry and (sol.residual > tol).any():
+    if retry and np.count_nonzero(sol.residual > tol):
         _retry(
             sol,
             (cap, compute, rfrac, share, remote, bg_rd, bg_wr),

@@ -228,7 +228,8 @@ class ActionCodec:
                 raise ValueError("action: contains NaN or inf, expected numbers in [-1, 1]")
             w = np.empty(ew.shape, dtype=np.int64)
             box_levels(np.power(MAX_WEIGHT, ew), w_off, w)
-            rate = np.where(r_off, 0.0, np.power(self.max_promote_mbps, er))
+            rate = np.power(self.max_promote_mbps, er)
+            rate[r_off] = 0.0  # promotion off
         else:
             if not np.issubdtype(a.dtype, np.integer):
                 if not np.isfinite(a.astype(float)).all():
