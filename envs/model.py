@@ -1251,16 +1251,19 @@ def tenant_phase(p: Params, state: State, now: F64, dt: F64) -> tuple[Tenants, F
     # the bucket is too big, else 1), times the share churn leaves
     place = np.empty(state.place.shape)  # a new array: state is not modified
     _allocation.frees(np.ascontiguousarray(state.place), bucket_size, churn_keep, place)
-    tenants = Tenants(
-        phase=phase,
-        active=active,
-        ws=ws,
-        bucket_size=bucket_size,
-        high=high,
-        low=low,
-        local=local,
-        loc1h=loc1h,
-        tot_high=tot_high,
+    tenants = record(
+        Tenants,
+        {
+            "phase": phase,
+            "active": active,
+            "ws": ws,
+            "bucket_size": bucket_size,
+            "high": high,
+            "low": low,
+            "tot_high": tot_high,
+            "local": local,
+            "loc1h": loc1h,
+        },
     )
     return tenants, place
 
@@ -1372,19 +1375,22 @@ def promotion_candidates(
         local, used, c["capacity_gib"], c["wm_high"], plentiful, rate,
         np.ascontiguousarray(dt), by_node, tscale, cand_node, want, need_room,
     )  # fmt: skip
-    return Candidates(
-        by_node,
-        tscale,
-        cand_node,
-        want,
-        need_room,
-        plentiful,
-        scan_gib,
-        bounds if per_task else None,
-        per_page,
-        tenant_node,
-        used,
-        dram_use,
+    return record(
+        Candidates,
+        {
+            "by_node": by_node,
+            "tscale": tscale,
+            "per_target": cand_node,
+            "want": want,
+            "need_room": need_room,
+            "plentiful": plentiful,
+            "scan_gib": scan_gib,
+            "scan_bounds": bounds if per_task else None,
+            "access_rate": per_page,
+            "tenant_node": tenant_node,
+            "used": used,
+            "dram_use": dram_use,
+        },
     )
 
 
