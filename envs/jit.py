@@ -11,8 +11,9 @@ check would stop a loop from vectorising).
 numba keys a cached function on its own module's source, not on the functions it
 calls in other modules: a kernel of :mod:`envs.promotion` or :mod:`envs.reclaim` that
 inlines a helper of :mod:`envs.kernel` would keep the helper's old code after an
-edit of that file. The cache here is keyed on the contents of every module listed in
-``COMPILED`` instead, so an edit of any of them compiles all of them afresh.
+edit of that file. The cache here (the kernels' and the ufuncs') is keyed on the
+contents of every module listed in ``COMPILED`` instead, so an edit of any of them
+compiles all of them afresh.
 """
 
 from __future__ import annotations
@@ -176,7 +177,7 @@ def array_form(signature: str, scalar: Any) -> Callable[..., Any]:
 
     def call(*args: Any) -> Any:
         if not made:
-            made.append(vectorize([signature], cache=True)(scalar.py_func).ufunc)
+            made.append(_vectorize((signature,), scalar.py_func).ufunc)
         return made[0](*args)
 
     call.__doc__ = scalar.__doc__
@@ -192,9 +193,23 @@ def ufunc(*signatures: str) -> Callable[[Callable[..., Any]], Any]:
     """
 
     def deco(f: Callable[..., Any]) -> Any:
-        return vectorize(list(signatures), cache=True)(f)  # ufuncs: numpy's error model
+        return _vectorize(signatures, f)
 
     return deco
+
+
+def _vectorize(signatures: tuple[str, ...], f: Callable[..., Any]) -> Any:
+    """numba's ``vectorize(signatures, cache=True)(f)`` (ufuncs have numpy's error model)
+    with the cache keyed as :func:`jit`'s: numba keys a ufunc's on its own module, so one
+    that inlines a helper of another module (``np_clip`` ...) would keep the helper's old
+    code after an edit of it."""
+    made = vectorize(cache=True)(f)  # no signature yet: nothing compiled or loaded
+    with contextlib.suppress(RuntimeError):  # nowhere to write a cache: compiled per process
+        made._dispatcher.cache = _Cache(made._dispatcher.py_func)
+    for sig in signatures:
+        made.add(sig)
+    made.disable_compile()
+    return made
 
 
 @inline

@@ -100,3 +100,31 @@ def test_the_scalar_helpers_have_numpys_semantics() -> None:
     for name, got, ref in zip(("maximum", "minimum", "mod", "clip"), out, want, strict=True):
         same = (got.view(np.uint64) == ref.view(np.uint64)) | (np.isnan(got) & np.isnan(ref))
         assert same.all(), (name, a[~same][:5], b[~same][:5])
+
+
+def test_a_ufuncs_cache_is_keyed_on_every_compiled_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a ufunc inlines helpers of other modules too (np_clip, ...): numba keys its cache on
+    # its own module, so envs.jit gives it the stamp of the jit kernels
+    from envs.kernel import kswapd_failures_after
+
+    locator = kswapd_failures_after._dispatcher.cache._impl.locator
+    assert type(locator) in (jit_module._Locator, jit_module._UserLocator)
+    assert locator.get_source_stamp() == jit_module._sources_stamp()
+
+    made = []  # the array forms of inline functions go through the same path
+    vectorize = jit_module._vectorize
+
+    def spy(signatures: tuple[str, ...], f: object) -> object:
+        made.append(vectorize(signatures, f))
+        return made[-1]
+
+    monkeypatch.setattr(jit_module, "_vectorize", spy)
+
+    @jit_module.inline
+    def halve(x):  # type: ignore[no-untyped-def]  # pragma: no cover (compiled)
+        return 0.5 * x
+
+    halves = jit_module.array_form("float64(float64)", halve)
+    np.testing.assert_array_equal(halves(np.array([2.0, -0.0])), [1.0, -0.0])
+    assert len(made) == 1
+    assert made[0]._dispatcher.cache._impl.locator.get_source_stamp() == jit_module._sources_stamp()
