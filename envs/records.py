@@ -12,7 +12,6 @@ the step's hot path builds them here. The records it builds define no
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, TypeVar
 
 __all__ = ["record"]
@@ -20,11 +19,16 @@ __all__ = ["record"]
 R = TypeVar("R")
 
 
-@functools.cache
+_NAMES: dict[type, tuple[str, ...]] = {}  # each record class's field names, in order
+
+
 def _names(cls: type) -> tuple[str, ...]:
-    if not dataclasses.is_dataclass(cls) or hasattr(cls, "__post_init__"):
-        raise TypeError(f"record: {cls.__name__} is not a dataclass without __post_init__")
-    return tuple(f.name for f in dataclasses.fields(cls))
+    names = _NAMES.get(cls)
+    if names is None:
+        if not dataclasses.is_dataclass(cls) or hasattr(cls, "__post_init__"):
+            raise TypeError(f"record: {cls.__name__} is not a dataclass without __post_init__")
+        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
 
 
 def record(cls: type[R], fields: dict[str, Any]) -> R:
