@@ -580,6 +580,8 @@ class ColloidPolicy(HeuristicPolicy):
 
     def _reset_rows(self, rows: NDArray[np.bool_]) -> None:
         assert self.ctl is not None
+        if not np.count_nonzero(rows):  # no controller restarts (most steps)
+            return
         new = self._fresh()
         for f in self._FIELDS:
             setattr(self.ctl, f, np.where(rows, getattr(new, f), getattr(self.ctl, f)))

@@ -147,3 +147,26 @@ def test_bad_baselines_get_clear_errors() -> None:
     with pytest.raises(ValueError, match="twin_action"):
         core.step(params, state, action)
     assert params.env_kwargs()["reward_baseline"] == "colloid"
+
+
+def test_the_heuristic_reads_the_machine_of_the_twins_running_episode() -> None:
+    """BaselineTwin keeps the twins' Hardware between steps; every reset draws new
+    instances (machines of the generator's family differ), and the heuristic must then
+    read theirs."""
+    params = _paired("gen-2s-snc-2cxl")
+    seeds = np.arange(4, dtype=np.uint64)
+    state, _ = core.reset(params, seeds)
+    twin = BaselineTwin(params, len(seeds))
+    twin.reset(state)
+    rng = np.random.default_rng(0)
+    machines = set()
+    for _ in range(2 * int(state.instance.episode_steps.max()) + 3):
+        a = rng.uniform(-1, 1, (len(seeds), params.codec.size)).astype(np.float32)
+        state, _, _, term, trunc, _, _ = core.step_autoreset(params, state, a, twin.act(state))
+        twin.observe(state, term | trunc)
+        want = core.hardware(state.twin.state)
+        got = twin.policy.hw
+        for field in ("capacity_gib", "read_gbps", "firmware_gbps", "idle_latency_ns"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
+        machines.add(want.capacity_gib.tobytes())
+    assert len(machines) > 1  # the episodes ran on different machines
