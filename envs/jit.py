@@ -85,21 +85,22 @@ class _Cache(FunctionCache):
     _impl_class = _Impl
 
 
+def _keyed(dispatcher: Any) -> Any:
+    """``dispatcher`` with its on-disk cache keyed on every compiled module."""
+    with contextlib.suppress(RuntimeError):  # nowhere to write a cache: compiled per process
+        dispatcher._cache = _Cache(dispatcher.py_func)
+    return dispatcher
+
+
 def jit(f: Callable[..., Any]) -> Any:
     """``f`` compiled on first use (per argument types) and cached on disk."""
-    dispatcher = njit(error_model="numpy")(f)
-    with contextlib.suppress(RuntimeError):  # nowhere to write a cache: compiled per process
-        dispatcher._cache = _Cache(dispatcher.py_func)  # type: ignore[attr-defined]
-    return dispatcher
+    return _keyed(njit(error_model="numpy")(f))
 
 
 def parallel_jit(f: Callable[..., Any]) -> Any:
     """``f`` compiled with numba's ``parallel=True`` (its ``prange`` loops run on
     numba's threads) on first use, and cached on disk as :func:`jit`'s."""
-    dispatcher = njit(parallel=True, error_model="numpy")(f)
-    with contextlib.suppress(RuntimeError):
-        dispatcher._cache = _Cache(dispatcher.py_func)  # type: ignore[attr-defined]
-    return dispatcher
+    return _keyed(njit(parallel=True, error_model="numpy")(f))
 
 
 #: the environment variable of :func:`set_threads`' default
