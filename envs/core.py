@@ -609,9 +609,7 @@ def reset_where(
         twin = TwinState(tstate, tobs, twin.metrics)
     model = init_state(inst, ep_seeds) if whole else reset_rows(inst, state.model, idx, ep_seeds)
     specs = None
-    if state.specs is not None and whole:
-        specs = spec_table(params.encoder, drawn, model.jit, model.solo_gbps)
-    elif state.specs is not None:  # the new episodes' rows of the table
+    if state.specs is not None:  # the new episodes' rows of the table
         specs = state.specs.copy()
         specs[..., idx] = spec_table(
             params.encoder, drawn, model.jit[..., idx], model.solo_gbps[..., idx]
