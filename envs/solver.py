@@ -838,6 +838,18 @@ def _open(b0, end, pick, tb, tnb, nb, ltb, lb, blk):  # pragma: no cover (compil
 
 
 @_inline
+def _move(held, r, j, rows, lane, save):  # pragma: no cover (compiled)
+    """Lane ``lane`` of ``rows`` (k, W) into column ``j`` of ``held`` from row ``r`` on
+    (``save``), or back from it; returns the row after them."""
+    for q in range(rows.shape[0]):
+        if save:
+            held[r + q, j] = rows[q, lane]
+        else:
+            rows[q, lane] = held[r + q, j]
+    return r + rows.shape[0]
+
+
+@_inline
 def _held(held, j, lane, st, blk, save):  # pragma: no cover (compiled)
     """Lane ``lane``'s state between two rounds into column ``j`` of ``held`` (``save``),
     or back from it: its point, its Newton step, its counters (``st``: ``x``, ``z``,
@@ -845,38 +857,21 @@ def _held(held, j, lane, st, blk, save):  # pragma: no cover (compiled)
     current evaluation (slot 0 of the block ``blk``'s). Everything else a lane holds is
     its element's inputs and what :func:`_prepare` and :func:`_zero_load` derive from them."""
     x, z, step, mode, n_iter, tries, shrinks, lam = st
-    T, W = x.shape
+    W = x.shape[1]
     r = 0
-    for a in (x, z, step):
-        for t in range(T):
-            if save:
-                held[r, j] = a[t, lane]
-            else:
-                a[t, lane] = held[r, j]
-            r += 1
-    for c in (mode, n_iter, tries, shrinks):
-        if save:
-            held[r, j] = c[lane]
-        else:
-            c[lane] = held[r, j]
-        r += 1
-    if save:
-        held[r, j] = lam[lane]
-    else:
-        lam[lane] = held[r, j]
-    r += 1
-    for ev in (
+    for rows in (
+        x,
+        z,
+        step,
+        lam.reshape(1, W),
         blk[10][0].reshape(-1, W),
         blk[11][0].reshape(-1, W),
         blk[12][0].reshape(-1, W),
         blk[13][0],
     ):
-        for q in range(ev.shape[0]):
-            if save:
-                held[r, j] = ev[q, lane]
-            else:
-                ev[q, lane] = held[r, j]
-            r += 1
+        r = _move(held, r, j, rows, lane, save)
+    for count in (mode, n_iter, tries, shrinks):
+        r = _move(held, r, j, count.reshape(1, W), lane, save)
 
 
 @_jit
