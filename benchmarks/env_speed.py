@@ -268,6 +268,7 @@ def overhead_rates(n: int, steps: int) -> tuple[float, float, float, float]:
 def ppo_share(n_envs: int, total: int, n_steps: int, batch_size: int) -> tuple[float, float, float]:
     """(env seconds, total seconds, env steps per second of the whole run) for a PPO run."""
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import Logger
 
     venv = make_vec_env(n_envs, scenario="mixed")  # the adapter under VecMonitor, as train.py
     spent = [0.0]
@@ -283,6 +284,7 @@ def ppo_share(n_envs: int, total: int, n_steps: int, batch_size: int) -> tuple[f
     model = PPO(
         "MlpPolicy", venv, n_steps=n_steps, batch_size=batch_size, n_epochs=4, seed=0, device="cpu"
     )
+    model.set_logger(Logger(folder=None, output_formats=[]))  # no SB3-* folder in the temp dir
     t0 = time.perf_counter()
     model.learn(total)
     wall = time.perf_counter() - t0

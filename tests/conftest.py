@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,3 +33,13 @@ def short_scenario(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("sc") / "short.yaml"
     path.write_text(yaml.safe_dump(sc))
     return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sb3_log_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A model that learns without a logger set makes stable-baselines3 create a
+    folder `SB3-<time>` in the system's temp dir, one per call; point it into
+    pytest's own temp dir, which pytest prunes."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3")))
+        yield
