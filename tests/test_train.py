@@ -326,7 +326,12 @@ def test_rl_train_families_pick_what_the_rl_phase_draws(tmp_path: Path) -> None:
     from agents.trainer import _training_env
 
     def nodes_drawn(families: str) -> list[int]:
-        opts = RunOptions(set=[f"rl.train_families={families}"], num_envs=4, runs_root=tmp_path)
+        opts = RunOptions(
+            # a minibatch no larger than 4 instances' rollout (PPO warns otherwise)
+            set=[f"rl.train_families={families}", "rl.hyperparams.batch_size=128"],
+            num_envs=4,
+            runs_root=tmp_path,
+        )
         cfg = resolve(opts)
         assert cfg.trained_on[1:] == cfg.env["train_families"]  # what imitation trained on
         venv, _ = _training_env(cfg)
