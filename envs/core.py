@@ -24,6 +24,7 @@ instance's machine that a policy may read (what firmware tables and
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -292,9 +293,24 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return v
 
 
+#: the Hardware of each live instances' Params, by its id: a step's callers (the agent's
+#: view, the paired twins' heuristic, evaluation) ask every step, and the machine changes
+#: only with the Params object (a reset draws new ones; Params are never written)
+_HARDWARE: dict[int, Hardware] = {}
+
+
 def hardware(state: EnvState) -> Hardware:
-    """The machine of every instance of ``state`` (read-only arrays)."""
+    """The machine of every instance of ``state`` (read-only arrays; the same object
+    while the instances are)."""
     p = state.instance
+    hw = _HARDWARE.get(id(p))
+    if hw is None:
+        hw = _HARDWARE[id(p)] = _hardware(p)
+        weakref.finalize(p, _HARDWARE.pop, id(p), None)  # the id is reused once p is gone
+    return hw
+
+
+def _hardware(p: Params) -> Hardware:
     c = p.curves
     rd = np.minimum(c.mem_read, c.link_read)
     wr = np.minimum(c.mem_write, c.link_write)

@@ -42,9 +42,6 @@ class BaselineTwin:
         self.num_envs = num_envs
         self.policy: Any = make_baseline_policy(params.reward_baseline)
         self._start = np.ones(num_envs, dtype=bool)
-        # the twins' machine, kept while their instances are the same object (a reset
-        # draws new ones; Params are never written)
-        self._hw: tuple[Any, core.Hardware] | None = None
 
     @classmethod
     def of(cls, params: EnvParams, num_envs: int) -> BaselineTwin | None:
@@ -56,20 +53,15 @@ class BaselineTwin:
             raise RuntimeError("the state has no twins: reset it with the same parameters")
         return state.twin
 
-    def _hardware(self, twins: EnvState) -> core.Hardware:
-        if self._hw is None or self._hw[0] is not twins.instance:
-            self._hw = (twins.instance, core.hardware(twins))
-        return self._hw[1]
-
     def reset(self, state: EnvState) -> None:
         """After :func:`envs.core.reset`: every twin starts a new episode."""
         self.policy.bind(self.params, self.num_envs)
-        self.policy.observe(None, self._hardware(self._twin(state).state))
+        self.policy.observe(None, core.hardware(self._twin(state).state))
         self._start = np.ones(self.num_envs, dtype=bool)
 
     def restarted(self, state: EnvState, done: NDArray[np.bool_]) -> None:
         """After :func:`envs.core.reset_where` (``done``): those twins start new episodes."""
-        self.policy.observe(None, self._hardware(self._twin(state).state))
+        self.policy.observe(None, core.hardware(self._twin(state).state))
         self._start = self._start | np.asarray(done, dtype=bool)
 
     def act(self, state: EnvState) -> NDArray[np.float32]:
@@ -84,5 +76,5 @@ class BaselineTwin:
         """After a step: the heuristic reads the twins' metrics (their episodes restart
         where ``done``, as :func:`envs.core.step_autoreset` restarted them)."""
         tw = self._twin(state)
-        self.policy.observe(tw.metrics, self._hardware(tw.state))
+        self.policy.observe(tw.metrics, core.hardware(tw.state))
         self._start = np.asarray(done, dtype=bool).copy()

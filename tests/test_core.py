@@ -4,6 +4,7 @@ the Hardware view, the observation layout, and agreement of every adapter built 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 from typing import Any
 
@@ -390,6 +391,28 @@ def test_hardware_view_is_read_only_and_matches_the_scenario() -> None:
     # the view follows the state, which does not depend on it
     assert (state.instance.capacity_gib.T == hw.capacity_gib).all()
     assert state.instance.capacity_gib.flags.writeable
+
+
+def test_hardware_is_built_once_per_instances_and_forgotten_with_them() -> None:
+    """The machine is built once while the instances are the same object, again for a
+    batch that drew new ones (a reset), and the kept entry goes with its instances."""
+    params = core.make_params("gen-2s-snc-2cxl")  # machines differ by episode
+    state, _ = core.reset(params, [0, 1, 2, 3])
+    hw = core.hardware(state)
+    assert core.hardware(state) is hw
+    state2, *_ = core.step(params, state, np.zeros((4, params.codec.size), np.float32))
+    assert state2.instance is state.instance and core.hardware(state2) is hw
+    fresh, _ = core.reset(params, [10, 11, 12, 13])
+    other = core.hardware(fresh)
+    assert other is not hw
+    assert other.node_names != hw.node_names or not np.array_equal(
+        other.capacity_gib, hw.capacity_gib
+    )
+    key = id(fresh.instance)
+    assert key in core._HARDWARE
+    del fresh, other
+    gc.collect()
+    assert key not in core._HARDWARE
 
 
 # --------------------------------------------------------------------------- observations
