@@ -150,9 +150,9 @@ def test_bad_baselines_get_clear_errors() -> None:
 
 
 def test_the_heuristic_reads_the_machine_of_the_twins_running_episode() -> None:
-    """BaselineTwin keeps the twins' Hardware between steps; every reset draws new
-    instances (machines of the generator's family differ), and the heuristic must then
-    read theirs."""
+    """The twins' Hardware is kept between steps (envs.core.hardware); every reset draws
+    new instances (machines of the generator's family differ), and the heuristic must
+    then read theirs."""
     params = _paired("gen-2s-snc-2cxl")
     seeds = np.arange(4, dtype=np.uint64)
     state, _ = core.reset(params, seeds)
