@@ -1,4 +1,18 @@
-"""The command line: ``python -m calibration [--report | --check] [--data DIR] [--verbose]``."""
+"""The command line.
+
+``python -m calibration [--report | --check] [--data DIR] [--verbose]`` fits and checks
+the shipped presets (no subcommand). Three subcommands turn a user's own machine and
+workload into model inputs (docs/your-machine.md):
+
+- ``python -m calibration probe [--root DIR] [-o machine.yaml] [--snapshot DIR2]``: the
+  host's memory nodes as a hardware file (:mod:`calibration.probe`);
+- ``python -m calibration mlc LOG... [--node NAME] [--machine FILE] [-o FILE]``: a node
+  fitted to MLC ``--loaded_latency`` logs (:mod:`calibration.mlc`);
+- ``python -m calibration damon RECORD [--gbps X] [-o tenant.yaml]``: a tenant from a
+  DAMON record (:mod:`calibration.damon`).
+
+Bad input gives one line on stderr and exit status 2.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +29,20 @@ from calibration.report import write_report
 __all__ = ["main"]
 
 
+SUBCOMMANDS = ("probe", "mlc", "damon")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; returns the exit status (0 ok, 1 a must-show check failed, 2 no data)."""
+    """Run the command; returns the exit status (0 ok, 1 a must-show check failed, 2 no data
+    or bad input)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and args_list[0] in SUBCOMMANDS:
+        return _subcommand(args_list[0], args_list[1:])
     ap = argparse.ArgumentParser(
         prog="python -m calibration",
-        description="Fit the spr-a1000 presets to MLC loaded-latency curves and validate them.",
+        description="Fit the spr-a1000 presets to MLC loaded-latency curves and validate them. "
+        "Subcommands for your own machine and workload: probe, mlc, damon "
+        "(python -m calibration probe --help).",
     )
     ap.add_argument("--data", default=None, help=f"calibration folder (default {DATA_DIR})")
     ap.add_argument(
@@ -31,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--check", action="store_true", help="print the must-show checks; exit 1 if one fails"
     )
     ap.add_argument("--verbose", action="store_true", help="print the optimiser's progress")
-    args = ap.parse_args(argv)
+    args = ap.parse_args(args_list)
     try:
         series = load_series(args.data)
     except CalibrationDataError as exc:
@@ -50,3 +73,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     for p in write_presets(dram, cxl):
         print(f"wrote {p}")
     return 0
+
+
+def _probe_main(argv: list[str]) -> int:
+    from calibration.probe import ProbeError, probe
+
+    ap = argparse.ArgumentParser(
+        prog="python -m calibration probe",
+        description="Describe this Linux host's memory nodes as a hardware file (read only).",
+    )
+    ap.add_argument("--root", default="/", help="read the host's files under DIR (default /)")
+    ap.add_argument("-o", "--output", default=None, help="write the machine here (default stdout)")
+    ap.add_argument("--name", default="probed", help="the machine's name (default probed)")
+    ap.add_argument(
+        "--snapshot",
+        default=None,
+        metavar="DIR2",
+        help="copy the files read into DIR2 (a new folder) to probe elsewhere with --root DIR2",
+    )
+    args = ap.parse_args(argv)
+    try:
+        text, host = probe(args.root, args.output, args.snapshot, args.name)
+    except (ProbeError, OSError) as exc:
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        kinds = ", ".join(f"node{n.id} {n.kind}" for n in host.nodes)
+        print(f"wrote {args.output} ({kinds})")
+    if args.snapshot is not None:
+        print(f"copied the files read to {args.snapshot}")
+    return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return "; ".join(lines)
+
+
+def _subcommand(name: str, argv: list[str]) -> int:
+    if name == "probe":
+        return _probe_main(argv)
+    if name == "mlc":
+        from calibration.mlc import main as mlc_main
+
+        return mlc_main(argv)
+    from calibration.damon import main as damon_main
+
+    return damon_main(argv)
