@@ -26,13 +26,11 @@ import numpy as np
 
 from agents import report
 from agents.config import ENV_KEYS, TrainingError
-from agents.oracles import BestHeuristicPerEpisode
 from agents.report import METRICS
 from agents.rollout import make_params, rollout
 from agents.runs import load_trained, trained_on
-from agents.static_best import StaticBest
 from agents.view import LearnedPolicy, PolicyError
-from baselines import make_policy, policy_names
+from baselines import catalogue, make_policy
 from envs.families import make_family
 
 __all__ = [
@@ -51,23 +49,13 @@ __all__ = [
 RECORD_METRICS = METRICS
 
 
-def _baseline_names() -> list[str]:
-    """The heuristics' names, ``static-best`` (the grid search, :mod:`agents.static_best`) and
-    ``best-heuristic-per-episode`` (the oracle over heuristics, :mod:`agents.oracles`)."""
-
-    names = list(policy_names())
-    return [*names[:-1], "static-best", "best-heuristic-per-episode", names[-1]]
-
-
 def make_reference(name: str) -> Any:
-    """A reference policy by name: a heuristic (:func:`baselines.make_policy`, the
-    clairvoyant ``planner`` among them), ``static-best`` or ``best-heuristic-per-episode``."""
-    if name == "static-best":
-        return StaticBest()
-    if name == "best-heuristic-per-episode":
-        return BestHeuristicPerEpisode()
-
-    return make_policy(name)
+    """A policy of the catalogue by name (:mod:`baselines.catalogue`: the heuristics, the
+    bounds, ``static-best`` and ``best-heuristic-per-episode`` among them) or
+    ``static:W1:W2[@RATE]``."""
+    if name.startswith("static:"):
+        return make_policy(name)
+    return catalogue.factory(name)()
 
 
 def load_policy(spec: str, label: str | None = None) -> tuple[Any, dict[str, Any]]:
@@ -80,7 +68,7 @@ def load_policy(spec: str, label: str | None = None) -> tuple[Any, dict[str, Any
     Returns ``(policy, env_kwargs)``; ``env_kwargs`` is empty for heuristics
     (they set their kernel configuration themselves).
     """
-    names = _baseline_names()
+    names = catalogue.names()
     if "=" in spec and label is None:  # LABEL=SPEC names a policy in the tables
         label, spec = spec.split("=", 1)
     if spec in names or spec.startswith("static:"):
@@ -114,9 +102,9 @@ def trained_on_of(loaded: Sequence[tuple[Any, dict[str, Any]]]) -> dict[str, lis
 
 
 def deployable_heuristics() -> list[str]:
-    """The single heuristics a learned policy is measured against: every baseline but the
-    clairvoyant ``planner`` and ``random`` (neither deployable nor a heuristic)."""
-    return [n for n in policy_names() if n not in ("planner", "random") and ":" not in n]
+    """The single heuristics a learned policy is measured against: every deployable
+    heuristic of the catalogue."""
+    return catalogue.names(kind="heuristic", deployable=True)
 
 
 def evaluation_env_kwargs(env: Mapping[str, Any]) -> dict[str, Any]:

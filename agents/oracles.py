@@ -18,26 +18,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agents.rollout import rollout
-from baselines import policy_names
+from baselines import catalogue
 from envs.core import ScenarioSpec
 
 __all__ = ["ORACLE_HEURISTICS", "BestHeuristicPerEpisode"]
 
-#: The shipped heuristics the oracle chooses among: every registered baseline but ``random``
-#: (a lower bound), ``planner`` (clairvoyant search) and the parametric ``static:...`` family;
-#: ``static-best`` (a grid search fitted on episodes) is left out too.
-ORACLE_HEURISTICS: tuple[str, ...] = (
-    "dram-first",
-    "interleave",
-    "weighted-interleave",
-    "numa-tiering",
-    "tpp",
-    "memcg-fair",
-    "colloid",
-    "caption",
-    "damon-tiering",
-    "bw-aware-interleave",
-)
+#: The heuristics the oracle chooses among: every heuristic of the catalogue (not ``random``,
+#: a lower bound, nor the upper bounds, nor the parametric ``static:...`` family).
+ORACLE_HEURISTICS: tuple[str, ...] = tuple(catalogue.names(kind="heuristic"))
 
 
 class BestHeuristicPerEpisode:
@@ -59,12 +47,12 @@ class BestHeuristicPerEpisode:
     def __init__(
         self, heuristics: Sequence[str] = ORACLE_HEURISTICS, metric: str = "geomean_perf"
     ) -> None:
-        known = set(policy_names())
-        bad = [h for h in heuristics if h not in known or h in ("random", "planner")]
+        known = catalogue.names(kind="heuristic")
+        bad = [h for h in heuristics if h not in known]
         if bad or not heuristics:
             raise ValueError(
                 f"best-heuristic-per-episode heuristics: got {list(heuristics)}, expected "
-                f"registered heuristics other than random and planner ({sorted(known)})"
+                f"heuristics of the catalogue ({known})"
             )
         self.heuristics = tuple(heuristics)
         self.metric = metric

@@ -1,13 +1,12 @@
 """Kernel-style heuristic baselines for TierGym, behind the stable-baselines3 ``predict`` protocol.
 
-- :func:`make_policy` builds a baseline by name (:func:`policy_names`): ``dram-first``,
-  ``interleave``, ``weighted-interleave``, ``numa-tiering``, ``tpp``, ``memcg-fair``,
-  ``colloid``, ``caption``, ``damon-tiering``, ``bw-aware-interleave``,
-  ``static:W1:W2[:...][@RATE]``, ``random``, and ``planner`` (:mod:`baselines.planner`:
-  clairvoyant, it replays each episode from its seed; an upper bound, not a deployable
-  policy). ``static-best`` (a search over the static family) and
-  ``best-heuristic-per-episode`` (an oracle over the heuristics' records) live with
-  evaluation: :mod:`agents.static_best`, :mod:`agents.oracles`;
+- :mod:`baselines.catalogue`: every named policy declared once with what it is (heuristic
+  with its source, lower or upper bound, deployable, compared by default); every list of
+  policies is a query of it. ``static-best`` (a search over the static family) and
+  ``best-heuristic-per-episode`` (an oracle over the heuristics' records) are in it and live
+  with evaluation (:mod:`agents.static_best`, :mod:`agents.oracles`);
+- :func:`make_policy` builds a baseline of this package by name (:func:`policy_names`: the
+  heuristics, ``random``, the clairvoyant ``planner`` and ``static:W1:W2[:...][@RATE]``);
 - :mod:`baselines.policies`: the policies (what each does, its source, its mapping onto
   the environment; the table is in ``baselines/README.md``);
 - :mod:`baselines.algorithms`: each system's decision logic, independent of the environment;
@@ -19,7 +18,8 @@ Layers import one way: ``envs`` <- ``baselines`` <- ``agents``. Evaluate with
 :func:`agents.rollout.rollout`.
 """
 
-from baselines.planner import Planner  # registers "planner"
+from baselines import catalogue
+from baselines.planner import Planner
 from baselines.policies import (
     STATIC_KERNEL,
     TPP,
@@ -57,6 +57,7 @@ __all__ = [
     "RandomPolicy",
     "StaticWeights",
     "WeightedInterleave",
+    "catalogue",
     "make_policy",
     "policy_names",
 ]

@@ -101,7 +101,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from baselines.placement import SHARE_TOP, share_or_local_to_weights
-from baselines.policies import STATIC_KERNEL, STATIC_RATIOS, HeuristicPolicy, register_policy
+from baselines.policies import STATIC_KERNEL, STATIC_RATIOS, HeuristicPolicy
 from envs import core
 from envs.kernel import auto_interleave_weights, gcd_reduce
 from envs.model import Action, with_kernel_rows
@@ -409,6 +409,3 @@ class Planner(HeuristicPolicy):
 
     def _tiering_mode(self) -> NDArray[np.int64] | int:
         return self._mode_now
-
-
-register_policy("planner", Planner)

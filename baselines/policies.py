@@ -20,7 +20,7 @@ so trained agents and heuristics go through the same evaluation code
 
 ``episode_start`` (B,) resets the controller state of the instances that start
 a new episode (``None`` keeps it). Build one by name with :func:`make_policy`;
-:func:`policy_names` lists the names. The mapping of each system onto the
+:func:`policy_names` lists the names (the catalogue's, :mod:`baselines.catalogue`). The mapping of each system onto the
 environment's actions and kernel switches is tabled in ``baselines/README.md``.
 """
 
@@ -29,12 +29,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from baselines import catalogue
 from baselines.algorithms import (
     MTIER_DEMOTE_FREE_BP,
     MTIER_PROMOTE_USED_BP,
@@ -70,7 +71,6 @@ __all__ = [
     "WeightedInterleave",
     "make_policy",
     "policy_names",
-    "register_policy",
 ]
 
 F64 = NDArray[np.float64]
@@ -929,39 +929,16 @@ class RandomPolicy(HeuristicPolicy):
         return (a[0] if obs.ndim == 1 else a), state
 
 
-# =============================================================================== registry
+# =============================================================================== by name
 
-_REGISTRY: dict[str, Callable[..., HeuristicPolicy]] = {
-    "dram-first": LocalFirst,
-    "interleave": Interleave,
-    "weighted-interleave": WeightedInterleave,
-    "numa-tiering": NumaTiering,
-    "tpp": TPP,
-    "memcg-fair": MemcgFair,
-    "colloid": ColloidPolicy,
-    "caption": CaptionPolicy,
-    "damon-tiering": DamonTiering,
-    "bw-aware-interleave": BandwidthAwareInterleave,
-    "random": RandomPolicy,
-}
 STATIC_PATTERN = "static:W1:W2[:...][@RATE]"
 _STATIC_RE = re.compile(r"^static((?::\d+)+)(?:@([0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?))?$")
 
 
-def register_policy(name: str, factory: Callable[..., HeuristicPolicy]) -> None:
-    """Add a policy to the registry (``baselines.planner`` registers ``planner`` this way).
-
-    Raises:
-        ValueError: the name is taken.
-    """
-    if name in _REGISTRY or name.startswith("static:"):
-        raise ValueError(f"policy name {name!r} is already registered")
-    _REGISTRY[name] = factory
-
-
 def policy_names() -> list[str]:
-    """The registered baseline names (the parametric ``static:...`` form last)."""
-    return [*_REGISTRY, STATIC_PATTERN]
+    """The baselines :func:`make_policy` builds: the catalogue's policies of this package
+    (:data:`baselines.catalogue.CATALOGUE`), then the parametric ``static:...`` form."""
+    return [*catalogue.names(module="baselines."), STATIC_PATTERN]
 
 
 def make_policy(name: str, env: Any = None, **params: Any) -> HeuristicPolicy:
@@ -984,8 +961,8 @@ def make_policy(name: str, env: Any = None, **params: Any) -> HeuristicPolicy:
         weights = [int(x) for x in m.group(1).split(":")[1:]]
         rate = float(m.group(2)) if m.group(2) else 0.0
         pol: HeuristicPolicy = StaticWeights(weights, rate, **params)
-    elif name in _REGISTRY:
-        pol = _REGISTRY[name](**params)
+    elif name in policy_names():
+        pol = catalogue.factory(name)(**params)
     else:
         raise ValueError(f"unknown policy {name!r}: expected one of {policy_names()}")
     if env is not None:

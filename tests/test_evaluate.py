@@ -259,10 +259,13 @@ def test_train_runs_the_final_comparison_in_process(
     assert train.main(args) == 0
     data = json.loads((run / "results" / "results.json").read_text())
     assert data["command"][0] == "train.py"
-    from agents.config.load import REFERENCES
-    from agents.trainer import UPPER_REFERENCES
+    from baselines import catalogue
 
-    assert {r["policy"] for r in data["records"]} == {"ppo", *REFERENCES, *UPPER_REFERENCES}
+    # the closing table: every heuristic of the catalogue and its closing upper bounds
+    heuristics = set(catalogue.names(kind="heuristic"))
+    assert {"memcg-fair", "caption", "damon-tiering"} <= heuristics
+    expected = {"ppo", *heuristics, "best-heuristic-per-episode", "planner"}
+    assert {r["policy"] for r in data["records"]} == expected
     head = data["summary"]["headroom"]["per_scenario"][str(sc)]  # the share column is there
     assert "ppo" in head["policies"] and head["headroom"] >= 0.0  # planner >= dram-first
     assert sorted({r["seed"] for r in data["records"]}) == [20_001, 20_002]

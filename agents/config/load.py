@@ -20,7 +20,6 @@ from envs.families import make_family
 from envs.scenario import ScenarioError
 
 __all__ = [
-    "REFERENCES",
     "imitation_steps",
     "load_recipe",
     "read_text",
@@ -30,8 +29,6 @@ __all__ = [
     "yaml_mapping",
 ]
 
-#: The heuristics a run's evaluations score beside the learned policy.
-REFERENCES = ("dram-first", "interleave", "weighted-interleave", "numa-tiering", "tpp", "colloid")
 #: The steps of one episode that an imitation budget assumes when it shrinks the phase to fit
 #: ``--timesteps`` (the shipped scenarios' default horizon).
 EPISODE_STEPS = 100
@@ -261,7 +258,7 @@ def resolve(opts: RunOptions) -> RunConfig:
             "checkpoint_interval": opts.checkpoint_interval
             if opts.checkpoint_interval is not None
             else max(total // 4, 1),
-            "references": list(REFERENCES),
+            "references": opts.reference_names(),
             "created": time.strftime("%Y-%m-%d %H:%M:%S"),
             "options": opts.model_dump(mode="json", exclude={"resume", "list_recipes"}),
         },

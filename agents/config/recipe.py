@@ -28,7 +28,7 @@ from agents.config.fields import (
 from agents.imitation.settings import ImitationSettings
 from agents.networks import TenantPolicy
 from agents.view import MIXINGS, RESIDUAL_CODECS, base_names, make_interface
-from baselines import policy_names as heuristics
+from baselines import catalogue
 from envs.generator import check_chances, expand_family_names
 from envs.spaces import OBSERVATIONS, TIERING_MODES
 
@@ -194,7 +194,7 @@ class EnvSettings(_Strict):
         if v is None:
             return v
 
-        known = heuristics()[:-1]
+        known = catalogue.names(reward_baseline=True)
         names = base_names(v)  # a ValueError for a repeated name
         bad = [n for n in names if n not in known and not n.startswith("static:")]
         if bad:

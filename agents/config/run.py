@@ -9,12 +9,14 @@ from typing import Any, Literal
 from pydantic import (
     ConfigDict,
     Field,
+    field_validator,
     model_validator,
 )
 
 from agents.config.fields import FORMAT_VERSION, Int, Name, _Strict
 from agents.config.recipe import EnvSettings, FineTuneSettings, Recipe
 from agents.report.records import METRICS
+from baselines import catalogue
 from envs.scenario import scenario_names
 from envs.spaces import REWARDS
 
@@ -81,12 +83,36 @@ class RunOptions(_Strict):
     compare_episodes: Int(0, 1 << 16) = Field(
         64, description="test-split episodes of the final comparison (0 skips it)"
     )
+    references: Name | None = Field(
+        None,
+        description="comma-separated policies the held-out evaluations and the final "
+        "comparison score beside the learned policy (default: every deployable heuristic "
+        "of the catalogue, baselines/catalogue.py)",
+    )
     resume: Path | None = Field(
         None, description="continue the run in this folder from where it stopped"
     )
     quiet: bool = Field(False, description="print only errors and the final table")
     no_progress: bool = Field(False, description="no progress bars")
     list_recipes: bool = Field(False, description="list the recipes and exit")
+
+    @field_validator("references")
+    @classmethod
+    def _known_references(cls, v: str | None) -> str | None:
+        if v is not None:
+            known = catalogue.names()
+            for name in v.split(","):
+                if name not in known and not name.startswith("static:"):
+                    raise ValueError(
+                        f"unknown policy {name!r}; expected names of {known} or static:W1:W2[@RATE]"
+                    )
+        return v
+
+    def reference_names(self) -> list[str]:
+        """The references of the run: ``--references``, else every deployable heuristic."""
+        if self.references is not None:
+            return self.references.split(",")
+        return catalogue.names(kind="heuristic", deployable=True)
 
     def task(self) -> Task:
         return Task(
@@ -98,14 +124,6 @@ class RunOptions(_Strict):
         )
 
 
-#: The policies ``evaluate.py`` compares when none are named.
-DEFAULT_POLICIES = (
-    "dram-first", "interleave", "weighted-interleave", "numa-tiering", "tpp", "memcg-fair",
-    "colloid", "caption", "damon-tiering", "bw-aware-interleave", "static-best",
-    "best-heuristic-per-episode", "random", "planner",
-)  # fmt: skip
-
-
 class EvaluateOptions(_Strict):
     """The command line of ``evaluate.py`` (each field is a flag, as for :class:`RunOptions`)."""
 
@@ -115,7 +133,7 @@ class EvaluateOptions(_Strict):
         "shipped scenario and mixed)",
     )
     policies: Name = Field(
-        ",".join(DEFAULT_POLICIES),
+        ",".join(catalogue.names(compared=True)),
         description="comma-separated baseline names, static:W1:W2[@RATE], or trained run "
         "folders / model files, each optionally LABEL=... (default: every heuristic, "
         "static-best, best-heuristic-per-episode and the clairvoyant planner)",
