@@ -231,9 +231,7 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
         state = self._state()
         if state.done[0]:
             raise RuntimeError("step() after the episode ended: call reset()")
-        a = np.asarray(action)
-        if a.shape != self.action_space.shape:
-            raise ValueError(f"action: got shape {a.shape}, expected {self.action_space.shape}")
+        a = self.params.codec.check(action)
         twin_action = None if self.twin is None else self.twin.act(state)
         self.state, obs, reward, term, trunc, metrics = core.step(
             self.params, state, a[None], twin_action
@@ -324,9 +322,7 @@ class TieredMemoryVecEnv(VectorEnv):
     def step(
         self, actions: Any
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        a = np.asarray(actions)
-        if a.shape != self.action_space.shape:
-            raise ValueError(f"actions: got shape {a.shape}, expected {self.action_space.shape}")
+        a = self.params.codec.check(actions, self.num_envs, "actions")
         state = self._state()
         twin_action = None if self.twin is None else self.twin.act(state)
         self.state, obs, reward, term, trunc, metrics, final_obs = core.step_autoreset(

@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
@@ -134,6 +135,56 @@ def _log_scale(a: F64, top: float) -> F64:
     return np.power(top, log_scale_exponents(a, OFF))
 
 
+#: dtype kinds an action may have: signed and unsigned integers, floats (bool, complex,
+#: strings, dates and Python objects are refused before any conversion)
+_NUMERIC_KINDS = "iuf"
+_INT64 = (-(2**63), 2**64)  # Python ints numpy can hold as int64 or uint64
+_KIND_NAMES = {
+    "b": "bools",
+    "c": "complex numbers",
+    "U": "strings",
+    "S": "bytes",
+    "M": "dates",
+    "m": "time spans",
+    "V": "records",
+}
+
+
+def _short(v: Any) -> str:
+    """``repr`` of an offending value, cut to one short line."""
+    r = repr(v.item() if isinstance(v, np.generic) else v).replace("\n", " ")
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _first_odd(
+    x: Any, shape: tuple[int, ...], path: tuple[int, ...] = ()
+) -> tuple[tuple[int, ...], Any, str] | None:
+    """The first place where ``x`` is not nested sequences of real numbers of ``shape``:
+    ``(index path, value there, what was expected)``, or None. Error path only (a Python
+    walk over the entries)."""
+    if not shape:
+        if isinstance(x, np.ndarray) and x.ndim == 0:
+            x = x[()]
+        if isinstance(x, bool | np.bool_):
+            return path, x, "a number (not a bool)"
+        if isinstance(x, int) and not _INT64[0] <= x < _INT64[1]:
+            return path, x, "a number that fits in 64 bits"
+        if isinstance(x, int | float | np.integer | np.floating):
+            return None
+        if isinstance(x, str | bytes | dict) or not hasattr(x, "__len__"):
+            return path, x, "a real number"
+        return path, x, "one number, not a sequence"
+    if isinstance(x, str | bytes | dict) or not hasattr(x, "__len__"):
+        return path, x, f"a sequence of {shape[0]} numbers"
+    if len(x) != shape[0]:
+        return path, x, f"{shape[0]} entries"
+    for i, e in enumerate(x):
+        odd = _first_odd(e, shape[1:], (*path, i))
+        if odd is not None:
+            return odd
+    return None
+
+
 @dataclass(frozen=True)
 class ActionCodec:
     """Maps policy actions (batch-first) to model actions: weights (B, T, N) and MB/s (B,)."""
@@ -173,6 +224,78 @@ class ActionCodec:
         """Entries of the weights and the rate (the mode entry, if any, comes after)."""
         return self.n_weight_rows * self.n_nodes + 1
 
+    def entry_name(self, i: int) -> str:
+        """Name of entry ``i`` of an action, as error messages give it: ``weight t<slot>
+        n<node>`` (``weight n<node>`` with global weights), ``promote``, ``mode``."""
+        n_w = self._n_base - 1
+        if i < n_w:
+            if self.weights == "global":
+                return f"weight n{i}"
+            return f"weight t{i // self.n_nodes} n{i % self.n_nodes}"
+        return "promote" if i == n_w else "mode"
+
+    def _field(self, name: str, path: tuple[int, ...], batched: bool) -> str:
+        """``action[promote]``, ``actions[3][weight t0 n1]``, ``actions[3]``... for an index
+        path into a single action (``batched`` False) or a batch of them."""
+        if batched:
+            head, path = (f"{name}[{path[0]}]", path[1:]) if path else (name, path)
+        else:
+            head = name
+        return f"{head}[{self.entry_name(path[0])}]" if path else head
+
+    def _type_error(self, given: Any, a: NDArray | None, batch: int | None, name: str) -> TypeError:
+        """The error for an action that is not an array of real numbers: the first odd entry
+        of what was given (nested sequences, or an object array), by its field name, else
+        the array's dtype."""
+        if not isinstance(given, np.ndarray) or given.dtype.kind == "O":
+            shape = (self.size,) if batch is None else (batch, self.size)
+            odd = _first_odd(given, shape)
+            if odd is not None:
+                path, v, want = odd
+                field = self._field(name, path, batch is not None)
+                return TypeError(f"{field}: got {type(v).__name__} {_short(v)}, expected {want}")
+        if a is None or a.dtype.kind == "O":
+            what = "Python objects"
+        else:
+            what = f"{_KIND_NAMES.get(a.dtype.kind, 'values')} (dtype {a.dtype})"
+        return TypeError(f"{name}: got an array of {what}, expected an int or float array")
+
+    def check(self, actions: Any, batch: int | None = None, name: str = "action") -> NDArray:
+        """``actions`` as an array, checked cheaply (its type, dtype and shape, no pass over
+        the values): one action ``(size,)``, or a batch ``(batch, size)``. :meth:`decode`
+        checks the values. What the environments call on what a user passes to ``step``.
+
+        Raises:
+            TypeError: not numbers: a string, None, a dict, a bool, complex or object array,
+                a sequence where a number belongs... (naming the entry, e.g.
+                ``action[promote]``);
+            ValueError: a wrong shape.
+        """
+        shape = (self.size,) if batch is None else (batch, self.size)
+        if isinstance(actions, np.ndarray):
+            a: NDArray | None = actions
+        elif actions is None or isinstance(actions, str | bytes | dict | set):
+            raise TypeError(
+                f"{name}: got {type(actions).__name__} {_short(actions)}, expected an array of "
+                f"shape {shape} ({self.action_type} action{'s' if batch is not None else ''})"
+            )
+        else:
+            try:
+                a = np.asarray(actions)
+            except (ValueError, TypeError):  # nested sequences of unequal lengths
+                a = None
+        if a is None or a.dtype.kind not in _NUMERIC_KINDS:
+            raise self._type_error(actions, a, batch, name)
+        if a.shape != shape:
+            raise ValueError(f"{name}: got shape {a.shape}, expected {shape}")
+        return a
+
+    def _value_error(self, a: NDArray, bad: NDArray[np.bool_], want: str) -> ValueError:
+        """The error naming the first entry of (B, size) ``a`` flagged in ``bad``."""
+        b, i = (int(k) for k in np.argwhere(bad)[0])
+        field = f"action[{self.entry_name(i)}]" + (f" of instance {b}" if a.shape[0] > 1 else "")
+        return ValueError(f"{field}: got {_short(a[b, i])}, expected {want}")
+
     def space(self) -> spaces.Space:
         if self.action_type == "box":
             return spaces.Box(-1.0, 1.0, shape=(self.size,), dtype=np.float32)
@@ -182,18 +305,29 @@ class ActionCodec:
         return spaces.MultiDiscrete(np.array(nvec, dtype=np.int64))
 
     def decode_mode(self, actions: NDArray) -> NDArray[np.int64]:
-        """(B,) the tiering mode each action picks (index in ``modes``; 0 without modes)."""
+        """(B,) the tiering mode each action picks (index in ``modes``; 0 without modes).
+
+        Raises ValueError for a NaN or inf box entry or a discrete choice out of range.
+        """
         a = np.asarray(actions)
         if not self.modes:
             return np.zeros(a.shape[0], dtype=np.int64)
         m = len(self.modes)
         last = a[:, -1]
         if self.action_type == "box":
-            x = np.clip(np.nan_to_num(last.astype(float)), -1.0, 1.0)
+            x = last.astype(float)
+            finite = np.isfinite(x)
+            if not finite.all():
+                bad = np.zeros(a.shape, bool)
+                bad[:, -1] = ~finite
+                raise self._value_error(a, bad, "a number in [-1, 1] (not NaN or inf)")
+            x = np.clip(x, -1.0, 1.0)
             return np.minimum(np.floor((x + 1.0) / 2.0 * m), m - 1).astype(np.int64)
         idx = last.astype(np.int64)
         if (idx < 0).any() or (idx >= m).any():
-            raise ValueError(f"action: tiering mode choices out of range, expected 0 <= a < {m}")
+            bad = np.zeros(a.shape, bool)
+            bad[:, -1] = (idx < 0) | (idx >= m)
+            raise self._value_error(a, bad, f"0 <= a < {m} (tiering mode choices out of range)")
         return idx
 
     def mode_entry(self, mode: NDArray | int) -> NDArray[np.float32]:
@@ -204,14 +338,23 @@ class ActionCodec:
     def decode(self, actions: NDArray) -> tuple[Action, NDArray[np.int64]]:
         """Policy actions (B, size) -> the model's action and the integer weights (B, T, N).
 
-        Raises ValueError for a wrong shape or NaN; box entries outside
-        [-1, 1] are clipped (documented behaviour of the Box).
+        Raises TypeError for an array of anything but real numbers, ValueError for a
+        wrong shape, NaN or inf, and discrete choices that are out of range or not
+        integers, each naming the first bad entry (``action[promote]``...); box entries
+        outside [-1, 1] are clipped (documented behaviour of the Box).
         """
         a = np.asarray(actions)
+        if a.dtype.kind not in _NUMERIC_KINDS:
+            raise self._type_error(a, a, a.shape[0] if a.ndim == 2 else None, "action")
         if a.ndim != 2 or a.shape[1] != self.size:
             raise ValueError(
                 f"action: got shape {a.shape[1:] if a.ndim == 2 else a.shape}, expected ({self.size},) per environment"
             )
+        if self.action_type == "discrete" and a.dtype.kind == "f":  # whole numbers only
+            whole = np.isfinite(a) & (a == np.trunc(a))
+            if not whole.all():
+                raise self._value_error(a, ~whole, "an integer choice (not NaN, inf or a fraction)")
+            a = a.astype(np.int64)
         if self.modes:
             self.decode_mode(a)  # checks the mode entry
             a = a[:, :-1]
@@ -225,19 +368,19 @@ class ActionCodec:
             if a.dtype not in (np.float32, np.float64):  # the compiled pass reads these two
                 a = a.astype(float)
             if not box_exponents(a, OFF, ew.reshape(bsz, -1), er, w_off.reshape(bsz, -1), r_off):
-                raise ValueError("action: contains NaN or inf, expected numbers in [-1, 1]")
+                raise self._value_error(
+                    a, ~np.isfinite(a), "a number in [-1, 1] (not NaN or inf; others are clipped)"
+                )
             w = np.empty(ew.shape, dtype=np.int64)
             box_levels(np.power(MAX_WEIGHT, ew), w_off, w)
             rate = np.power(self.max_promote_mbps, er)
             rate[r_off] = 0.0  # promotion off
         else:
-            if not np.issubdtype(a.dtype, np.integer):
-                if not np.isfinite(a.astype(float)).all():
-                    raise ValueError("action: contains NaN or inf, expected integer choices")
-                a = a.astype(np.int64)
             hi = np.array([len(WEIGHT_LEVELS)] * (self._n_base - 1) + [len(RATE_LEVELS_MBPS)])
             if (a < 0).any() or (a >= hi).any():
-                raise ValueError(f"action: choices out of range, expected 0 <= a < {hi.tolist()}")
+                bad = (a < 0) | (a >= hi)
+                top = hi[np.argwhere(bad)[0, 1]]
+                raise self._value_error(a, bad, f"0 <= a < {top} (choices out of range)")
             w = np.asarray(WEIGHT_LEVELS)[a[:, :-1]].reshape(-1, self.n_weight_rows, self.n_nodes)
             rate = np.asarray(RATE_LEVELS_MBPS)[a[:, -1]]
         w = gcd_reduce(w)
