@@ -24,8 +24,9 @@ instance's machine that a policy may read (what firmware tables and
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from envs.config import EnvConfig
 from envs.encoding import descriptor_rows
 from envs.families import ScenarioFamily, make_family
 from envs.gather import gather_phase, phases_now
@@ -144,78 +146,69 @@ class EnvParams:
         }
 
 
-def make_params(
-    scenario: ScenarioSpec = "mixed",
-    split: str = "train",
-    max_tenants: int | None = None,
-    reward: str = "log-geomean",
-    weights: str = "per-tenant",
-    action_type: str = "box",
-    max_promote_mbps: float = 65536.0,
-    kernel: KernelConfig | Mapping[str, Any] | None = None,
-    jitter: float = 0.05,
-    pool_size: int = 512,
-    tiering_modes: Sequence[str] | None = None,
-    observation: str = "full",
-    reward_baseline: str | None = None,
-    generator_chances: Mapping[str, Any] | None = None,
-) -> EnvParams:
-    """Frozen parameters of an environment (the arguments are those of ``gymnasium.make``).
-
-    ``tiering_modes`` (names of :data:`envs.spaces.TIERING_MODES`, default none) adds
-    an action entry that picks the kernel's tiering mode each interval, over
-    ``kernel``; ``observation`` is the layout, ``"full"`` (tenant descriptors from the
-    step before a tenant starts, capacities, the promotion limit) or ``"basic"``.
+def make_params(*args: Any, **kwargs: Any) -> EnvParams:
+    """Frozen parameters of an environment from its arguments (:class:`envs.config.EnvConfig`'s
+    fields, the keywords of ``gymnasium.make``), or from an ``EnvConfig`` and keywords that
+    replace its fields.
 
     ``reward_baseline`` names a heuristic (:func:`envs.plugins.make_baseline_policy`):
     every instance then has a twin on the same episode seed, run by that heuristic
     under its own kernel configuration in the same model call, and the reward is the
     agent's minus the twin's (:class:`TwinState`, :class:`envs.paired.BaselineTwin`, :func:`step`).
 
-    ``generator_chances`` draws a generator family (``gen-*``, ``unseen-*``) with other
-    chances than :data:`envs.generator.CHANCES` (e.g. ``{"memory_high": 0.3}``: a tenant has
-    a memory.high three times as often); other scenarios ignore it.
+    Raises:
+        ValueError: an unknown argument or a bad value, named.
     """
-    if reward not in REWARDS:
-        raise ValueError(f"reward: got {reward!r}, expected one of {list(REWARDS)}")
-    family = make_family(scenario, pool_size=pool_size, generator_chances=generator_chances)
-    family.scenario(split, 0)  # validates the split
-    T = max_tenants or family.max_tenants
+    return build_params(EnvConfig.of(*args, **kwargs))
+
+
+make_params.__signature__ = inspect.signature(EnvConfig).replace(  # type: ignore[attr-defined]
+    return_annotation="EnvParams"
+)
+
+
+def build_params(config: EnvConfig) -> EnvParams:
+    """The parameters :func:`make_params` builds, from a checked configuration."""
+    c = config
+    family = make_family(c.scenario, pool_size=c.pool_size, generator_chances=c.generator_chances)
+    T = c.max_tenants or family.max_tenants
     if family.max_tenants > T:
         raise ValueError(
             f"scenario {family.name!r} has up to {family.max_tenants} tenants, "
             f"more than max_tenants={T} slots"
         )
-    kern = kernel_config(kernel)
-    pool = family.pool(split, T, kern, jitter)
-    modes = tuple(tiering_modes or ())
-    codec = ActionCodec(T, pool.n_nodes, weights, action_type, max_promote_mbps, modes)
+    kern = kernel_config(c.kernel)
+    pool = family.pool(c.split, T, kern, c.jitter)
+    modes = tuple(c.tiering_modes or ())
+    codec = ActionCodec(T, pool.n_nodes, c.weights, c.action_type, c.max_promote_mbps, modes)
     twin = None
-    if reward_baseline is not None:
-        policy = make_baseline_policy(reward_baseline)
-        twin = make_params(
-            family,
-            split,
-            max_tenants=T,
-            reward=reward,
-            max_promote_mbps=max_promote_mbps,
-            kernel=policy.kernel,
-            jitter=jitter,
-            pool_size=pool_size,
-            tiering_modes=getattr(policy, "tiering_modes", None),
-            observation=observation,
+    if c.reward_baseline is not None:  # the twins: the heuristic's kernel, its own actions
+        policy = make_baseline_policy(c.reward_baseline)
+        twin = build_params(
+            EnvConfig(
+                family,
+                c.split,
+                max_tenants=T,
+                reward=c.reward,
+                max_promote_mbps=c.max_promote_mbps,
+                kernel=policy.kernel,
+                jitter=c.jitter,
+                pool_size=c.pool_size,
+                tiering_modes=getattr(policy, "tiering_modes", None),
+                observation=c.observation,
+            )
         )
     return EnvParams(
         family=family,
-        split=split,
+        split=c.split,
         pool=pool,
         kernel=kern,
         codec=codec,
-        encoder=ObservationEncoder(T, pool.n_nodes, observation),
-        reward=reward,
-        jitter=jitter,
+        encoder=ObservationEncoder(T, pool.n_nodes, c.observation),
+        reward=c.reward,
+        jitter=c.jitter,
         mode_table=kernel_arrays(mode_kernels(kern, modes)) if modes else None,
-        reward_baseline=reward_baseline,
+        reward_baseline=c.reward_baseline,
         twin=twin,
     )
 

@@ -18,6 +18,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from envs import core
+from envs.config import arguments_text
 from envs.core import EnvParams, EnvState, Hardware, ScenarioSpec
 from envs.paired import BaselineTwin
 
@@ -26,40 +27,10 @@ __all__ = ["ENV_ID", "ScenarioSpec", "TieredMemoryEnv", "TieredMemoryVecEnv"]
 ENV_ID = "tiergym/TieredMemory-v0"
 
 
-_DOC_ARGS = """
-    Arguments (keyword, also through ``gymnasium.make``/``make_vec``):
-
-    - ``scenario``: a shipped scenario name (``envs.scenario_names()``), a YAML
-      path, a dict, a :class:`~envs.scenario.Scenario`, or a family (``"mixed"``,
-      the default: random multi-tenant machines);
-    - ``split``: ``"train"`` or ``"test"`` (the family's disjoint seed splits);
-    - ``max_tenants``: tenant slots (default: the family's maximum);
-    - ``reward``: ``"log-geomean"`` (default), ``"throughput"``,
-      ``"weighted-speedup"`` or ``"harmonic"``;
-    - ``weights``: ``"per-tenant"`` (default) or ``"global"`` (one vector for all);
-    - ``action_type``: ``"box"`` (default) or ``"discrete"``;
-    - ``max_promote_mbps``: top of the promotion-rate scale (default 65536 MB/s);
-    - ``kernel``: :class:`~envs.model.KernelConfig` or a dict of its fields
-      (demotion, TPP watermark, promotion filters; baselines set these);
-    - ``jitter``: per-episode randomisation of tenants' mlp, compute time and
-      working set, ``1 +- jitter`` (default 0.05);
-    - ``pool_size``: scenarios compiled per split of a family (default 512);
-    - ``tiering_modes``: names of ``envs.spaces.TIERING_MODES``; adds an action entry
-      that picks the kernel's tiering mode each interval (default none);
-    - ``observation``: ``"full"`` (default, tenant descriptors from the step before a
-      tenant starts), ``"cgroup"`` (``"full"`` plus each tenant's memory.low and
-      memory.high) or ``"basic"`` (the layout before the descriptors);
-    - ``reward_baseline``: a heuristic's name (``baselines.policy_names()``, e.g.
-      ``"colloid"``; default none): every instance gets a twin on the same episode seed
-      run by that heuristic, and the reward is the agent's minus the twin's
-      (``info["reward_baseline"]``, per tenant ``tenant_norm_perf_baseline``). The
-      twin's inputs are the agent's, its reward does not depend on the agent's
-      actions, so the best policy is the same and the reward's variance from the
-      episode's input is gone;
-    - ``generator_chances``: for a generator family (``gen-*``, ``unseen-*``), chances
-      to draw it with instead of ``envs.generator.CHANCES`` (e.g. ``{"memory_high": 0.3}``;
-      default none): a training distribution that meets a rare case more often.
-"""
+_DOC_ARGS = (
+    "Arguments (keyword, also through ``gymnasium.make``/``make_vec``; "
+    ":class:`envs.config.EnvConfig` declares them):\n\n" + arguments_text()
+)
 
 
 class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
