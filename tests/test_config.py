@@ -37,9 +37,7 @@ def test_unknown_argument_is_named_everywhere() -> None:
     with pytest.raises(ValueError, match="unknown environment argument 'jiter'"):
         gym.make(envs.ENV_ID, scenario="kv-store", jiter=0.1)
     with pytest.raises(ValueError, match="unknown environment argument 'jiter'"):
-        gym.make_vec(
-            envs.ENV_ID, num_envs=2, vectorization_mode="vector_entry_point", jiter=0.1
-        )
+        gym.make_vec(envs.ENV_ID, num_envs=2, vectorization_mode="vector_entry_point", jiter=0.1)
 
 
 @pytest.mark.parametrize(
