@@ -826,13 +826,20 @@ class HostWriter:
         return out
 
     # --------------------------------------------------------------- planning
-    def plan(self, action: HostAction, current: Mapping[str, str] | None = None) -> list[KnobWrite]:
+    def plan(
+        self,
+        action: HostAction,
+        current: Mapping[str, str] | None = None,
+        unknown: str | None = None,
+    ) -> list[KnobWrite]:
         """The writes that bring the knobs to ``action`` (only those that change a value).
 
         Order: the auto switch off before weights (writing a weight turns auto off
         anyway; planning it journals auto's original value), weights, auto on after them,
         then the global switches, then cgroups. ``current`` (default: read now) is the
-        knobs' text, e.g. a recorded snapshot's.
+        knobs' text, e.g. a recorded snapshot's. ``unknown`` (e.g. ``"?"``): a knob
+        missing from ``current`` is planned with that as its old value instead of raising
+        (a recorded snapshot that did not record the knobs).
 
         Raises:
             HostError: a knob the action sets is missing (one line naming the file) or a
@@ -844,15 +851,15 @@ class HostWriter:
         def add(rel: str, new: str) -> None:
             kind = knob_kind(rel)
             _check_value(kind, rel, new)
-            if rel not in cur and kind != "memory.reclaim":
+            if rel not in cur and kind != "memory.reclaim" and unknown is None:
                 raise HostError(f"{rel}: missing on this host (needed to set {kind})")
-            old = cur.get(rel, "-")
+            old = cur.get(rel, unknown if unknown is not None else "-")
             if not _same(kind, old, new):
                 plan.append(KnobWrite(rel, old, new))
             if kind != "memory.reclaim":
                 cur[rel] = new  # what the knob reads once the plan is made
 
-        auto = self.auto_path()
+        auto = self.auto_path() or (f"{WI_DIR}/{AUTO_NAMES[0]}" if unknown is not None else None)
         if action.weights is not None:
             if auto and _parse_bool(cur.get(auto, "")) and action.auto is not True:
                 add(auto, "N")
@@ -949,6 +956,7 @@ class Journal:
         self.path = Path(path)
         self.root = str(Path(root).resolve())
         self.entries: dict[str, str] = {}
+        self.restored: str | None = None  # when a restore wrote every original back
         self.started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
     def record(self, writes: Sequence[KnobWrite]) -> None:
@@ -970,7 +978,9 @@ class Journal:
             "entries": [{"path": p, "old": o} for p, o in self.entries.items()],
         }
         if restored:
-            doc["restored"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            self.restored = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        if self.restored is not None:
+            doc["restored"] = self.restored
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "w") as f:
             json.dump(doc, f, indent=1)
@@ -1012,6 +1022,8 @@ class Journal:
             raise HostError(f"journal {str(p)!r}: expected 'root' (a path) and 'entries' (a list)")
         j = cls(p, root)
         j.started = str(doc.get("started", ""))
+        r = doc.get("restored")
+        j.restored = str(r) if r is not None else None
         for i, e in enumerate(entries):
             if not (
                 isinstance(e, dict)

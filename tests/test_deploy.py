@@ -1,0 +1,449 @@
+"""deploy.py on fixture trees only (never this machine's /sys or /proc): dry run, --apply,
+restore on SIGTERM and from a journal after kill -9, replay, and one-line refusals."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import deploy
+from baselines.policies import DamonTiering
+from envs.host import (
+    DEMOTION,
+    NUMA_BALANCING,
+    PROMOTE_RATE,
+    WI_DIR,
+    HostReader,
+    write_host_tree,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+GIB_KIB = 1 << 20
+
+
+def host(root: Path, **kw: Any) -> Path:
+    """A DRAM node (32 GiB, 8 free) and a CXL node (64 GiB, 60 free), HMAT, auto on."""
+    args: dict[str, Any] = dict(
+        mem_kib=[(32 * GIB_KIB, 8 * GIB_KIB), (64 * GIB_KIB, 60 * GIB_KIB)],
+        slow=[False, True],
+        hmat=[(300000, 250000, 110), (64000, 60000, 250)],
+        vmstat={"pgpromote_success": 0, "pgdemote_kswapd": 0},
+    )
+    args.update(kw)
+    return write_host_tree(root, **args)
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str], list[str]]:
+    lines: list[str] = []
+    code = deploy.main(argv, out=lines.append)
+    err = capsys.readouterr().err.splitlines()
+    return code, lines, err
+
+
+# ----------------------------------------------------------------------------- dry run
+
+
+def test_dry_run_changes_no_byte(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = host(tmp_path / "h")
+    before = tree(root)
+    code, lines, err = run(
+        ["--policy", "static:3:1@256", "--root", str(root), "--steps", "2", "--interval", "0.01"],
+        capsys,
+    )
+    assert code == 0 and err == []
+    assert tree(root) == before
+    assert lines[0].startswith("deploy static:3:1@256") and "dry run" in lines[0]
+    assert len(lines) == 3 and all(x.count("\n") == 0 for x in lines)
+    assert lines[1].startswith("[1] read: nodes 0:24.0/32.0GiB 1:4.0/64.0GiB")
+    want = (
+        f"would write: {WI_DIR}/auto: true -> N; {WI_DIR}/node0: 1 -> 3; "
+        f"{NUMA_BALANCING}: 0 -> 2; {PROMOTE_RATE}: 65536 -> 256; {DEMOTION}: false -> true"
+    )
+    assert lines[1].endswith(want) and lines[2].endswith(want)
+    assert not list(tmp_path.glob("*journal*")) and not list(Path.cwd().glob("tiergym-deploy*"))
+
+
+def test_weighted_interleave_writes_auto_or_hmat_weights(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = host(tmp_path / "a", auto="false", auto_name="__auto_type")
+    code, lines, _ = run(
+        ["--policy", "weighted-interleave", "--root", str(root), "--steps", "1"], capsys
+    )
+    assert code == 0 and f"{WI_DIR}/__auto_type: false -> Y" in lines[1]
+    # no auto switch (Linux < 6.16): the auto weights from HMAT, per node (250:60 GB/s -> 25:6)
+    root = host(tmp_path / "b", auto=None)
+    code, lines, _ = run(
+        ["--policy", "weighted-interleave", "--root", str(root), "--steps", "1"], capsys
+    )
+    assert code == 0
+    assert f"{WI_DIR}/node0: 1 -> 25; {WI_DIR}/node1: 1 -> 6" in lines[1]
+
+
+def test_left_out_node_gets_the_kernel_minimum(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = host(tmp_path, auto=None)
+    code, lines, _ = run(["--policy", "static:1:0", "--root", str(root), "--steps", "1"], capsys)
+    writes = lines[1].split("would write: ")[1]
+    assert code == 0 and writes == f"{WI_DIR}/node0: 1 -> 255; {DEMOTION}: false -> true"
+
+
+def test_dram_first_keeps_the_normal_balancing_bit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = host(tmp_path, knobs={"numa_balancing": "3"})
+    code, lines, _ = run(["--policy", "dram-first", "--root", str(root), "--steps", "1"], capsys)
+    assert code == 0
+    assert lines[1].endswith(f"would write: {NUMA_BALANCING}: 3 -> 1; {DEMOTION}: false -> true")
+
+
+# ----------------------------------------------------------------------------- apply
+
+
+def test_apply_writes_exactly_then_restores(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = host(tmp_path / "h")
+    before = tree(root)
+    journal = tmp_path / "j.json"
+    seen: dict[str, str] = {}
+
+    def out(line: str) -> None:
+        if line.startswith("[1]"):
+            for rel in (
+                f"{WI_DIR}/auto",
+                f"{WI_DIR}/node0",
+                f"{WI_DIR}/node1",
+                NUMA_BALANCING,
+                PROMOTE_RATE,
+                DEMOTION,
+            ):
+                seen[rel] = (root / rel).read_text()
+        lines.append(line)
+
+    lines: list[str] = []
+    argv = ["--policy", "static:3:1@256", "--root", str(root), "--steps", "1", "--apply"]
+    assert deploy.main([*argv, "--journal", str(journal)], out=out) == 0
+    assert seen == {
+        f"{WI_DIR}/auto": "N\n",
+        f"{WI_DIR}/node0": "3\n",
+        f"{WI_DIR}/node1": "1\n",
+        NUMA_BALANCING: "2\n",
+        PROMOTE_RATE: "256\n",
+        DEMOTION: "true\n",
+    }
+    assert "wrote: " in lines[1] and lines[2].startswith("restored 5 file(s)")
+    assert tree(root) == before  # every original back at the end
+    doc = json.loads(journal.read_text())
+    assert doc["restored"] and len(doc["entries"]) == 5
+    # a second --apply may reuse a restored journal
+    assert deploy.main([*argv, "--journal", str(journal)], out=lambda s: None) == 0
+
+
+def _wait_for(pred: Any, proc: subprocess.Popen[str], what: str, timeout: float = 120.0) -> None:
+    t0 = time.monotonic()
+    while not pred():
+        if proc.poll() is not None:
+            raise AssertionError(
+                f"deploy.py exited ({proc.returncode}) before {what}: {proc.communicate()}"
+            )
+        if time.monotonic() - t0 > timeout:
+            proc.kill()
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _start(root: Path, journal: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "deploy.py"),
+            "--policy",
+            "numa-tiering",
+            "--root",
+            str(root),
+            "--interval",
+            "0.2",
+            "--apply",
+            "--journal",
+            str(journal),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_sigterm_restores_every_original(tmp_path: Path) -> None:
+    root = host(tmp_path / "h")
+    before = tree(root)
+    proc = _start(root, tmp_path / "j.json")
+    _wait_for(lambda: (root / DEMOTION).read_text() == "true\n", proc, "the first write")
+    assert (root / NUMA_BALANCING).read_text() == "2\n"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "stopped by SIGTERM" in out and "restored 2 file(s)" in out
+    assert tree(root) == before
+
+
+def test_journal_restores_after_kill_9(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = host(tmp_path / "h")
+    before = tree(root)
+    journal = tmp_path / "j.json"
+    proc = _start(root, journal)
+    _wait_for(lambda: (root / DEMOTION).read_text() == "true\n", proc, "the first write")
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert tree(root) != before
+    # the next --apply refuses to overwrite the journal of originals not restored yet
+    code, _, err = run(
+        ["--policy", "dram-first", "--root", str(root), "--apply", "--journal", str(journal)],
+        capsys,
+    )
+    assert code == 2 and len(err) == 1 and "not restored yet" in err[0]
+    code, lines, err = run(["--restore", str(journal)], capsys)
+    assert code == 0 and err == [] and lines[0].startswith("restored 2 file(s)")
+    assert f"  {DEMOTION}: true -> false" in lines
+    assert tree(root) == before
+
+
+def test_apply_without_permission_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = host(tmp_path / "h")
+    before = tree(root)
+    monkeypatch.setattr("envs.host.os.access", lambda p, m: not str(p).endswith("demotion_enabled"))
+    code, lines, err = run(
+        [
+            "--policy",
+            "numa-tiering",
+            "--root",
+            str(root),
+            "--apply",
+            "--journal",
+            str(tmp_path / "j"),
+        ],
+        capsys,
+    )
+    assert code == 2 and lines == []
+    assert err == [
+        f"deploy.py: error: --apply: no permission to write {DEMOTION} (run as root, or without --apply)"
+    ]
+    assert tree(root) == before and not (tmp_path / "j").exists()
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize(
+    ("policy", "tree_kw", "message"),
+    [
+        (
+            "weighted-interleave",
+            {"auto": None, "hmat": None},
+            f"weighted-interleave needs knobs this host lacks: {WI_DIR}/auto",
+        ),
+        (
+            "numa-tiering",
+            {"knobs": {"promote_rate": ""}},
+            f"numa-tiering needs knobs this host lacks: {PROMOTE_RATE}",
+        ),
+        (
+            "colloid",
+            {"mbm_bytes": [1, 2]},
+            "colloid needs what this host does not expose: node-latency",
+        ),
+        (
+            "bw-aware-interleave",
+            {},
+            "bw-aware-interleave needs what this host does not expose: mbm",
+        ),
+        (
+            "caption",
+            {},
+            "--policy caption: cannot run on a host: it tunes on the tenants' performance",
+        ),
+        (
+            "memcg-fair",
+            {},
+            "--policy memcg-fair: cannot run on a host: its per-cgroup promotion throttle",
+        ),
+        ("planner", {}, "--policy planner: cannot run on a host: it is clairvoyant"),
+        ("no-such", {}, "--policy 'no-such': not a heuristic nor a run folder"),
+        (
+            "static:1:2:3",
+            {},
+            "--policy static:1:2:3: static:1:2:3: 3 weights for a machine of 2 nodes",
+        ),
+    ],
+)
+def test_refusals_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], policy: str, tree_kw: dict, message: str
+) -> None:
+    root = host(tmp_path, **tree_kw)
+    before = tree(root)
+    code, lines, err = run(["--policy", policy, "--root", str(root), "--steps", "1"], capsys)
+    assert code == 2 and lines == [] and len(err) == 1, err
+    assert err[0].startswith(f"deploy.py: error: {message}"), err[0]
+    assert tree(root) == before
+
+
+def test_bw_aware_runs_where_mbm_is_exposed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = host(tmp_path, mbm_bytes=[0, 0])
+    code, lines, _ = run(
+        ["--policy", "bw-aware-interleave", "--root", str(root), "--steps", "1"], capsys
+    )
+    assert code == 0 and "bw 0.0 GB/s" in lines[1]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--policy", "tpp", "--interval", "0"], "--interval '0': expected seconds > 0"),
+        (["--policy", "tpp", "--steps", "x"], "--steps 'x': expected an integer >= 1"),
+        (["--policy", "tpp", "--root", "/no/such/dir"], "--root '/no/such/dir': not a directory"),
+        (["--steps", "1"], "--policy: required"),
+        (["--restore", "j.json", "--apply"], "--restore JOURNAL: runs alone"),
+        (["--policy", "tpp", "--replay", "x", "--apply"], "--replay: a replay writes nothing"),
+        (
+            ["--policy", "tpp", "--cgroups", "nope"],
+            "--cgroups 'nope': no sys/fs/cgroup/nope/memory.current",
+        ),
+        (["--policy", "tpp", "--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    root = host(tmp_path / "h")
+    argv = [*argv, "--root", str(root)] if "--root" not in argv else argv
+    code, _, err = run(argv, capsys)
+    assert code == 2 and len(err) == 1 and message in err[0], err
+
+
+def test_restore_refuses_a_journal_naming_other_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    j = tmp_path / "j.json"
+    j.write_text(json.dumps({"format": "tiergym-deploy-journal", "version": 1, "root": str(tmp_path),
+                             "entries": [{"path": "sys/kernel/mm/damon/admin/kdamonds/0/state", "old": "on"}]}))  # fmt: skip
+    code, lines, err = run(["--restore", str(j)], capsys)
+    assert (
+        code == 2 and lines == [] and len(err) == 1 and "not a knob this program writes" in err[0]
+    )
+
+
+def test_a_run_trained_on_another_layout_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run folder of the simulator's full view (built, not trained: its layout is what counts)."""
+    from stable_baselines3 import PPO
+
+    from agents import persist
+    from envs import core
+    from envs.sb3 import make_vec_env
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    env = core.make_params("colocation", pool_size=8, observation="full").env_kwargs()
+    venv = make_vec_env(2, **{**env, "pool_size": 8})
+    model = PPO("MlpPolicy", venv, n_steps=8, batch_size=16, device="cpu")
+    meta = {"algo": "ppo", "policy": "MlpPolicy", "hyperparams": {"n_steps": 8, "batch_size": 16},
+            "normalize_reward": False, "env": env, "seed": 0}  # fmt: skip
+    persist.write_model(run_dir / "model.zip", model, meta, 0)
+    (run_dir / "tiergym.json").write_text(json.dumps({"algo": "ppo", "env": env, "seed": 0}))
+    root = host(tmp_path / "h")
+    code, lines, err = run(["--policy", str(run_dir), "--root", str(root), "--steps", "1"], capsys)
+    assert code == 2 and lines == [] and len(err) == 1
+    assert "trained on observation 'full', which a host does not show" in err[0]
+
+
+# ----------------------------------------------------------------------------- replay
+
+
+def test_replay_shows_the_counters_and_what_the_policy_would_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rec = tmp_path / "rec"
+    for i, (free_gib, promoted) in enumerate([(8, 0), (1, 2560), (0, 5120)]):
+        host(
+            rec / f"snap{i + 1}",
+            mem_kib=[(32 * GIB_KIB, free_gib * GIB_KIB), (64 * GIB_KIB, 60 * GIB_KIB)],
+            vmstat={"pgpromote_success": promoted, "pgdemote_kswapd": 0},
+            uptime_s=100.0 + 2.0 * i,
+        )
+    before = tree(rec)
+    code, lines, err = run(["--policy", "damon-tiering", "--replay", str(rec)], capsys)
+    assert code == 0 and err == [] and tree(rec) == before
+    assert lines[0] == f"replay damon-tiering over 3 snapshot(s) in {rec}"
+    assert [x.split("]")[0] for x in lines[1:]] == ["[snap1", "[snap2", "[snap3"]
+    # 2560 pages of 4 KiB in 2 s of uptime: 5.2 MB/s
+    page = os.sysconf("SC_PAGE_SIZE")
+    assert f"promote {2560 * page / 2 / 1e6:.1f} demote 0.0 MB/s" in lines[2]
+    # DAMON's quota starts at 1 byte per second and grows geometrically: 1 MB/s, the least
+    for x in lines[1:]:
+        assert x.endswith(
+            f"policy would write: {NUMA_BALANCING}: 0 -> 2; {PROMOTE_RATE}: 65536 -> 1; {DEMOTION}: false -> true"
+        )
+
+
+def test_damon_tiering_tunes_on_the_dram_use_a_host_shows(tmp_path: Path) -> None:
+    """The quota tuner reads the DRAM nodes' used share from meminfo: under the 99.7% goal
+    its quota grows, over it the quota shrinks."""
+    root = host(tmp_path / "h")
+    reader = HostReader(root)
+    pol = deploy.HostHeuristic(
+        "damon-tiering", deploy.HOST_POLICIES["damon-tiering"], reader.machine()
+    )
+    damon = pol.policy
+    assert isinstance(damon, DamonTiering) and damon.tuner is not None
+    pol.decide(reader.read(), first=True)
+    sizes = []
+    for _ in range(30):  # DRAM 75% used (24 of 32 GiB)
+        pol.decide(reader.read(), first=False)
+        sizes.append(float(damon.tuner.esz_bp[0]))
+    assert all(b > a for a, b in itertools.pairwise(sizes))
+    host(root, mem_kib=[(32 * GIB_KIB, 0), (64 * GIB_KIB, 60 * GIB_KIB)])  # DRAM full
+    pol.decide(reader.read(), first=False)
+    assert float(damon.tuner.esz_bp[0]) < sizes[-1]
+
+
+def test_reader_sees_the_written_tree_like_a_host(tmp_path: Path) -> None:
+    """The fixture tree the tests use reads as a two-node host with a slow CXL node."""
+    r = HostReader(host(tmp_path))
+    assert r.machine().is_slow.tolist() == [False, True]
+
+
+def test_replay_of_snapshots_without_knobs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A snapshot that recorded no knob files (``calibration probe --snapshot`` copies the
+    machine's files only): the plan shows '?' for what the knobs read."""
+    rec = tmp_path / "rec"
+    host(rec / "1", weights=None, knobs={"numa_balancing": "", "promote_rate": "", "demotion": ""})
+    code, lines, err = run(["--policy", "weighted-interleave", "--replay", str(rec)], capsys)
+    assert code == 0 and err == [], err
+    assert lines[1].endswith(
+        f"| knobs none | policy would write: {WI_DIR}/auto: ? -> Y; {NUMA_BALANCING}: ? -> 0; "
+        f"{DEMOTION}: ? -> true"
+    )
