@@ -45,6 +45,14 @@ def _next_on_grid(step: int, interval: int) -> int:
     return (step // interval + 1) * interval
 
 
+def _described_format(logger: Any) -> tb.DescribedTensorBoardFormat | None:
+    """The logger's :class:`~agents.tensorboard.DescribedTensorBoardFormat` (None without)."""
+    for fmt in logger.output_formats:
+        if isinstance(fmt, tb.DescribedTensorBoardFormat):
+            return fmt
+    return None
+
+
 def _tensorboard_writer(logger: Any) -> Any:
     from stable_baselines3.common.logger import TensorBoardOutputFormat
 
@@ -274,9 +282,14 @@ class EvalAgainstReferences(BaseCallback):
     ``evaluate(model)`` returns the learned policy's score, or one value per
     evaluation episode (:class:`HeldOutEvaluation`); ``references`` maps each
     heuristic to its score or to its per-episode values on the same episodes
-    (paired by index), computed once. Each evaluation logs ``eval/<name>`` (the
-    mean), every ``eval/<reference>`` beside it (flat lines on the same chart),
-    ``time/eval_s`` and, when per-episode values are given, the ratio lines
+    (paired by index), computed once. Each evaluation logs ``eval/geomean_perf``
+    (:data:`~agents.tensorboard.EVAL`, the mean) and ``time/eval_s``; each reference's
+    mean goes under the same tag into a run of its own, the sub-folder
+    :func:`~agents.tensorboard.reference_run` of the logger's TensorBoard folder
+    (:meth:`~agents.tensorboard.DescribedTensorBoardFormat.write_run`; a logger without
+    that output writes no reference), so one chart of the tag shows every policy in its
+    own colour and under its own name (flat lines for the references). When
+    per-episode values are given, the ratio lines
     ``eval_ratio/<name>_vs_best_ref`` and ``eval_ratio/<name>_vs_<versus>`` with
     ``_low``/``_high`` bounds: the mean of the paired per-episode ratios and its
     percentile bootstrap interval (:func:`agents.stats.ratio_to_reference`).
@@ -373,9 +386,7 @@ class EvalAgainstReferences(BaseCallback):
             self.start = values
             if self.start_file is not None:
                 self.start_file.write_text(json.dumps({"values": values.tolist()}))
-        self.logger.record(tb.eval_tag(self.name), score)
-        for k, v in self.references.items():
-            self.logger.record(tb.eval_tag(k), float(np.nanmean(v)))
+        self.logger.record(tb.EVAL, score)
         pairs = (
             ("best_ref", self.best_reference),
             (self.versus, self.versus),
@@ -390,6 +401,11 @@ class EvalAgainstReferences(BaseCallback):
         self.seconds += elapsed
         self.logger.record(tb.EVAL_SECONDS, elapsed)
         self.logger.dump(self.num_timesteps)
+        fmt = _described_format(self.logger)
+        if fmt is not None:  # each reference in its own run (folder): its own colour
+            for k, v in self.references.items():
+                mean = float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
+                fmt.write_run(tb.reference_run(k), {tb.EVAL: mean}, self.num_timesteps)
 
     def _maybe_record(self) -> None:
         if self.interval > 0 and self.num_timesteps >= self._next:

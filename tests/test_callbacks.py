@@ -1,5 +1,6 @@
 """The stable-baselines3 callbacks (agents/callbacks.py) inside a tiny real PPO run: the
-values they log, when they save, how they stop."""
+values they log (the evaluation's read back from its event files: a run per reference),
+when they save, how they stop."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import KVWriter, Logger
 from stable_baselines3.common.vec_env import VecEnvWrapper
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
 
+from agents import tensorboard as tb
 from agents.callbacks import (
     CheckpointAtRollout,
     EnvMetricsCallback,
@@ -180,24 +184,70 @@ def test_checkpoint_at_rollout_saves_at_rollout_boundaries() -> None:
     assert saved == []
 
 
-def test_eval_against_references_logs_score_and_references() -> None:
+def read_run(folder: Path) -> EventAccumulator:
+    """The events of one TensorBoard run: the event files directly in ``folder``."""
+    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+    acc.Reload()
+    return acc
+
+
+def test_eval_against_references_writes_each_reference_as_a_run_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """The learned policy's evaluation is the run's own (its TensorBoard folder); each
+    reference's goes under the same tag into a sub-folder named after it, a run of its own,
+    which TensorBoard colours and names apart on a chart of the tag."""
     model, _, cap = tiny_ppo()
+    folder = tmp_path / "tensorboard"
+    logger = tb.make_logger(str(folder), stdout=False)
+    logger.output_formats.append(cap)  # what the console would show
+    model.set_logger(logger)
     calls: list[int] = []
 
     def evaluate(m: Any) -> float:
         calls.append(m.num_timesteps)
         return 0.5 + len(calls)
 
-    cb = EvalAgainstReferences(
-        evaluate, {"dram-first": 0.25, "tpp": 0.75}, interval=2 * ROLLOUT, name="ppo"
-    )
+    refs: dict[str, Any] = {"dram-first": 0.25, "tpp": [0.5, 1.0], "a/b": 0.125}  # or per episode
+    cb = EvalAgainstReferences(evaluate, refs, interval=2 * ROLLOUT, name="ppo")
     model.learn(4 * ROLLOUT, callback=cb)
+    logger.close()
     assert calls == [0, 2 * ROLLOUT, 4 * ROLLOUT]  # at the start, then on the grid
     assert cb.history == [(0, 1.5), (2 * ROLLOUT, 2.5), (4 * ROLLOUT, 3.5)]
-    evals = [(s, d) for s, d in cap.dumps if "eval/ppo" in d]
-    assert [(s, d["eval/ppo"]) for s, d in evals] == cb.history
-    for _, d in evals:
-        assert d["eval/dram-first"] == 0.25 and d["eval/tpp"] == 0.75
+    grid = [s for s, _ in cb.history]
+    # the learned policy in the main folder, and no reference there
+    main = read_run(folder)
+    assert [(e.step, e.value) for e in main.Scalars(tb.EVAL)] == cb.history
+    assert [t for t in main.Tags()["scalars"] if t.startswith("eval/")] == [tb.EVAL]
+    assert main.SummaryMetadata(tb.EVAL).summary_description == tb.describe(tb.EVAL)
+    # one folder per reference (a name that is not one folder name is made one), its mean
+    runs = sorted(p.name for p in folder.iterdir() if p.is_dir())
+    assert runs == sorted(tb.reference_run(r) for r in refs) == ["a_b", "dram-first", "tpp"]
+    for name, want in (("dram-first", 0.25), ("tpp", 0.75), ("a/b", 0.125)):
+        acc = read_run(folder / tb.reference_run(name))
+        assert acc.Tags()["scalars"] == [tb.EVAL]  # the shared tag, nothing else
+        assert [(e.step, e.value) for e in acc.Scalars(tb.EVAL)] == [(s, want) for s in grid]
+        assert acc.SummaryMetadata(tb.EVAL).summary_description == tb.describe(tb.EVAL)
+    # TensorBoard's view of the folder: a run per reference beside the learned policy's
+    mux = EventMultiplexer().AddRunsFromDirectory(str(folder))
+    mux.Reload()
+    assert {r for r, t in mux.Runs().items() if tb.EVAL in t["scalars"]} == {
+        ".",
+        "a_b",
+        "dram-first",
+        "tpp",
+    }
+    # the console shows the learned policy's value (the references are not in its table)
+    evals = [(s, d) for s, d in cap.dumps if tb.EVAL in d]
+    assert [(s, d[tb.EVAL]) for s, d in evals] == cb.history
+    assert not any(k.startswith("eval/") and k != tb.EVAL for _, d in evals for k in d)
+
+
+def test_eval_against_references_without_a_tensorboard_output_writes_no_reference() -> None:
+    model, _, cap = tiny_ppo()
+    cb = EvalAgainstReferences(lambda m: 1.0, {"dram-first": 0.25}, 2 * ROLLOUT, "ppo")
+    model.learn(2 * ROLLOUT, callback=cb)
+    assert [d[tb.EVAL] for _, d in cap.dumps if tb.EVAL in d] == [1.0, 1.0]
 
 
 def test_eval_ratio_to_the_start_is_the_learning_curve_and_survives_a_resume(
@@ -214,13 +264,13 @@ def test_eval_ratio_to_the_start_is_the_learning_curve_and_survives_a_resume(
     refs = {"dram-first": [0.5, 1.0, 2.0]}
     cb = EvalAgainstReferences(evaluate, refs, 2 * ROLLOUT, "ppo", start_file=start)
     model.learn(2 * ROLLOUT, callback=cb)
-    ratios = [d["eval_ratio/ppo_vs_start"] for _, d in cap.dumps if "eval/ppo" in d]
+    ratios = [d["eval_ratio/ppo_vs_start"] for _, d in cap.dumps if tb.EVAL in d]
     assert ratios == pytest.approx([1.0, 1.1])
     assert start.is_file()
     # a resumed run reads step 0's values back (it does not evaluate step 0 again)
     resumed = EvalAgainstReferences(evaluate, refs, 2 * ROLLOUT, "ppo", start_file=start)
     model.learn(2 * ROLLOUT, callback=resumed, reset_num_timesteps=False)
-    last = [d for _, d in cap.dumps if "eval/ppo" in d][-1]
+    last = [d for _, d in cap.dumps if tb.EVAL in d][-1]
     assert len(calls) == 3 and last["eval_ratio/ppo_vs_start"] == pytest.approx(1.1**2)
     assert last["eval_ratio/ppo_vs_dram-first"] == pytest.approx(2 * 1.1**2)
 

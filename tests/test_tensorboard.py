@@ -1,8 +1,10 @@
 """What a training run shows in TensorBoard, read back from its event files.
 
 A tiny real run (train.main) is read with TensorBoard's EventAccumulator: the
-Custom Scalars layout (every eval/ tag on one chart, the ratio chart, a chart
-per quantity with every node or slot), tag names with units and their
+Custom Scalars layout (the evaluation tag on one chart, the learned policy's in the
+run's folder and each reference's in a sub-folder of its own, so each is a run with
+its own colour; the ratio chart, a chart per quantity with every node or slot), tag
+names with units and their
 descriptions, the evaluation at step 0 and on its grid, the ratio lines, the
 hparams types and the text cards. Then resuming: the schedules continue on
 their grid, and after a kill -9 the curves continue without duplicated or
@@ -28,6 +30,7 @@ import yaml
 from stable_baselines3 import PPO
 from stable_baselines3.common.logger import KVWriter, Logger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
 from tensorboard.plugins.custom_scalar import layout_pb2
 from tensorboard.plugins.hparams import plugin_data_pb2
 
@@ -39,14 +42,16 @@ from agents.callbacks import (
     HeldOutEvaluation,
     LogUpdateAtItsStep,
 )
-from agents.config.load import REFERENCES
 from agents.stats import ratio_to_reference
+from baselines import catalogue
 from envs import load_scenario
 from envs.sb3 import make_vec_env
 
 ROOT = Path(__file__).resolve().parents[1]
 ROLLOUT = 8 * 16  # --num-envs 8, n_steps 16
 EVAL_EPISODES = 4
+#: a run's references by default: every deployable heuristic
+REFERENCES = tuple(catalogue.names(kind="heuristic", deployable=True))
 
 
 def tiny_args(scenario: Path, run_dir: Path, *extra: str) -> list[str]:
@@ -57,11 +62,23 @@ def tiny_args(scenario: Path, run_dir: Path, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def load(run_dir: Path) -> EventAccumulator:
-    """Every event file of the run, in order (what TensorBoard shows, purges applied)."""
-    acc = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0, "tensors": 0})
+def load(run_dir: Path, sub: str = "") -> EventAccumulator:
+    """Every event file of the run's TensorBoard folder (or of its sub-folder ``sub``, a
+    reference's run), in order: what TensorBoard shows of that run, purges applied."""
+    folder = run_dir / "tensorboard" / sub
+    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0, "tensors": 0})
     acc.Reload()
     return acc
+
+
+def runs_with(run_dir: Path, tag: str) -> set[str]:
+    """The TensorBoard runs (folders under the run's TensorBoard folder; ``.`` itself) that
+    hold the scalar ``tag``: each is one colour and one name on a chart."""
+    mux = EventMultiplexer(size_guidance={"scalars": 0}).AddRunsFromDirectory(
+        str(run_dir / "tensorboard")
+    )
+    mux.Reload()
+    return {run for run, tags in mux.Runs().items() if tag in tags.get("scalars", [])}
 
 
 def steps(acc: EventAccumulator, tag: str) -> list[int]:
@@ -100,17 +117,23 @@ def matched(chart: layout_pb2.Chart, tags: set[str]) -> set[str]:
 # ---------------------------------------------------------------------------- the tiny run
 
 
-def test_custom_scalars_overlay_every_eval_tag_and_group_nodes_and_slots(
-    acc: EventAccumulator,
+def test_custom_scalars_overlay_every_policy_as_a_run_and_group_nodes_and_slots(
+    acc: EventAccumulator, tiny_run: Path
 ) -> None:
     scalars = set(acc.Tags()["scalars"])
     lay = the_layout(acc)
     charts = {c.title: c for cat in lay.category for c in cat.chart}
     first = lay.category[0].chart
     assert first[0].title == tb.COMPARISON_CHART and first[1].title == tb.MARGIN_CHART
-    evals = {t for t in scalars if t.startswith("eval/")}
-    assert evals == {f"eval/{p}" for p in ["ppo", *REFERENCES]}
-    assert matched(first[0], scalars) == evals  # every policy on one axis, nothing else
+    # the learned policy's evaluation in the run's own folder, no reference's there
+    assert {t for t in scalars if t.startswith("eval/")} == {tb.EVAL}
+    assert matched(first[0], scalars) == {tb.EVAL}  # the one tag, nothing else
+    # every reference a run (folder) of its own with the same tag: the chart, which matches
+    # the tag in every run, draws one line per policy, coloured and named by its run
+    assert runs_with(tiny_run, tb.EVAL) == {".", *REFERENCES}
+    for ref in REFERENCES:
+        ref_tags = set(load(tiny_run, tb.reference_run(ref)).Tags()["scalars"])
+        assert ref_tags == {tb.EVAL} and matched(first[0], ref_tags) == {tb.EVAL}
     margin = [(s.value, s.lower, s.upper) for s in first[1].margin.series]
     assert margin == [tb.ratio_tags("ppo", "best_ref"), tb.ratio_tags("ppo", "dram-first")]
     assert {t for s in margin for t in s} <= scalars
@@ -188,10 +211,13 @@ def test_evaluation_at_step_zero_and_on_its_grid_with_the_ratio_lines(
     acc: EventAccumulator, tiny_run: Path
 ) -> None:
     grid = [0, ROLLOUT, 2 * ROLLOUT, 3 * ROLLOUT, 4 * ROLLOUT]
-    for tag in ["eval/ppo", *(f"eval/{r}" for r in REFERENCES), "time/eval_s"]:
+    for tag in [tb.EVAL, "time/eval_s"]:
         assert steps(acc, tag) == grid, tag
-    for ref in REFERENCES:  # scored once: flat lines
-        assert len({e.value for e in acc.Scalars(f"eval/{ref}")}) == 1
+    ref_runs = {ref: load(tiny_run, tb.reference_run(ref)) for ref in REFERENCES}
+    for ref, ref_acc in ref_runs.items():  # on the same grid, scored once: flat lines
+        assert steps(ref_acc, tb.EVAL) == grid, ref
+        assert len({e.value for e in ref_acc.Scalars(tb.EVAL)}) == 1
+        assert ref_acc.SummaryMetadata(tb.EVAL).summary_description == tb.describe(tb.EVAL)
     for versus in ("best_ref", "dram-first"):
         value, low, high = (acc.Scalars(t) for t in tb.ratio_tags("ppo", versus))
         assert [e.step for e in value] == [e.step for e in low] == [e.step for e in high] == grid
@@ -205,9 +231,10 @@ def test_evaluation_at_step_zero_and_on_its_grid_with_the_ratio_lines(
     held = HeldOutEvaluation(env["scenario"], env, "ppo", EVAL_EPISODES, 10_000 + cfg["seed"])
     values = held(model)
     refs = held.references(REFERENCES)
-    assert acc.Scalars("eval/ppo")[-1].value == pytest.approx(values.mean(), rel=1e-6)
-    for name, v in refs.items():
-        assert acc.Scalars(f"eval/{name}")[-1].value == pytest.approx(v.mean(), rel=1e-6)
+    assert acc.Scalars(tb.EVAL)[-1].value == pytest.approx(values.mean(), rel=1e-6)
+    for name, v in refs.items():  # each reference's run holds its own scored mean
+        got = [e.value for e in ref_runs[name].Scalars(tb.EVAL)]
+        assert got == pytest.approx([v.mean()] * len(grid), rel=1e-6), name
     best = max(refs, key=lambda k: refs[k].mean())
     for versus, ref in (("best_ref", best), ("dram-first", "dram-first")):
         r = ratio_to_reference(values, refs[ref], seed=0)
@@ -238,6 +265,13 @@ def test_hparams_keep_their_types_and_the_text_cards_are_complete(
     assert start["n_steps"].number_value == 16 and start["eval_episodes"].number_value == 4
     assert kinds["env.max_tenants"] == "number_value"
     assert kinds["algo"] == kinds["env.reward"] == "string_value"
+    metrics = set()
+    for content in acc.PluginTagToContent("hparams").values():
+        data = plugin_data_pb2.HParamsPluginData.FromString(content)
+        if data.HasField("experiment"):
+            metrics = {m.name.tag for m in data.experiment.metric_infos}
+    assert tb.EVAL in metrics and tb.ratio_tags("ppo", "best_ref")[0] in metrics
+    assert tb.EVAL in acc.Tags()["scalars"]  # the metric has values in the session's run
     table = text(acc, "hyperparameters")
     for needle in (
         "| eval_interval | 128 |",
@@ -298,17 +332,21 @@ def test_resumed_schedules_continue_on_their_grid_and_log_the_first_update() -> 
         evals.append(m.num_timesteps)
         return np.array([1.0, 1.2, 0.9, 1.1])
 
+    def save(m: Any, step: int) -> Path:
+        saved.append(step)
+        return Path("x")
+
     refs = {"dram-first": [1.0, 1.0, 1.0, 1.0], "tpp": [1.1, 1.0, 1.0, 1.2]}
     cbs = [
         LogUpdateAtItsStep(),
         EvalAgainstReferences(evaluate, refs, interval=32, name="ppo"),
-        CheckpointAtRollout(lambda m, s: saved.append(s) or Path("x"), interval=32),
+        CheckpointAtRollout(save, interval=32),
     ]
     model.learn(5 * 16, callback=cbs, reset_num_timesteps=False)  # 64 -> 144
     assert evals == [96, 128] and saved == [96, 128]
     train_steps = [s for s, d in cap.dumps if "train/loss" in d]
     assert train_steps == [80, 96, 112, 128, 144]  # the first rollout after the resume has one
-    ratio = next(d for s, d in cap.dumps if s == 96 and "eval/ppo" in d)
+    ratio = next(d for s, d in cap.dumps if s == 96 and tb.EVAL in d)
     r = ratio_to_reference([1.0, 1.2, 0.9, 1.1], refs["tpp"], seed=0)  # tpp: the best reference
     assert ratio["eval_ratio/ppo_vs_best_ref"] == pytest.approx(r["mean"])
     assert ratio["eval_ratio/ppo_vs_best_ref_low"] == pytest.approx(r["ci"][0])
@@ -321,21 +359,30 @@ def test_resumed_schedules_continue_on_their_grid_and_log_the_first_update() -> 
 
 
 def test_purge_step_drops_what_a_killed_writer_logged_past_the_checkpoint(tmp_path: Path) -> None:
+    """The main folder and a sub-folder run (write_run: a reference's) alike."""
     folder = str(tmp_path / "tensorboard")
     first = tb.DescribedTensorBoardFormat(folder)
     for s in range(0, 100, 10):  # killed at 90, last checkpoint at 50
         first.write({"env/x": float(s)}, {"env/x": None}, s)
+        first.write_run("ref", {"eval/y": float(s)}, s)
     first.write({"env/x": -1.0}, {"env/x": None}, 90)  # a second dump at one step: dropped
+    first.write_run("ref", {"eval/y": -1.0}, 90)
     time.sleep(1.1)  # event files are named by the second they open
     second = tb.DescribedTensorBoardFormat(folder, purge_step=51)
     for s in range(60, 130, 10):
         second.write({"env/x": float(s) + 0.5}, {"env/x": None}, s)
-    acc = EventAccumulator(folder, size_guidance={"scalars": 0})
-    acc.Reload()
-    got = [(e.step, e.value) for e in acc.Scalars("env/x")]
-    assert got == [(s, float(s)) for s in range(0, 60, 10)] + [
+        second.write_run("ref", {"eval/y": float(s) + 0.5}, s)
+    second.close()
+    want = [(s, float(s)) for s in range(0, 60, 10)] + [
         (s, float(s) + 0.5) for s in range(60, 130, 10)
     ]
+    for run, tag in ((folder, "env/x"), (f"{folder}/ref", "eval/y")):
+        acc = EventAccumulator(run, size_guidance={"scalars": 0})
+        acc.Reload()
+        assert [(e.step, e.value) for e in acc.Scalars(tag)] == want, run
+    for bad in ("", "..", "a/b", "."):
+        with pytest.raises(ValueError, match="expected one folder name"):
+            second.write_run(bad, {"eval/y": 1.0}, 200)
 
 
 def run_train(args: list[str]) -> subprocess.CompletedProcess[str]:
@@ -394,7 +441,11 @@ def test_kill_9_and_resume_continue_tensorboard_without_duplicated_or_backwards_
     for tag in acc.Tags()["scalars"]:
         s = steps(acc, tag)
         assert all(b > a for a, b in itertools.pairwise(s)), f"{tag}: {s}"
-    assert steps(acc, "eval/ppo") == list(range(0, total + 1, every))  # the grid, once each
+    assert steps(acc, tb.EVAL) == list(range(0, total + 1, every))  # the grid, once each
+    for ref in REFERENCES:  # the references' runs are purged too: their grid, once each
+        ref_acc = load(run_dir, tb.reference_run(ref))
+        assert steps(ref_acc, tb.EVAL) == list(range(0, total + 1, every)), ref
+        assert len(list((run_dir / "tensorboard" / tb.reference_run(ref)).iterdir())) == 2
     assert steps(acc, "train/loss") == list(range(ROLLOUT, total + 1, ROLLOUT))  # no gap
     assert steps(acc, "env/node/dram0/bandwidth_GBps") == list(range(ROLLOUT, total + 1, ROLLOUT))
     assert len(acc.Tensors("custom_scalars__config__")) == 1  # the layout is not written again

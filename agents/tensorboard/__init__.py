@@ -6,8 +6,8 @@ The package's modules, each re-exported here:
   ``env/``, ``eval/``, ``eval_ratio/``, ``time/``, ``train/`` and ``rollout/``
   namespaces) and :func:`describe`, each tag's description;
 - :mod:`agents.tensorboard.custom_scalars`: :func:`layout`, the Custom Scalars
-  view (the learned policy and the references on one axis, the ratio with its
-  interval, one chart per quantity with every node or tenant slot) and
+  view (the learned policy and the references on one axis, each in its own colour as a
+  run of its own, the ratio with its interval, one chart per quantity with every node or tenant slot) and
   :func:`write_custom_scalars`;
 - :mod:`agents.tensorboard.cards`: the text cards, :func:`guide_markdown`,
   :func:`hyperparameter_markdown` (with :func:`hparam_values`, the settings for the
@@ -33,6 +33,7 @@ from .tags import (
     DEMOTION,
     ENV_SPS,
     EPISODE_RETURN,
+    EVAL,
     EVAL_SECONDS,
     EXPLAINED_VARIANCE,
     METRIC,
@@ -50,6 +51,7 @@ from .tags import (
     eval_tag,
     node_tag,
     ratio_tags,
+    reference_run,
     reward_tag,
     slot_tag,
 )
@@ -60,6 +62,7 @@ __all__ = [
     "DEMOTION",
     "ENV_SPS",
     "EPISODE_RETURN",
+    "EVAL",
     "EVAL_SECONDS",
     "EXPLAINED_VARIANCE",
     "LEARNING_CHART",
@@ -85,6 +88,7 @@ __all__ = [
     "make_logger",
     "node_tag",
     "ratio_tags",
+    "reference_run",
     "reward_tag",
     "slot_tag",
     "warm_start_markdown",

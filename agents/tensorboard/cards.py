@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from agents.tensorboard.custom_scalars import COMPARISON_CHART, MARGIN_CHART
-from agents.tensorboard.tags import METRIC
+from agents.tensorboard.tags import EVAL, METRIC, reference_run
 
 __all__ = ["guide_markdown", "hparam_values", "hyperparameter_markdown", "warm_start_markdown"]
 
@@ -140,8 +140,17 @@ def guide_markdown(
     lines = [
         "## How to read this run",
         "",
-        f"**Start at Custom Scalars**, chart *{COMPARISON_CHART}*: `eval/{algo}` (the policy "
-        f"being trained) and every reference heuristic on one axis, then *{MARGIN_CHART}*. "
+        f"**Start at Custom Scalars**, chart *{COMPARISON_CHART}*: `{EVAL}` of `{algo}` (the "
+        "policy being trained) and of every reference heuristic on one axis, each line in its "
+        f"own colour, then *{MARGIN_CHART}*. TensorBoard colours and names a line by its run "
+        f"(event-file folder): `{EVAL} (<run>/tensorboard)` is `{algo}`, "
+        f"`{EVAL} (<run>/tensorboard/<reference>)` a reference "
+        + (
+            f"({', '.join(f'`{reference_run(r)}`' for r in references)}), "
+            if references
+            else "(none in this run), "
+        )
+        + "and the Runs list on the left shows or hides each. "
         "The evaluation curves have about 20 points: set the smoothing slider to 0 for them.",
         "",
         "**Units** are in the tag names: `GBps` = GB/s and `MBps` = MB/s (bytes, 10^9 and "
@@ -154,8 +163,9 @@ def guide_markdown(
         "|---|---|---|",
         "| `env/` | means over one rollout of the training environment (every instance and "
         "step) | after every rollout |",
-        f"| `eval/` | mean `{METRIC}` of `{algo}` and of each reference on the same held-out "
-        f"episodes | {evaluation} |",
+        f"| `eval/` | `{EVAL}`: mean `{METRIC}` on the held-out episodes, of `{algo}` in the "
+        "run's own folder and of each reference on the same episodes in the sub-folder named "
+        f"after it | {evaluation} |",
         f"| `eval_ratio/` | `{algo}` over the best reference ({best or 'none'}) and over "
         f"`{versus}`, with `_low`/`_high` bounds | with `eval/` |",
         "| `train/` | the update's losses and statistics, at the step it trained on | after "
@@ -182,7 +192,7 @@ def guide_markdown(
         f"episodes of the **test** split, seeds {eval_seed}..{last_seed} (episode i has seed "
         f"{eval_seed} + i; in a family the seed also draws the machine and tenants). "
         f"`{METRIC}` of an episode is the exp of its mean per-step log geometric mean of the "
-        "active tenants' normalised performance; `eval/<policy>` is the mean over the "
+        f"active tenants' normalised performance; `{EVAL}` is the mean over the "
         "episodes. The references are scored once on the same seeds (flat lines).",
         "",
         f"**Ratios**: mean over the {eval_episodes} episodes of `{algo}`'s `{METRIC}` over the "

@@ -1,7 +1,10 @@
 """The Custom Scalars view of a run: its layout, and the layout written to an event file.
 
 :func:`layout` builds the Custom Scalars layout, in reading order: the learned
-policy and the references on one axis (:data:`COMPARISON_CHART`), the ratio
+policy and the references on one axis (:data:`COMPARISON_CHART`: the tag
+:data:`~agents.tensorboard.tags.EVAL` in every run, the learned policy's in the run's
+own folder and each reference's in its sub-folder, so TensorBoard, which colours a
+chart's lines by run, gives each its colour and names it ``eval/geomean_perf (<run>)``), the ratio
 with its interval (:data:`MARGIN_CHART`), whether it is learning (:data:`LEARNING_CHART`:
 the paired return, the value function's explained variance, the ratio to itself at step 0
 and to the best heuristic), then one chart per quantity with
@@ -26,6 +29,7 @@ from agents.tensorboard.tags import (
     DEMOTION,
     ENV_SPS,
     EPISODE_RETURN,
+    EVAL,
     EVAL_SECONDS,
     EXPLAINED_VARIANCE,
     NODE_QUANTITIES,
@@ -38,7 +42,6 @@ from agents.tensorboard.tags import (
     THROUGHPUT,
     action_local_first_tag,
     action_page_tag,
-    eval_tag,
     node_tag,
     ratio_tags,
     reward_tag,
@@ -47,7 +50,9 @@ from agents.tensorboard.tags import (
 
 __all__ = ["COMPARISON_CHART", "LEARNING_CHART", "MARGIN_CHART", "layout", "write_custom_scalars"]
 
-COMPARISON_CHART = "learned policy and references: mean geomean_perf on held-out episodes"
+COMPARISON_CHART = (
+    "learned policy (the run) and references (a run each): mean geomean_perf on held-out episodes"
+)
 MARGIN_CHART = "beats the heuristics? ratio to the best reference and to dram-first (95% CI)"
 LEARNING_CHART = (
     "is it learning? paired return, value explained variance, ratio to itself at step 0 "
@@ -64,8 +69,9 @@ def _multiline(title: str, tags: Sequence[str]) -> layout_pb2.Chart:
     return layout_pb2.Chart(title=title, multiline=layout_pb2.MultilineChartContent(tag=tags))
 
 
-def _comparison_charts(algo: str, references: Sequence[str], versus: str) -> list[layout_pb2.Chart]:
-    """The learned policy and the references on one axis; its ratios with their intervals."""
+def _comparison_charts(algo: str, versus: str) -> list[layout_pb2.Chart]:
+    """The learned policy and the references on one axis (one tag, a run each); its ratios
+    with their intervals; whether it is learning."""
     margin = layout_pb2.MarginChartContent(
         series=[
             layout_pb2.MarginChartContent.Series(value=v, lower=lo, upper=hi)
@@ -79,7 +85,7 @@ def _comparison_charts(algo: str, references: Sequence[str], versus: str) -> lis
         ratio_tags(algo, "best_ref")[0],
     ]
     return [
-        _multiline(COMPARISON_CHART, _exact([eval_tag(p) for p in [algo, *references]])),
+        _multiline(COMPARISON_CHART, _exact([EVAL])),
         layout_pb2.Chart(title=MARGIN_CHART, margin=margin),
         _multiline(LEARNING_CHART, _exact(learning)),
     ]
@@ -157,11 +163,17 @@ def layout(
     reward: str | None = None,
     versus: str = "dram-first",
 ) -> layout_pb2.Layout:
-    """The Custom Scalars layout of a run (its categories and charts, in reading order)."""
+    """The Custom Scalars layout of a run (its categories and charts, in reading order).
+
+    ``references`` (the run's reference heuristics) need no entry of their own: the first
+    chart matches the tag they share with the learned policy, in their runs
+    (:func:`~agents.tensorboard.tags.reference_run`) as in the run's own folder.
+    """
+    del references  # their lines are the shared tag's in their own runs
     cats = [
         layout_pb2.Category(
             title="1. learned policy vs references (held-out evaluation)",
-            chart=_comparison_charts(algo, references, versus),
+            chart=_comparison_charts(algo, versus),
         ),
         layout_pb2.Category(title="2. nodes (training rollouts)", chart=_node_charts(node_names)),
         layout_pb2.Category(

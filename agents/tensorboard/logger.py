@@ -2,8 +2,9 @@
 
 :class:`DescribedTensorBoardFormat` is stable-baselines3's TensorBoard output
 with each scalar tag's :func:`~agents.tensorboard.tags.describe` text in its
-metadata, hyperparameters written with booleans as booleans, and a resumed
-run's stale events purged; :func:`make_logger` is the run's logger with it
+metadata, hyperparameters written with booleans as booleans, a resumed
+run's stale events purged, and sub-folders for runs of their own (the references'
+evaluations); :func:`make_logger` is the run's logger with it
 (and the console table).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -99,6 +101,10 @@ class DescribedTensorBoardFormat(TensorBoardOutputFormat):
       and TensorBoard drops every event at or past it from the earlier files
       (what the killed process wrote after the checkpoint), so curves continue
       without duplicated or backwards steps.
+    - :meth:`write_run` writes scalars into a sub-folder, a TensorBoard run of its
+      own (one colour and one name per run on a chart): each reference heuristic's
+      evaluation, under the tag the learned policy's has in this folder. Each
+      sub-folder's writer opens at its first value, with the same ``purge_step``.
     """
 
     def __init__(self, folder: str, purge_step: int | None = None) -> None:
@@ -106,6 +112,26 @@ class DescribedTensorBoardFormat(TensorBoardOutputFormat):
         self._is_closed = False
         self._described: set[str] = set()
         self._last_step: dict[str, int] = {}
+        self.folder = folder
+        self._purge_step = purge_step  # (the writer forgets it once its file is open)
+        self._runs: dict[str, DescribedTensorBoardFormat] = {}
+
+    def write_run(self, run: str, values: Mapping[str, float], step: int) -> None:
+        """Scalars ``values`` at ``step`` into the sub-folder ``run`` of this one (a plain
+        folder name, e.g. :func:`~agents.tensorboard.tags.reference_run`'s), described and
+        written at most once per step like :meth:`write`'s."""
+        if not run or Path(run).name != run or run in (".", ".."):
+            raise ValueError(f"run: got {run!r}, expected one folder name")
+        sub = self._runs.get(run)
+        if sub is None:
+            sub = DescribedTensorBoardFormat(str(Path(self.folder) / run), self._purge_step)
+            self._runs[run] = sub
+        sub.write(dict(values), dict.fromkeys(values), step)
+
+    def close(self) -> None:
+        for sub in self._runs.values():
+            sub.close()
+        super().close()
 
     def _file_writer(self) -> Any:
         assert not self._is_closed, "the SummaryWriter was closed"

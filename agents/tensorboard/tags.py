@@ -8,15 +8,18 @@ Every tag says its unit in its name (``GBps`` = GB/s, ``MBps`` = MB/s, ``GiB``,
   (``env/tenant_slot<k>/...``), migration, the policy's actions
   (``env/action/...``), the reward terms (``env/reward/...``, the trained one
   marked ``(trained)``) and the model's solver;
-- ``eval/``: the mean ``geomean_perf`` of the learned policy and of every
-  reference heuristic on the same held-out episodes;
+- ``eval/``: :data:`EVAL`, the mean ``geomean_perf`` on the held-out episodes, of the
+  learned policy in the run's own folder and of each reference heuristic on the same
+  episodes in a sub-folder named after it (:func:`reference_run`): TensorBoard colours
+  and names lines by run (event-file folder), so one chart of the tag shows every
+  policy in its own colour, named ``eval/geomean_perf (<run>/<reference>)``;
 - ``eval_ratio/``: the learned policy over the best reference and over
   ``dram-first``, with the bounds of a bootstrap interval as their own tags;
 - ``time/``, ``train/``, ``rollout/``: stable-baselines3's own, plus
   ``time/env_sps`` and ``time/eval_s``.
 
 The tag builders (:func:`node_tag`, :func:`slot_tag`, :func:`reward_tag`,
-:func:`eval_tag`, :func:`ratio_tags`, ...) and constants name them once;
+:func:`reference_run`, :func:`ratio_tags`, ...) and constants name them once;
 :func:`describe` gives each tag its description (written once per tag in the
 ``SummaryMetadata``, so TensorBoard shows it with the card).
 """
@@ -30,6 +33,7 @@ __all__ = [
     "DEMOTION",
     "ENV_SPS",
     "EPISODE_RETURN",
+    "EVAL",
     "EVAL_SECONDS",
     "EXPLAINED_VARIANCE",
     "METRIC",
@@ -47,12 +51,16 @@ __all__ = [
     "eval_tag",
     "node_tag",
     "ratio_tags",
+    "reference_run",
     "reward_tag",
     "slot_tag",
 ]
 
 #: The metric of ``eval/`` and ``eval_ratio/`` (an episode's geometric-mean performance).
 METRIC = "geomean_perf"
+#: Every policy's held-out evaluation, one tag for all: the learned policy's in the run's
+#: TensorBoard folder, each reference's in its own sub-folder (:func:`reference_run`).
+EVAL = f"eval/{METRIC}"
 #: ``eval_ratio/<policy>_vs_start``: the policy over itself at step 0 of RL (the learning curve).
 START = "start"
 #: The paired return (with ``reward_baseline``: the agent's return minus the twin's).
@@ -129,8 +137,20 @@ def reward_tag(term: str, trained: str | None) -> str:
 
 
 def eval_tag(policy: str) -> str:
-    """``eval/<policy>``: a policy's mean :data:`METRIC` on the held-out episodes."""
-    return f"eval/{policy}"
+    """The tag of ``policy``'s mean :data:`METRIC` on the held-out episodes: :data:`EVAL`
+    whichever the policy (what tells the policies apart is the run folder the value is
+    written in: the run's own for the learned policy, :func:`reference_run` for a
+    reference)."""
+    del policy  # one tag for every policy
+    return EVAL
+
+
+def reference_run(reference: str) -> str:
+    """The sub-folder of the run's TensorBoard folder that holds ``reference``'s evaluation
+    (its TensorBoard run): the reference's name, with anything but letters, digits, ``-``,
+    ``_`` and ``.`` replaced by ``_`` (a name is one folder, never a path)."""
+    name = re.sub(r"[^\w.-]", "_", reference)
+    return "_" + name if name.startswith(".") or not name else name
 
 
 def ratio_tags(algo: str, versus: str) -> tuple[str, str, str]:
@@ -232,10 +252,12 @@ def describe(tag: str) -> str | None:
             f"{bound}{m.group(1)} over {ref}: mean over the evaluation episodes of the paired "
             f"ratio of {METRIC} (same seed), 95% percentile bootstrap over the episodes."
         )
-    m = re.fullmatch(r"eval/(.+)", tag)
-    if m:
+    if tag == EVAL:
         return (
-            f"{m.group(1)}: mean {METRIC} (geometric mean of tenants' normalised performance "
-            "per episode) over the held-out test-split evaluation episodes."
+            f"Mean {METRIC} (geometric mean of tenants' normalised performance per episode) "
+            "over the held-out test-split evaluation episodes, of the policy of this run "
+            "folder: the learned policy in the run's own TensorBoard folder, a reference "
+            "heuristic in the sub-folder named after it (scored once on the same episodes: "
+            "a flat line)."
         )
     return None
