@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -459,7 +460,7 @@ def test_kill_9_and_resume_continue_tensorboard_without_duplicated_or_backwards_
 @pytest.mark.slow  # ~20 s: TensorBoard and headless Chromium
 @pytest.mark.skipif(
     not (Path("/usr/bin/chromium").is_file() or shutil.which("chromium")),
-    reason="needs Chromium (apt-get install -y chromium)",
+    reason="needs Chromium (apt-get install -y chromium; .ci/run installs it as root on Debian)",
 )
 def test_screenshot_script_saves_the_custom_scalars_page(tiny_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "shot.png"
@@ -473,3 +474,5 @@ def test_screenshot_script_saves_the_custom_scalars_page(tiny_run: Path, tmp_pat
     assert res.returncode == 0, res.stderr
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+    # the IHDR chunk: the page at the script's default window size (1400 x 1350)
+    assert data[12:16] == b"IHDR" and struct.unpack(">II", data[16:24]) == (1400, 1350)
