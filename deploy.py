@@ -21,7 +21,7 @@ killed. Only the knobs of ``envs.host.KNOBS`` are ever written (never DAMON's tr
 
 A policy is a heuristic that can run on a host (:data:`HOST_POLICIES` says which, what
 each reads and writes, and why the others cannot) or a trained run folder whose policy
-was trained on the host view (``observation="host"``, global weights). It refuses, with
+was trained on the host view (``observation="host"``, global weights; :class:`HostRun`). It refuses, with
 one line naming what is missing and exit code 2: a host without the knobs or counters the
 policy needs, a run trained on another layout or node count, ``--apply`` without
 permission to write, and any bad flag. Exit code 1: the kernel refused some write (each
@@ -60,6 +60,8 @@ from envs.host import (
     Journal,
     KnobRefusal,
     KnobWrite,
+    host_view,
+    host_view_size,
     knob_kind,
     restore,
 )
@@ -100,7 +102,8 @@ _STATIC = ("weights", "numa_balancing", "demotion")
 #: machine's traffic, ``X / sum d``). A weight of 0 (a node left out of the interleave)
 #: cannot be written: it becomes 1, the kernel's minimum, and the other weights are scaled
 #: by ``255 // max`` so that the node gets the smallest share the kernel allows
-#: (``static:1:0`` is 255:1); all-zero weights (local-first) leave the weights as they are. The promotion rate maps to NUMA balancing's tiering bit (2) and
+#: (``static:1:0`` is 255:1); all-zero weights (local-first) leave the weights as they are.
+#: The promotion rate maps to NUMA balancing's tiering bit (2) and
 #: ``numa_balancing_promote_rate_limit_MBps``: rate 0 clears the bit (the normal-balancing
 #: bit 1 is kept as found), a rate > 0 sets it and writes the rate (MB/s, at least 1).
 #: ``KernelConfig.demotion`` is ``demotion_enabled``. The weights act only on tasks that
@@ -286,30 +289,89 @@ class HostHeuristic:
         return Decision(w[0, 0].astype(np.int64), float(model.promote_mbps[0]), demotion)
 
 
-def check_run(path: str) -> None:
-    """A trained run (``--policy RUN``): only one trained on the host view could run.
+#: Tiering modes a trained run may pick on a host (the others switch kernel mechanisms that
+#: are not mainline knobs: TPP's watermark, the memcg-fair throttle, DAMON's quotas).
+HOST_MODES = ("default", "no-demotion")
 
-    The host view is the layout of what a host shows; a run trained on the simulator's
-    other layouts reads quantities (tenant performance, per-node latency, tenant
-    descriptors) a host does not expose.
+
+class HostRun:
+    """A trained run (``--policy RUN``) on a host: only one trained on the host view.
+
+    The host view (``observation="host"``, :func:`envs.host.host_features`) is the layout
+    of what a host shows; a run trained on the simulator's other layouts reads what a
+    host does not expose (tenant performance, per-node latency, tenant descriptors). The
+    run must also use global weights (no mainline interface sets a process's weights),
+    tiering modes among :data:`HOST_MODES`, no residual base policy nor node padding, and
+    the host's node count. ``--cgroups`` fill its tenant slots in order.
 
     Raises:
-        DeployError: always in this version: a run on another layout, or (the host view's
-            encoder being not yet in :mod:`envs.spaces`) any run.
+        DeployError: any of these does not hold (one line naming it).
     """
-    try:
-        _, env = load_policy(path)
-    except ValueError as exc:
-        raise DeployError(f"--policy {path!r}: {_one_line(exc)}") from None
-    layout = env.get("observation", "full")
-    if layout != "host":
-        raise DeployError(
-            f"--policy {path!r}: trained on observation {layout!r}, which a host does not "
-            "show; deploy runs policies trained on the host view (observation='host')"
+
+    def __init__(self, path: str, machine: HostMachine, n_cgroups: int) -> None:
+        try:
+            policy, env = load_policy(path)
+        except ValueError as exc:
+            raise DeployError(f"--policy {path!r}: {_one_line(exc)}") from None
+        where = f"--policy {path!r}"
+        layout = env.get("observation", "full")
+        if layout != "host":
+            raise DeployError(
+                f"{where}: trained on observation {layout!r}, which a host does not "
+                "show; deploy runs policies trained on the host view (observation='host')"
+            )
+        if env.get("weights", "per-tenant") != "global":
+            raise DeployError(
+                f"{where}: trained with per-tenant weights, which a host cannot set; "
+                "deploy runs policies trained with weights='global'"
+            )
+        modes = tuple(env.get("tiering_modes") or ())
+        bad = [m for m in modes if m not in HOST_MODES]
+        if bad:
+            raise DeployError(
+                f"{where}: picks tiering modes {bad}, which are not mainline knobs "
+                f"(a host offers {list(HOST_MODES)})"
+            )
+        if getattr(policy, "agent", None) is not None and policy.agent.active:
+            raise DeployError(
+                f"{where}: a residual over a base policy or a padded node view; deploy runs "
+                "policies on the plain host view"
+            )
+        model = policy.model
+        T = int(env.get("max_tenants") or 0)
+        n_obs = int(model.observation_space.shape[0])
+        nodes = (n_obs - 3 * T - 3) // 2
+        if T < 1 or host_view_size(T, nodes) != n_obs:
+            raise DeployError(f"{where}: an observation of {n_obs} entries is not a host view")
+        if nodes != machine.n_nodes:
+            raise DeployError(
+                f"{where}: trained on machines of {nodes} nodes; this host has "
+                f"{machine.n_nodes} {list(machine.node_names)}"
+            )
+        if n_cgroups > T:
+            raise DeployError(f"--cgroups: {n_cgroups} cgroups for a policy of {T} tenant slots")
+        self.model, self.T, self.machine = model, T, machine
+        self.codec = ActionCodec(
+            T,
+            nodes,
+            "global",
+            str(env.get("action_type", "box")),
+            float(env.get("max_promote_mbps", 65536.0)),
+            modes,
         )
-    raise DeployError(
-        f"--policy {path!r}: this version cannot encode the host view for a trained policy yet"
-    )
+        kernel = env.get("kernel") or {}
+        self.demotion = bool(kernel.get("demotion", True)) if isinstance(kernel, dict) else True
+        self.name = path
+
+    def decide(self, snap: HostSnapshot, first: bool) -> Decision:
+        """The model's action on the host view of ``snap``."""
+        obs = host_view(snap, self.machine.is_slow, self.T)
+        act, _ = self.model.predict(obs[None], deterministic=True)
+        a = np.asarray(act).reshape(1, -1)
+        model, w = self.codec.decode(a)
+        mode = self.codec.modes[int(self.codec.decode_mode(a)[0])] if self.codec.modes else None
+        demotion = False if mode == "no-demotion" else self.demotion
+        return Decision(w[0, 0].astype(np.int64), float(model.promote_mbps[0]), demotion)
 
 
 def role_of(spec: str) -> HostRole:
@@ -560,16 +622,29 @@ def parse(argv: Sequence[str]) -> Options:
     )
 
 
+#: The role of a trained run: what the host view reads and the knobs of its actions.
+RUN_ROLE = HostRole(
+    ("node-meminfo", "promotion", "demotion"),
+    ("weights", "numa_balancing", "promote_rate", "demotion"),
+    "its global weights (0 -> the kernel's minimum), its rate and its tiering mode",
+)
+
+
 def make_host_policy(
     spec: str, reader: HostReader, writer: HostWriter, knobs: bool = True
-) -> tuple[HostHeuristic, list[str]]:
+) -> tuple[HostHeuristic | HostRun, list[str]]:
     """The policy of ``--policy`` on this host and the knob files it may write.
 
     ``knobs=False`` (a replay, which writes nothing) checks only the counters it reads.
     """
     machine = reader.machine()
     if Path(spec).exists() and not spec.startswith("static:"):
-        check_run(spec)
+        run = HostRun(spec, machine, len(reader.cgroups))
+        if reader.cgroups:
+            run_role = dataclasses.replace(RUN_ROLE, inputs=(*RUN_ROLE.inputs, "cgroup-usage"))
+        else:
+            run_role = RUN_ROLE
+        return run, check_host(spec, run_role, reader, writer, knobs)[1]
     role = role_of(spec)
     role, files = check_host(spec, role, reader, writer, knobs)
     try:

@@ -49,6 +49,9 @@ __all__ = [
     "CGROUP_ROOT",
     "DEFAULT_KNOBS",
     "DEMOTION",
+    "HOST_GLOBAL_ENTRIES",
+    "HOST_NODE_ENTRIES",
+    "HOST_TENANT_ENTRIES",
     "INPUTS",
     "KNOBS",
     "NODE_DIR",
@@ -66,6 +69,10 @@ __all__ = [
     "KnobRefusal",
     "KnobWrite",
     "check_plan",
+    "host_features",
+    "host_view",
+    "host_view_names",
+    "host_view_size",
     "knob_kind",
     "parse_cpulist",
     "parse_size",
@@ -1171,3 +1178,104 @@ def write_host_tree(
         for i, b in enumerate(mbm_bytes):
             put(f"{RESCTRL}/mon_data/mon_L3_{i:02d}/mbm_total_bytes", str(b))
     return r
+
+
+# =============================================================================== the host view
+
+#: The host view (``observation="host"`` of :class:`envs.spaces.ObservationEncoder`): what a
+#: host shows, defined once here for the simulator and for :func:`host_view` alike.
+#: Per node: used memory over capacity, and the capacity ``log2(1 + GiB) / log2(2049)``.
+HOST_NODE_ENTRIES = ("capacity_used", "capacity")
+#: Per tenant slot (a cgroup of ``--cgroups`` on a host, in order): ``present`` (it holds
+#: memory), its resident memory on the fast (DRAM) nodes and on the slow (CXL) nodes,
+#: ``log2(1 + GiB) / log2(2049)`` each (``memory.numa_stat`` anon + file per node).
+HOST_TENANT_ENTRIES = ("present", "fast_resident", "slow_resident")
+#: Global: promotion, promotion candidates and demotion, ``log1p(MB/s) / log1p(65536)``
+#: (``pgpromote_success``, ``pgpromote_candidate``, ``pgdemote_*`` per second).
+HOST_GLOBAL_ENTRIES = ("promotion", "promotion_candidates", "demotion")
+HOST_GIB_SCALE = math.log2(1.0 + 2048.0)  # the same as envs.spaces.GIB_SCALE
+HOST_MBPS_SCALE = math.log1p(65536.0)  # the same as envs.spaces.MBPS_SCALE
+
+
+def host_view_size(n_tenants: int, n_nodes: int) -> int:
+    """Entries of the host view for ``n_tenants`` slots and ``n_nodes`` nodes."""
+    return (
+        len(HOST_NODE_ENTRIES) * n_nodes
+        + len(HOST_TENANT_ENTRIES) * n_tenants
+        + len(HOST_GLOBAL_ENTRIES)
+    )
+
+
+def host_view_names(node_names: Sequence[str], n_tenants: int) -> list[str]:
+    """A name for every entry of the host view, in order."""
+    out = [f"node[{n}].{k}" for n in node_names for k in HOST_NODE_ENTRIES]
+    out += [f"tenant[{t}].{k}" for t in range(n_tenants) for k in HOST_TENANT_ENTRIES]
+    return [*out, *HOST_GLOBAL_ENTRIES]
+
+
+def host_features(
+    node_used_gib: F64,
+    node_capacity_gib: F64,
+    tenant_fast_gib: F64,
+    tenant_slow_gib: F64,
+    promotion_mbps: F64,
+    candidates_mbps: F64,
+    demotion_mbps: F64,
+) -> NDArray[np.float32]:
+    """The host view (B, size) from batch-first quantities: per node (B, N) used and
+    capacity GiB, per tenant slot (B, T) GiB on fast and on slow nodes, and (B,) MB/s of
+    promotion, promotion candidates and demotion. Every entry is clipped to [0, 1]."""
+    cap = np.asarray(node_capacity_gib, dtype=float)
+    B = cap.shape[0]
+    fast = np.maximum(np.asarray(tenant_fast_gib, dtype=float), 0.0)
+    slow = np.maximum(np.asarray(tenant_slow_gib, dtype=float), 0.0)
+    node = np.stack(
+        [
+            np.asarray(node_used_gib, dtype=float) / np.maximum(cap, 1e-12),
+            np.log2(1.0 + cap) / HOST_GIB_SCALE,
+        ],
+        axis=-1,
+    ).reshape(B, -1)
+    tenant = np.stack(
+        [
+            ((fast + slow) > 0).astype(float),
+            np.log2(1.0 + fast) / HOST_GIB_SCALE,
+            np.log2(1.0 + slow) / HOST_GIB_SCALE,
+        ],
+        axis=-1,
+    ).reshape(B, -1)
+    rates = np.stack(
+        [np.asarray(x, dtype=float) for x in (promotion_mbps, candidates_mbps, demotion_mbps)],
+        axis=-1,
+    )
+    glob = np.log1p(np.maximum(rates, 0.0)) / HOST_MBPS_SCALE
+    return np.clip(np.concatenate([node, tenant, glob], axis=1), 0.0, 1.0).astype(np.float32)
+
+
+def host_view(
+    snap: HostSnapshot, is_slow: NDArray[np.bool_], n_tenants: int
+) -> NDArray[np.float32]:
+    """The host view (size,) of a snapshot: the cgroups of ``--cgroups`` fill the tenant
+    slots in order (the others are empty), ``is_slow`` (N,) the nodes that count as slow.
+
+    Raises:
+        HostError: more cgroups than tenant slots.
+    """
+    if len(snap.cgroups) > n_tenants:
+        raise HostError(
+            f"--cgroups: {len(snap.cgroups)} cgroups for a policy of {n_tenants} tenant slots"
+        )
+    slow = np.asarray(is_slow, dtype=bool)
+    fast_gib, slow_gib = np.zeros((1, n_tenants)), np.zeros((1, n_tenants))
+    for t, c in enumerate(snap.cgroups):
+        fast_gib[0, t] = float(np.where(slow, 0.0, c.node_resident_gib).sum())
+        slow_gib[0, t] = float(np.where(slow, c.node_resident_gib, 0.0).sum())
+    return host_features(
+        snap.node_used_gib[None],
+        snap.node_capacity_gib[None],
+        fast_gib,
+        slow_gib,
+        np.array([snap.promotion_mbps]),
+        np.array([snap.promotion_candidates_mbps]),
+        np.array([snap.demotion_mbps]),
+    )[0]

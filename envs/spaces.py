@@ -51,6 +51,7 @@ from envs.encoding import (
     reward_perf,
     reward_sums,
 )
+from envs.host import host_features, host_view_names, host_view_size
 from envs.kernel import MAX_WEIGHT, gcd_reduce
 from envs.model import Action, KernelConfig, Outputs
 
@@ -73,8 +74,9 @@ WEIGHT_LEVELS = (0, 1, 2, 3, 4, 6, 8, 16)
 RATE_LEVELS_MBPS = (0.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 65536.0)
 REWARDS = ("log-geomean", "throughput", "weighted-speedup", "harmonic")
 #: "basic": the layout before visible arrivals (old models); "cgroup": "full" plus each
-#: tenant's cgroup limits (CGROUP_DESCRIPTORS)
-OBSERVATIONS = ("full", "basic", "cgroup")
+#: tenant's cgroup limits (CGROUP_DESCRIPTORS); "host": only what a Linux host shows
+#: (:mod:`envs.host`'s definitions, what ``deploy.py`` reads on a real machine)
+OBSERVATIONS = ("full", "basic", "cgroup", "host")
 
 #: The kernel's tiering modes an agent may select (:class:`~envs.model.KernelConfig`
 #: fields set over the environment's own configuration, ``"default"``). What sets the
@@ -483,12 +485,30 @@ class ObservationEncoder:
     globals, that of models trained before them. ``version="cgroup"`` is
     ``"full"`` with two more descriptors per tenant (:data:`CGROUP_DESCRIPTORS`):
     its memory.low and memory.high in force over its working set.
+
+    ``version="host"`` is made only of what a Linux host exposes, with the definitions
+    :func:`envs.host.host_features` gives both the simulator and ``deploy.py``'s reader
+    (:func:`envs.host.host_view`): per node used over capacity (``MemTotal - MemFree``)
+    and the capacity ``log2(1+GiB)/log2(2049)``; per tenant slot present (it holds
+    memory), its resident GiB on DRAM and on CXL nodes ``log2(1+GiB)/log2(2049)``
+    (``memory.numa_stat``); global promotion, promotion candidates and demotion
+    ``log1p(MB/s)/log1p(65536)`` (``pgpromote_success``, ``pgpromote_candidate``,
+    ``pgdemote_*``). Nothing a host cannot measure (tenant performance, per node
+    latency and utilisation, tenant descriptors, the episode's time); no memory
+    pressure either, which the model does not compute. Just after a reset every entry
+    but the capacities is 0.
     """
 
     def __init__(self, n_tenants: int, n_nodes: int, version: str = "full") -> None:
         if version not in OBSERVATIONS:
             raise ValueError(f"observation: got {version!r}, expected one of {list(OBSERVATIONS)}")
         self.T, self.N, self.version = n_tenants, n_nodes, version
+        if version == "host":
+            self.desc_names: tuple[str, ...] = ()
+            self.n_desc, self.n_glob = 0, 3
+            self.per_tenant = 3
+            self.size = host_view_size(n_tenants, n_nodes)
+            return
         full = version in ("full", "cgroup")
         self.desc_names = (
             (*TENANT_DESCRIPTORS, *(CGROUP_DESCRIPTORS if version == "cgroup" else ()))
@@ -505,6 +525,8 @@ class ObservationEncoder:
 
     def names(self, node_names: list[str]) -> list[str]:
         """A name for every entry, in order (used by the docs and TensorBoard)."""
+        if self.version == "host":
+            return host_view_names(node_names, self.T)
         out = []
         for n in node_names:
             out += [f"node[{n}].{k}" for k in NODE_ENTRIES]
@@ -539,6 +561,8 @@ class ObservationEncoder:
         ``extra`` (B, len(GLOBAL_EXTRA)) are given already normalised.
         """
         bsz = t.shape[0]
+        if self.version == "host":
+            return self._encode_host(out, capacity_gib, bsz)
         if self.n_desc and (descriptors is None or extra is None):
             raise ValueError(f"the {self.version!r} observation needs descriptors and extra")
         if not self.n_desc:
@@ -562,6 +586,23 @@ class ObservationEncoder:
                 present, read_fraction, descriptors, extra,
             )  # fmt: skip
         return obs
+
+    def _encode_host(self, out: Outputs | None, capacity_gib: F64, bsz: int) -> NDArray[np.float32]:
+        """The ``"host"`` layout (B, size) of an interval's outputs (``None``: just reset)."""
+        cap = np.broadcast_to(np.asarray(capacity_gib, dtype=float), (bsz, self.N))
+        if out is None:
+            zt, zb = np.zeros((bsz, self.T)), np.zeros(bsz)
+            return host_features(np.zeros((bsz, self.N)), cap, zt, zt, zb, zb, zb)
+        fast = out.tenant_dram_resident_gib
+        return host_features(
+            out.node_capacity_used_gib,
+            cap,
+            fast,
+            out.tenant_resident_gib - fast,
+            out.promotion_mbps,
+            out.promotion_candidates_mbps,
+            out.demotion_mbps,
+        )
 
 
 def reward_terms(out: Outputs, peak_gbps: F64) -> dict[str, F64]:

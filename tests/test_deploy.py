@@ -353,29 +353,90 @@ def test_restore_refuses_a_journal_naming_other_files(
     )
 
 
-def test_a_run_trained_on_another_layout_is_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A run folder of the simulator's full view (built, not trained: its layout is what counts)."""
+def make_run(tmp_path: Path, name: str, **settings: Any) -> Path:
+    """A run folder of a freshly built PPO model (built, not trained: what deploy checks and
+    runs is its layout and its spaces; the weights are PPO's initial ones)."""
     from stable_baselines3 import PPO
 
     from agents import persist
     from envs import core
     from envs.sb3 import make_vec_env
 
-    run_dir = tmp_path / "run"
+    run_dir = tmp_path / name
     run_dir.mkdir()
-    env = core.make_params("colocation", pool_size=8, observation="full").env_kwargs()
+    env = core.make_params("colocation", pool_size=8, **settings).env_kwargs()
     venv = make_vec_env(2, **{**env, "pool_size": 8})
-    model = PPO("MlpPolicy", venv, n_steps=8, batch_size=16, device="cpu")
+    model = PPO("MlpPolicy", venv, n_steps=8, batch_size=16, device="cpu", seed=0)
     meta = {"algo": "ppo", "policy": "MlpPolicy", "hyperparams": {"n_steps": 8, "batch_size": 16},
             "normalize_reward": False, "env": env, "seed": 0}  # fmt: skip
     persist.write_model(run_dir / "model.zip", model, meta, 0)
     (run_dir / "tiergym.json").write_text(json.dumps({"algo": "ppo", "env": env, "seed": 0}))
-    root = host(tmp_path / "h")
+    return run_dir
+
+
+def cgroup_files(nodes: int = 2) -> dict[str, dict[str, str]]:
+    return {
+        name: {
+            "memory.current": str(3 << 30),
+            "memory.numa_stat": f"anon N0={2 << 30} N1={1 << 30}\n",
+            "memory.low": "0",
+            "memory.high": "max",
+        }
+        for name in ("tenants/a", "tenants/b")
+    }
+
+
+@pytest.mark.parametrize(
+    ("settings", "tree_kw", "message"),
+    [
+        ({"observation": "full"}, {}, "trained on observation 'full', which a host does not show"),
+        ({"observation": "host"}, {}, "trained with per-tenant weights, which a host cannot set"),
+        (
+            {"observation": "host", "weights": "global", "tiering_modes": ["default", "tpp"]},
+            {},
+            "picks tiering modes ['tpp'], which are not mainline knobs",
+        ),
+        (
+            {"observation": "host", "weights": "global"},
+            {"mem_kib": [(GIB_KIB, 0)] * 3, "slow": [False, True, True], "hmat": None},
+            "trained on machines of 2 nodes; this host has 3",
+        ),
+    ],
+)
+def test_runs_a_host_cannot_run_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], settings: dict, tree_kw: dict, message: str
+) -> None:
+    run_dir = make_run(tmp_path, "run", **settings)
+    root = host(tmp_path / "h", **tree_kw)
     code, lines, err = run(["--policy", str(run_dir), "--root", str(root), "--steps", "1"], capsys)
-    assert code == 2 and lines == [] and len(err) == 1
-    assert "trained on observation 'full', which a host does not show" in err[0]
+    assert code == 2 and lines == [] and len(err) == 1, err
+    assert message in err[0], err[0]
+
+
+def test_a_host_view_run_runs_through_deploy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run on the host view (global weights, two nodes) reads the fixture host, its
+    cgroups filling its tenant slots, decides, and with --apply writes and restores."""
+    run_dir = make_run(tmp_path, "run", observation="host", weights="global")
+    root = host(tmp_path / "h", cgroups=cgroup_files())
+    before = tree(root)
+    argv = ["--policy", str(run_dir), "--root", str(root), "--cgroups", "tenants/a,tenants/b"]
+    code, lines, err = run([*argv, "--steps", "2", "--interval", "0.01"], capsys)
+    assert code == 0 and err == [], err
+    assert len(lines) == 3 and "tenants/a 3.00GiB (2.00+1.00)" in lines[1]
+    assert tree(root) == before
+    policy = deploy.HostRun(str(run_dir), HostReader(root).machine(), 2)
+    snap = HostReader(root, ["tenants/a", "tenants/b"]).read()
+    d = policy.decide(snap, first=True)
+    plan = deploy.host_action(d, snap.knobs, snap.node_ids)
+    assert plan.numa_balancing in (0, 2) and plan.demotion is True
+    code, lines, err = run(
+        [*argv, "--steps", "1", "--apply", "--journal", str(tmp_path / "j.json")], capsys
+    )
+    assert code == 0 and err == [] and "wrote: " in lines[1]
+    assert any(x.startswith("restored ") for x in lines[2:])
+    assert tree(root) == before
 
 
 # ----------------------------------------------------------------------------- replay

@@ -7,6 +7,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -385,3 +386,107 @@ def test_journal_load_refuses_foreign_paths(tmp_path: Path) -> None:
 def test_write_host_tree_refuses_root() -> None:
     with pytest.raises(HostError, match="refusing"):
         write_host_tree("/", [(1, 1)])
+
+
+# ----------------------------------------------------------------------------- the host view
+
+
+def test_host_view_constants_are_the_simulator_scales() -> None:
+    from envs.host import HOST_GIB_SCALE, HOST_MBPS_SCALE
+    from envs.spaces import GIB_SCALE, MBPS_SCALE
+
+    assert (HOST_GIB_SCALE, HOST_MBPS_SCALE) == (GIB_SCALE, MBPS_SCALE)
+
+
+def _tree_of_state(root: Path, m: Any, st: Any, b: int, counters: dict[str, int]) -> Path:
+    """A host tree of instance ``b`` after a step: meminfo from the nodes' capacity and use,
+    one cgroup ``tN`` per tenant slot with its pages per node (the model's placement), and
+    the cumulative vmstat ``counters``."""
+    cap = st.instance.capacity_gib.T[b]
+    used = m.node_capacity_used_gib[b]
+    total = [round(c * GIB_KIB) for c in cap]
+    mem = [(tk, tk - round(u * GIB_KIB)) for tk, u in zip(total, used, strict=True)]
+    per_node = st.model.place[:, :, :, b].sum(axis=1)  # (T, N) GiB
+    cgroups = {}
+    for t in range(per_node.shape[0]):
+        by = [round(g * 2**30) for g in per_node[t]]
+        cgroups[f"t{t}"] = {
+            "memory.current": str(sum(by)),
+            "memory.numa_stat": "anon " + " ".join(f"N{n}={x}" for n, x in enumerate(by)) + "\n",
+        }
+    return write_host_tree(
+        root,
+        mem,
+        slow=list(core_hw(st).is_cxl[b]),
+        vmstat=counters,
+        cgroups=cgroups,
+    )
+
+
+def core_hw(st: Any) -> Any:
+    from envs import core
+
+    return core.hardware(st)
+
+
+def test_simulated_host_view_matches_the_reader_on_a_tree_of_the_state(tmp_path: Path) -> None:
+    """observation='host' computed in the simulator and host_view() of HostReader's snapshot
+    of a tree written from the same simulated state agree field by field (the rates up to
+    one page per interval, the counters being whole pages)."""
+    from envs import core
+    from envs.host import host_view, host_view_names
+
+    p = core.make_params("colocation", pool_size=8, observation="host", weights="global")
+    st, obs = core.reset(p, np.arange(3))
+    T, N = p.n_tenants, p.n_nodes
+    assert p.encoder.names(p.node_names) == host_view_names(p.node_names, T)
+    assert obs.shape == (3, 2 * N + 3 * T + 3)
+    # numa-tiering's action: local-first, promotion at 65536 MB/s
+    act = np.concatenate([np.full((3, N), -1.0), np.ones((3, 1))], axis=1).astype(np.float32)
+    clocks = [Clock() for _ in range(3)]
+    readers: list[HostReader | None] = [None] * 3
+    counts = [
+        dict.fromkeys(("pgpromote_success", "pgpromote_candidate", "pgdemote_kswapd"), 0)
+        for _ in range(3)
+    ]
+    names = host_view_names(p.node_names, T)
+    rate_fields = [
+        i for i, n in enumerate(names) if n in ("promotion", "promotion_candidates", "demotion")
+    ]
+    checked_rates = 0.0
+    for step in range(6):
+        st, obs, _, _, _, m = core.step(p, st, act)
+        for b in range(3):
+            dt = float(st.instance.interval_s[b])
+            for key, mbps in (
+                ("pgpromote_success", m.promotion_mbps[b]),
+                ("pgpromote_candidate", m.promotion_candidates_mbps[b]),
+                ("pgdemote_kswapd", m.demotion_mbps[b]),
+            ):
+                counts[b][key] += round(mbps * 1e6 * dt / PAGE)
+            root = _tree_of_state(tmp_path / f"i{b}", m, st, b, counts[b])
+            if readers[b] is None:  # the reader's first read primes the counters
+                readers[b] = HostReader(
+                    root, [f"t{t}" for t in range(T)], page_size=PAGE, clock=clocks[b]
+                )
+                r0 = readers[b]
+                assert r0 is not None
+                r0.read()
+                continue
+            clocks[b].t += dt
+            r = readers[b]
+            assert r is not None
+            got = host_view(r.read(), r.machine().is_slow, T)
+            want = obs[b]
+            for i, name in enumerate(names):
+                tol = PAGE / dt / 1e6 / math.log1p(65536.0) if i in rate_fields else 1e-6
+                assert abs(float(got[i]) - float(want[i])) <= tol + 1e-7, (
+                    step,
+                    b,
+                    name,
+                    got[i],
+                    want[i],
+                )
+            checked_rates += float(want[rate_fields].sum())
+    assert checked_rates > 0  # promotions and demotions happened, so the rates were compared
+    assert obs[:, [names.index(f"tenant[{t}].present") for t in range(T)]].sum() > 1
