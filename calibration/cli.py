@@ -20,10 +20,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from calibration import damon, mlc
 from calibration.checks import must_show_checks
 from calibration.data import DATA_DIR, CalibrationDataError, load_series
 from calibration.fit import fit
 from calibration.presets import write_presets
+from calibration.probe import ProbeError, probe
 from calibration.report import write_report
 
 __all__ = ["main"]
@@ -76,8 +78,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _probe_main(argv: list[str]) -> int:
-    from calibration.probe import ProbeError, probe
-
     ap = argparse.ArgumentParser(
         prog="python -m calibration probe",
         description="Describe this Linux host's memory nodes as a hardware file (read only).",
@@ -117,9 +117,5 @@ def _subcommand(name: str, argv: list[str]) -> int:
     if name == "probe":
         return _probe_main(argv)
     if name == "mlc":
-        from calibration.mlc import main as mlc_main
-
-        return mlc_main(argv)
-    from calibration.damon import main as damon_main
-
-    return damon_main(argv)
+        return mlc.main(argv)
+    return damon.main(argv)

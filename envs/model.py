@@ -73,7 +73,14 @@ from envs.records import record
 from envs.rng import lognormal32 as _lognormal32
 from envs.rng import splitmix as _splitmix
 from envs.rng import uniform as _uniform
-from envs.scenario import HotColdHotness, Scenario, TenantSpec, ZipfHotness, tenant_cpu_node
+from envs.scenario import (
+    CdfHotness,
+    HotColdHotness,
+    Scenario,
+    TenantSpec,
+    ZipfHotness,
+    tenant_cpu_node,
+)
 from envs.solver import TOL as SOLVER_TOL
 from envs.solver import (
     NodeCurves,
@@ -623,10 +630,18 @@ class Outputs:
 # --------------------------------------------------------------------------- compiling scenarios
 
 
-def bucket_access_shares(hotness: ZipfHotness | HotColdHotness, working_set_gib: float) -> F64:
-    """Share of a tenant's accesses that falls in each hotness bucket (sums to 1)."""
+def bucket_access_shares(
+    hotness: ZipfHotness | HotColdHotness | CdfHotness, working_set_gib: float
+) -> F64:
+    """Share of a tenant's accesses that falls in each hotness bucket (sums to 1).
+
+    A measured distribution (:class:`CdfHotness`) is read linearly between its points:
+    a bucket gets the cdf's rise over the bucket's fraction of the pages.
+    """
     e = BUCKET_EDGES
-    if isinstance(hotness, HotColdHotness):
+    if isinstance(hotness, CdfHotness):
+        share = np.diff(np.interp(e, hotness.page_grid, hotness.cdf))
+    elif isinstance(hotness, HotColdHotness):
         h, a = hotness.hot_fraction, hotness.hot_access_fraction
         lo, hi = e[:-1], e[1:]
         hot = np.clip(np.minimum(hi, h) - lo, 0, None) / h

@@ -21,6 +21,7 @@ or a whole machine inline (``{nodes: [...]}``).
 from __future__ import annotations
 
 import codecs
+import itertools
 import math
 import reprlib
 import stat
@@ -37,6 +38,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     model_validator,
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
@@ -44,6 +46,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from envs.kernel import zone_watermarks
 
 __all__ = [
+    "CdfHotness",
     "HardwareSpec",
     "HotColdHotness",
     "MempolicySpec",
@@ -386,7 +389,85 @@ class HotColdHotness(_Strict):
     hot_access_fraction: Frac
 
 
-Hotness = ZipfHotness | HotColdHotness
+#: Most points of a measured access distribution (``CdfHotness``).
+MAX_CDF_POINTS = 10_000
+
+
+class CdfHotness(_Strict):
+    """Measured page popularity: an empirical distribution of accesses over pages.
+
+    ``cdf[i]`` is the share of the tenant's accesses that go to the hottest ``pages[i]``
+    of its working set (both fractions; ``pages`` defaults to evenly spaced 0..1): it
+    starts at 0, ends at 1 and is concave (pages sorted hottest first). The model reads
+    it between points linearly, as it reads a Zipf exponent: for the access shares,
+    promotion and reclaim (``envs.model.bucket_access_shares``).
+    ``python -m calibration damon`` writes it from a DAMON record. ``cdf`` may instead
+    name a YAML file (relative to the scenario file's folder) that holds ``cdf:`` and,
+    optionally, ``pages:``.
+    """
+
+    cdf: list[Frac] = Field(min_length=2, max_length=MAX_CDF_POINTS)
+    pages: list[Frac] | None = Field(default=None, min_length=2, max_length=MAX_CDF_POINTS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_file(cls, data: Any, info: ValidationInfo) -> Any:
+        """``cdf: FILE``: the distribution from a YAML file beside the scenario."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("cdf"), str):
+            return data
+        ctx = info.context if isinstance(info.context, Mapping) else {}
+        base = Path(ctx.get("base_dir", "."))
+        path = base / data["cdf"]
+        try:
+            loaded = _read_yaml(path)
+        except ScenarioError as exc:
+            raise ValueError(str(exc)) from None
+        if isinstance(loaded, list):
+            loaded = {"cdf": loaded}
+        if not isinstance(loaded, Mapping) or set(loaded) - {"cdf", "pages"}:
+            raise ValueError(
+                f"cdf file {_file_name(path)}: expected a list, or a mapping with cdf: and pages:"
+            )
+        if "pages" in data and "pages" in loaded:
+            raise ValueError("pages: given both here and in the cdf file, expected one")
+        return {**loaded, **{k: v for k, v in data.items() if k != "cdf"}}
+
+    @model_validator(mode="after")
+    def _check(self) -> CdfHotness:
+        c = self.cdf
+        x = self.page_grid
+        if len(x) != len(c):
+            raise ValueError(f"pages: got {len(x)} points, expected one per cdf point ({len(c)})")
+        if x[0] != 0.0 or abs(x[-1] - 1.0) > 1e-9:
+            raise ValueError("pages: expected to start at 0 and end at 1 (fractions of the pages)")
+        if any(b <= a for a, b in itertools.pairwise(x)):
+            raise ValueError("pages: expected strictly increasing fractions")
+        if c[0] != 0.0 or abs(c[-1] - 1.0) > 1e-6:
+            raise ValueError(
+                f"cdf: got {_short(c[0])} .. {_short(c[-1])}, expected to start at 0 and end at 1"
+            )
+        slope = [(c[i + 1] - c[i]) / (x[i + 1] - x[i]) for i in range(len(c) - 1)]
+        for i, d in enumerate(slope):
+            if c[i + 1] < c[i]:
+                raise ValueError(f"cdf[{i + 1}]: got {c[i + 1]}, below cdf[{i}]; expected a cdf")
+            # a rise in accesses per page beyond rounding (1e-9 of the accesses)
+            if i and (d - slope[i - 1]) * (x[i + 1] - x[i]) > 1e-9 + 1e-6 * (c[i + 1] - c[i]):
+                raise ValueError(
+                    f"cdf[{i + 1}]: the accesses per page rise after point {i}; expected pages "
+                    "sorted hottest first (a concave cdf)"
+                )
+        return self
+
+    @property
+    def page_grid(self) -> list[float]:
+        """The page fractions of the points (``pages``, or evenly spaced 0..1)."""
+        if self.pages is not None:
+            return list(self.pages)
+        n = len(self.cdf) - 1
+        return [i / n for i in range(n + 1)]
+
+
+Hotness = ZipfHotness | HotColdHotness | CdfHotness
 Weights = list[Weight] | dict[str, Weight]
 
 #: set_mempolicy(2) modes a tenant may have (mm/mempolicy.c): ``default`` (local
@@ -715,7 +796,7 @@ def peak_working_set_gib(t: TenantSpec, episode_s: float) -> float:
 # --------------------------------------------------------------------------- loading
 
 # Tags pydantic puts in an error's location for the member of a union it tried.
-_UNION_TAGS = ("ZipfHotness", "HotColdHotness")
+_UNION_TAGS = ("ZipfHotness", "HotColdHotness", "CdfHotness")
 
 
 def _clip(text: str, limit: int) -> str:
@@ -745,7 +826,7 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif part in _UNION_TAGS or part.startswith(("list[", "dict[")):
+        elif part in _UNION_TAGS or part.startswith(("list[", "dict[", "function-")):
             continue
         else:
             path += ("." if path else "") + _clip(part, MAX_VALUE_REPR)
@@ -999,6 +1080,7 @@ def load_scenario(spec: str | Path | Mapping[str, Any] | Scenario, **overrides: 
     name of a shipped scenario (see :func:`scenario_names`). Keyword
     ``overrides`` replace top-level keys (e.g. ``episode_steps=50``).
     """
+    base_dir = Path(".")
     if isinstance(spec, Scenario):
         if not overrides:
             return spec
@@ -1019,6 +1101,7 @@ def load_scenario(spec: str | Path | Mapping[str, Any] | Scenario, **overrides: 
                 f"{scenario_names()}"
             )
         data = _read_yaml(path)
+        base_dir = path.parent
         source = _short(s, MAX_SOURCE_REPR)
     if not isinstance(data, Mapping):
         raise ScenarioError(
@@ -1031,6 +1114,7 @@ def load_scenario(spec: str | Path | Mapping[str, Any] | Scenario, **overrides: 
         except ScenarioError as exc:
             raise ScenarioError(f"scenario {source}: {exc}") from None
     try:
-        return Scenario.model_validate(data)
+        # a file a scenario names (a hotness cdf) is read relative to the scenario's folder
+        return Scenario.model_validate(data, context={"base_dir": str(base_dir)})
     except ValidationError as exc:
         raise ScenarioError(_format_errors(exc, source)) from None
