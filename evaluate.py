@@ -77,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         get_threads()  # TIERGYM_THREADS, checked before any work
         args = parse_args(argv)
         policies, scenarios = validate_args(args)
-        runner = ray_runner(args.workers, args.ray_address) or run_comparison
-        summary = runner(
+        summary = run_comparison(
             policies,
             scenarios,
             args.episodes,
@@ -90,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             plots=not args.no_plots,
             show_progress=not args.no_progress,
             command=["evaluate.py", *argv],
+            runner=ray_runner(args.workers, args.ray_address),
         )
     except SystemExit as exc:  # --help (0) or a one-line argparse error (2)
         return exc.code if isinstance(exc.code, int) else 2

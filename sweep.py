@@ -23,50 +23,29 @@ before any trial starts; exit code 1 if a trial failed.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
+from agents.config import SweepOptions
+from agents.config.flags import flag_parser, parse_flags
 from agents.sweep.run import run_sweep
 from envs.jit import get_threads
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("sweep", type=Path, help="sweep file (YAML)")
-    ap.add_argument(
-        "--output",
-        type=Path,
-        default=None,
-        help="sweep folder (default: runs/sweeps/NAME); one of the same sweep is resumed",
-    )
-    ap.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="local CPUs for Ray (default: all cores); trials at once = workers / cpus_per_trial",
-    )
-    ap.add_argument(
-        "--ray-address",
-        default=None,
-        metavar="ADDRESS",
-        help="run the trials on this Ray cluster (HOST:PORT of its head; default: $RAY_ADDRESS, none: local)",
-    )
-    ap.add_argument("--no-progress", action="store_true", help="no trial lines or progress bar")  # fmt: skip
-    args = ap.parse_args(argv)
-    if args.workers is not None and args.workers < 1:
-        ap.error(f"--workers must be at least 1, got {args.workers}")
-    return args
+def parse_args(argv: list[str]) -> SweepOptions:
+    """The command line, checked by :class:`agents.config.SweepOptions` (one-line errors, exit 2)."""
+    parser = flag_parser(SweepOptions, "sweep.py", __doc__)
+    opts: SweepOptions = parse_flags(SweepOptions, parser, argv)[0]
+    return opts
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
         get_threads()  # TIERGYM_THREADS, checked before any work
         result = run_sweep(args.sweep, output=args.output, workers=args.workers,
                            address=args.ray_address, show_progress=not args.no_progress)  # fmt: skip
+    except SystemExit as exc:  # --help (0) or a one-line argparse error (2)
+        return exc.code if isinstance(exc.code, int) else 2
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -42,6 +42,8 @@ __all__ = [
     "compare",
     "evaluation_env_kwargs",
     "load_policy",
+    "loaded_policies",
+    "local_runner",
     "run_comparison",
 ]
 
@@ -170,6 +172,21 @@ def compare(
     record per (scenario, seed) and records pair on that key. Added here:
     ``scenario`` (as asked) and ``run_seed`` (the ``seed`` argument).
     """
+    loaded, names = loaded_policies(policies, scenarios, episodes, split)
+    return local_runner(
+        loaded, names, scenarios, episodes, seed=seed, split=split,
+        record_series=record_series, progress=progress,
+    )  # fmt: skip
+
+
+def loaded_policies(
+    policies: Sequence[str | tuple[Any, dict[str, Any]]],
+    scenarios: Sequence[str],
+    episodes: int,
+    split: str,
+) -> tuple[list[tuple[Any, dict[str, Any]]], list[str]]:
+    """The policies loaded, with their distinct names, each checked against every scenario
+    (:func:`check_runs`), before any episode runs."""
     if episodes < 1:
         raise ValueError(f"episodes: got {episodes}, expected at least 1")
     loaded = [load_policy(p) if isinstance(p, str) else p for p in policies]
@@ -178,6 +195,44 @@ def compare(
     if dup:
         raise PolicyError(f"two policies share the name(s) {dup}; give each a distinct label")
     check_runs(loaded, names, scenarios, split)
+    return loaded, names
+
+
+def local_runner(
+    loaded: Sequence[tuple[Any, dict[str, Any]]],
+    names: Sequence[str],
+    scenarios: Sequence[str],
+    episodes: int,
+    *,
+    seed: int,
+    split: str,
+    record_series: bool,
+    progress: Callable[[str, str], None] | None = None,
+    show_progress: bool = False,
+    **_: Any,
+) -> list[dict[str, Any]]:
+    """The grid in this process, scenario by scenario, policy by policy (a :data:`Runner`;
+    ``progress(policy, scenario)`` after each run; ``show_progress``: a progress bar)."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(scenarios) * len(loaded), desc="runs", disable=not show_progress)
+    try:
+        return _grid(loaded, names, scenarios, episodes, seed, split, record_series, progress, bar)
+    finally:
+        bar.close()
+
+
+def _grid(
+    loaded: Sequence[tuple[Any, dict[str, Any]]],
+    names: Sequence[str],
+    scenarios: Sequence[str],
+    episodes: int,
+    seed: int,
+    split: str,
+    record_series: bool,
+    progress: Callable[[str, str], None] | None,
+    bar: Any,
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for sc in scenarios:
         for (policy, env_kwargs), name in zip(loaded, names, strict=True):
@@ -195,6 +250,8 @@ def compare(
                 r["scenario"] = sc
                 r["run_seed"] = seed
             out.extend(recs)
+            bar.set_postfix_str(f"{sc} / {name}")
+            bar.update(1)
             if progress is not None:
                 progress(name, sc)
     return out
@@ -233,6 +290,13 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
 
 
+#: How a comparison's grid runs: ``runner(loaded, names, scenarios, episodes, *, seed, split,
+#: record_series, metric, cells_dir, progress)`` returns the records in
+#: :func:`local_runner`'s order (:func:`local_runner`;
+#: :class:`agents.distributed.RayRunner` runs the cells as Ray tasks).
+Runner = Callable[..., list[dict[str, Any]]]
+
+
 def run_comparison(
     policies: Sequence[str | tuple[Any, dict[str, Any]]],
     scenarios: Sequence[str],
@@ -248,52 +312,44 @@ def run_comparison(
     command: Sequence[str] | None = None,
     n_boot: int = 2000,
     confidence: float = 0.95,
+    runner: Runner | None = None,
 ) -> dict[str, Any]:
     """Compare policies and write the results folder; returns the summary.
 
-    Runs :func:`compare` (episode ``i`` of every run has seed ``seed + i``),
-    summarises the records with :func:`agents.report.summarize_records`
-    (ratios to ``reference`` on ``metric``; the bootstrap is drawn from
-    ``seed``) and writes into ``output``: ``results.json`` (``command``, the
-    records and the summary), ``results.csv``, ``table.md`` (``metric`` per
-    scenario and policy), ``leaderboard.md`` and, with ``plots``, ``ratio.png``
-    and ``timeseries-<scenario>-<policy>.png`` (each run's first episode).
-    Printing is left to the caller (the tables are in the summary's
-    renderings, :func:`agents.report.markdown_table` and
-    :func:`agents.report.leaderboard_markdown`).
+    Runs every policy on every scenario with the same seeds (episode ``i`` of every run has
+    seed ``seed + i``) through ``runner`` (default :func:`local_runner`, this process;
+    :class:`agents.distributed.RayRunner`: Ray tasks, the same records), summarises the
+    records with :func:`agents.report.summarize_records` (ratios to ``reference`` on
+    ``metric``; the bootstrap is drawn from ``seed``) and writes into ``output``:
+    ``results.json`` (``command``, the records and the summary), ``results.csv``,
+    ``table.md`` (``metric`` per scenario and policy), ``leaderboard.md`` and, with
+    ``plots``, ``ratio.png`` and ``timeseries-<scenario>-<policy>.png`` (each run's first
+    episode). Printing is left to the caller (the tables are in the summary's renderings,
+    :func:`agents.report.markdown_table` and :func:`agents.report.leaderboard_markdown`).
 
     Raises:
         ValueError: (:class:`PolicyError` among them) an unknown or unusable
             policy, scenario, ``reference``, ``metric`` or ``output``, all
-            before any episode runs; or bad records.
+            before any episode runs; or bad records; or what the runner raised.
     """
-    from tqdm import tqdm
-
     if metric not in RECORD_METRICS:
         raise ValueError(f"metric {metric!r}: expected one of {list(RECORD_METRICS)}")
     out = check_output_dir(output)
-    loaded = [load_policy(p) if isinstance(p, str) else p for p in policies]
-    names = [getattr(p, "name", str(i)) for i, (p, _) in enumerate(loaded)]
+    loaded, names = loaded_policies(policies, scenarios, episodes, split)
     if reference not in names:
         raise ValueError(f"reference {reference!r} is not among the policies {names}")
-    bar = tqdm(total=len(scenarios) * len(loaded), desc="runs", disable=not show_progress)
-
-    def progress(policy: str, scenario: str) -> None:
-        bar.set_postfix_str(f"{scenario} / {policy}")
-        bar.update(1)
-
-    try:
-        records = compare(
-            loaded,
-            scenarios,
-            episodes,
-            seed=seed,
-            split=split,
-            record_series=plots,
-            progress=progress,
-        )
-    finally:
-        bar.close()
+    records = (runner or local_runner)(
+        loaded,
+        names,
+        list(scenarios),
+        episodes,
+        seed=seed,
+        split=split,
+        record_series=plots,
+        metric=metric,
+        cells_dir=out / "cells",
+        show_progress=show_progress,
+    )
     return write_results(
         out,
         records,
@@ -339,7 +395,7 @@ def write_results(
     ``leaderboard.md`` renders below the ranking.
 
     The one writer of a comparison's files, whichever way the records were made
-    (one process, :func:`run_comparison`; Ray cells, :func:`agents.distributed.run_comparison_ray`).
+    (:func:`run_comparison` with either runner).
     Records that carry a ``series`` (``plots``) lose it here: it goes to the plots only.
     """
 

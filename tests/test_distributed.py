@@ -20,10 +20,10 @@ ray = pytest.importorskip("ray")
 
 from agents.distributed import (  # noqa: E402
     RayError,
+    RayRunner,
     check_nodes,
     plan_cells,
     run_cells,
-    run_comparison_ray,
     splittable,
 )
 from agents.evaluation import load_policy, run_comparison  # noqa: E402
@@ -98,9 +98,8 @@ def test_distributed_evaluation_equals_single_process_bit_for_bit(
     kw = {"seed": 3, "reference": "dram-first", "plots": True}
     single = run_comparison(policies, scenarios, 9, tmp_path / "single", **kw)
     # blocks of 4 episodes (seeds 3-6, 7-10, 11) for the heuristics that allow them
-    dist = run_comparison_ray(
-        policies, scenarios, 9, tmp_path / "ray", workers=2, block_episodes=4, **kw
-    )
+    ray = RayRunner(workers=2, block_episodes=4)
+    dist = run_comparison(policies, scenarios, 9, tmp_path / "ray", runner=ray, **kw)
     assert dist == single
     for name in RESULT_FILES:
         assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "single" / name).read_bytes()

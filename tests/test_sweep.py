@@ -451,3 +451,23 @@ def test_search_space_and_scheduler_follow_the_file(short_scenario: Path, tmp_pa
     assert sched._max_t == 2 and sched._reduction_factor == 3
     with pytest.raises(SweepError, match=r"hyperparams: expected"):
         load_sweep(write_sweep(tmp_path, short_scenario, hyperparams=[1]))
+
+
+def test_the_command_line_is_the_options_schema(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """sweep.py's parser is derived from agents.config.SweepOptions: its bounds, its help."""
+    from agents.config import SweepOptions
+
+    assert error_line([str(tmp_path / "s.yml"), "--workers", "0"], capsys) == (
+        "error: --workers 0: expected a value >= 1 (got 0)"
+    )
+    assert sweep.main([]) == 2  # the sweep file is required (argparse's one line)
+    assert "required: SWEEP" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sweep.parse_args(["--help"])
+    text = capsys.readouterr().out
+    for name, field in SweepOptions.model_fields.items():
+        if name != "sweep":
+            assert "--" + name.replace("_", "-") in text
+        assert (field.description or "")[:20] in " ".join(text.split())

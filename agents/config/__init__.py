@@ -39,6 +39,7 @@ from agents.config.run import (
     EvaluateOptions,
     RunConfig,
     RunOptions,
+    SweepOptions,
     Task,
     trained_names,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "Recipe",
     "RunConfig",
     "RunOptions",
+    "SweepOptions",
     "Task",
     "TrainingError",
     "algo_class",

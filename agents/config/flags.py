@@ -1,7 +1,8 @@
 """Command lines from the schema: one flag per field of an options model, checked by it.
 
-``train.py`` (:class:`agents.config.RunOptions`) and ``evaluate.py``
-(:class:`agents.config.EvaluateOptions`) build their parsers here: argparse only collects
+``train.py`` (:class:`agents.config.RunOptions`), ``evaluate.py``
+(:class:`agents.config.EvaluateOptions`) and ``sweep.py`` (:class:`agents.config.SweepOptions`)
+build their parsers here: argparse only collects
 the text typed, and the model parses, bounds and defaults every value, so a flag's rule,
 default and help are written once, in the schema.
 """
@@ -16,7 +17,10 @@ from pydantic import BaseModel
 
 from agents.config.fields import check_flags
 
-__all__ = ["flag_parser", "parse_flags"]
+__all__ = ["POSITIONAL", "flag_parser", "parse_flags"]
+
+#: A field's ``json_schema_extra`` that makes it a positional argument of the command line.
+POSITIONAL: dict[str, Any] = {"positional": True}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,18 +35,26 @@ def flag_parser(
 ) -> argparse.ArgumentParser:
     """A parser with one flag per field of ``model`` (``num_envs`` is ``--num-envs``), its help
     the field's description and default; a boolean field is a switch, a field of
-    ``repeated`` may be given several times (``--set A --set B``)."""
+    ``repeated`` may be given several times (``--set A --set B``), a field marked
+    ``positional`` (:data:`POSITIONAL`) is an argument without a flag."""
     ap = _Parser(
         prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     for name, field in model.model_fields.items():
         # an unset default's meaning is in the description
         text = field.description or ""
-        if field.default not in (None, [], False) and "default:" not in text:
+        if (
+            not field.is_required()
+            and field.default not in (None, [], False)
+            and "default:" not in text
+        ):
             text += f" (default: {field.default})"
         kind: dict[str, Any] = {"action": "append"} if name in repeated else {}
         if field.annotation is bool:
             kind = {"action": "store_const", "const": True}
+        if field.json_schema_extra == POSITIONAL:
+            ap.add_argument(name, help=text, metavar=name.upper())
+            continue
         ap.add_argument(
             "--" + name.replace("_", "-"),
             dest=name,

@@ -14,6 +14,7 @@ from pydantic import (
 )
 
 from agents.config.fields import FORMAT_VERSION, Int, Name, _Strict
+from agents.config.flags import POSITIONAL
 from agents.config.recipe import EnvSettings, FineTuneSettings, Recipe
 from agents.report.records import METRICS
 from baselines import catalogue
@@ -157,6 +158,27 @@ class EvaluateOptions(_Strict):
         description="run the cells on the Ray cluster at ADDRESS (its head's HOST:PORT; "
         "default: $RAY_ADDRESS if set)",
     )
+
+
+class SweepOptions(_Strict):
+    """The command line of ``sweep.py`` (each field is a flag, as for :class:`RunOptions`)."""
+
+    sweep: Path = Field(description="sweep file (YAML)", json_schema_extra=POSITIONAL)
+    output: Path | None = Field(
+        None,
+        description="sweep folder (default: runs/sweeps/NAME); one of the same sweep is resumed",
+    )
+    workers: Int(1, 1 << 12) | None = Field(
+        None,
+        description="local CPUs for Ray (default: all cores); trials at once = workers / "
+        "cpus_per_trial",
+    )
+    ray_address: Name | None = Field(
+        None,
+        description="run the trials on this Ray cluster (HOST:PORT of its head; default: "
+        "$RAY_ADDRESS, none: local)",
+    )
+    no_progress: bool = Field(False, description="no trial lines or progress bar")
 
 
 #: Keyword arguments of the environments that a run records (and evaluation must reuse).

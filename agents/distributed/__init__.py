@@ -1,7 +1,7 @@
 """Evaluation grids on Ray: the cells of a comparison as Ray tasks, locally or on a cluster.
 
-:func:`run_comparison_ray` is :func:`agents.evaluation.run_comparison` with the
-grid cut into cells (scenario x policy x seed block) that run as Ray tasks
+:class:`RayRunner` is the runner of :func:`agents.evaluation.run_comparison` that cuts the
+grid into cells (scenario x policy x seed block) that run as Ray tasks
 (:func:`run_cells`), each one batched environment in one worker process; the
 outputs are those of the single-process run with the same seeds, bit for bit.
 Results are written as cells finish, so a stopped run loses only the cells in
@@ -16,14 +16,14 @@ The package's modules, each re-exported here:
 - :mod:`agents.distributed.cells`: :class:`Cell`, :func:`plan_cells` (seed blocks
   only for :func:`splittable` policies), :func:`run_cells` and the cell files a
   rerun reuses;
-- :mod:`agents.distributed.comparison`: :func:`run_comparison_ray` and
-  :func:`ray_runner`, its binding to ``evaluate.py``'s flags.
+- :mod:`agents.distributed.comparison`: :class:`RayRunner` and :func:`ray_runner`, its
+  binding to ``evaluate.py``'s flags.
 """
 
 # Relative imports: a package's own re-exports are not import edges in
 # tests/test_layers.py; the modules below carry the edges with absolute imports.
 from .cells import MIN_BLOCK, Cell, plan_cells, run_cells, splittable
-from .comparison import ray_runner, run_comparison_ray
+from .comparison import RayRunner, ray_runner
 from .session import (
     CONNECT_TIMEOUT_S,
     EVAL_MODULES,
@@ -39,12 +39,12 @@ __all__ = [
     "MIN_BLOCK",
     "Cell",
     "RayError",
+    "RayRunner",
     "check_nodes",
     "plan_cells",
     "ray_address",
     "ray_runner",
     "ray_session",
     "run_cells",
-    "run_comparison_ray",
     "splittable",
 ]
