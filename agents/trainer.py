@@ -277,7 +277,7 @@ def _hparams(model: Any, cfg: RunConfig) -> None:
     from stable_baselines3.common.logger import HParam
 
     label = cfg.recipe.name
-    metrics = {tb.eval_tag(label): 0.0, **{tb.eval_tag(k): 0.0 for k in cfg.references}}
+    metrics = {tb.EVAL: 0.0}  # the learned policy's (each reference is a run of its own)
     for versus in ("best_ref", "dram-first"):
         metrics[tb.ratio_tags(label, versus)[0]] = 0.0
     model.logger.record(

@@ -77,9 +77,11 @@ class TierGymVecEnv(VecEnv):
             raise RuntimeError("step_wait() without step_async()")
         if self.state is None:
             raise RuntimeError("call reset() before step()")
-        actions = np.asarray(self._actions)
-        if isinstance(self.action_space, gym.spaces.Box):
-            actions = actions.reshape((self.num_envs, *self.action_space.shape))
+        actions = self._actions
+        size = self.params.codec.size
+        if isinstance(actions, np.ndarray) and actions.size == self.num_envs * size:
+            actions = actions.reshape(self.num_envs, size)  # SB3 may hand a flat batch
+        actions = self.params.codec.check(actions, self.num_envs, "actions")
         t0 = time.perf_counter()
         twin_action = None if self.twin is None else self.twin.act(self.state)
         self.state, obs, reward, term, trunc, metrics, final_obs = core.step_autoreset(

@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 #: Every top-level script, the scripts/ and the benchmarks/ folder: the top layer, which
 #: nothing imports.
-SCRIPTS = ("train", "evaluate", "sweep")
+SCRIPTS = ("train", "evaluate", "sweep", "deploy")
 FOLDERS = ("scripts", "benchmarks")
 #: Project modules that import Ray at module level: importing them inside a function defers
 #: that heavy optional dependency until a sweep runs.
