@@ -86,7 +86,10 @@ class EnvConfig:
         "names of `envs.spaces.TIERING_MODES`; adds the mode entry to the action",
     )
     observation: str = _arg(
-        "full", '`"full"`', '`"full"`, `"cgroup"` or `"basic"` (Observation space)'
+        "full",
+        '`"full"`',
+        '`"full"`, `"cgroup"`, `"basic"` or `"host"` (only what a Linux host exposes, '
+        "[deploy.md](deploy.md)) (Observation space)",
     )
     reward_baseline: str | None = _arg(
         None,
