@@ -12,7 +12,8 @@ Examples::
     python deploy.py --policy numa-tiering --cgroups tenants/a,tenants/b --interval 5
     python deploy.py --policy numa-tiering --apply                     # writes; Ctrl-C restores
     python deploy.py --restore tiergym-deploy-journal.json             # after a kill -9
-    python deploy.py --policy bw-aware-interleave --replay recorded/   # over recorded snapshots
+    python deploy.py --policy dram-first --record recorded/ --steps 60 # dry run, recording
+    python deploy.py --policy numa-tiering --replay recorded/          # over the recording
 
 With ``--apply`` the original value of every file is journalled (``--journal``, JSON,
 fsynced before the file's first write) and written back when the run ends: after
@@ -568,6 +569,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--restore", metavar="JOURNAL", help="write a journal's originals back, exit")
     p.add_argument("--replay", metavar="DIR", help="run over recorded snapshots (one folder each)")
+    p.add_argument(
+        "--record",
+        metavar="DIR",
+        help="copy the files read each interval to DIR/0001, DIR/0002, ... (for --replay)",
+    )
     return p
 
 
@@ -582,6 +588,7 @@ class Options:
     journal: Path
     restore: Path | None
     replay: Path | None
+    record: Path | None = None
 
 
 def parse(argv: Sequence[str]) -> Options:
@@ -609,6 +616,12 @@ def parse(argv: Sequence[str]) -> Options:
         raise DeployError(f"--root {a.root!r}: not a directory")
     if a.replay is not None and not Path(a.replay).is_dir():
         raise DeployError(f"--replay {a.replay!r}: not a directory")
+    if a.record is not None:
+        rec = Path(a.record)
+        if a.replay is not None or a.restore is not None:
+            raise DeployError("--record: records a live run (not with --replay or --restore)")
+        if rec.exists() and (not rec.is_dir() or any(rec.iterdir())):
+            raise DeployError(f"--record {a.record!r}: exists and is not an empty folder")
     return Options(
         policy=a.policy,
         root=root,
@@ -619,6 +632,7 @@ def parse(argv: Sequence[str]) -> Options:
         journal=Path(a.journal),
         restore=Path(a.restore) if a.restore else None,
         replay=Path(a.replay) if a.replay else None,
+        record=Path(a.record) if a.record else None,
     )
 
 
@@ -693,6 +707,8 @@ def run_live(opts: Options, out: Callable[[str], None]) -> int:
             if i:
                 time.sleep(opts.interval)
             snap = reader.read()
+            if opts.record is not None:
+                reader.snapshot(opts.record / f"{i + 1:04d}")
             d = policy.decide(snap, first=i == 0)
             plan = writer.plan(host_action(d, snap.knobs, snap.node_ids), snap.knobs)
             if opts.apply:

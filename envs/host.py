@@ -426,6 +426,61 @@ class HostReader:
             out.add("hmat-bandwidth")
         return out
 
+    # ------------------------------------------------------------------ recording
+    def files(self) -> list[str]:
+        """Every file this reader reads (relative paths that exist now): the machine's,
+        the counters', the knobs' and the cgroups'. What :meth:`snapshot` copies."""
+        m = self.machine()
+        rels = [f"{NODE_DIR}/{f}" for f in ("online", "possible", "has_memory", "has_cpu")]
+        for n in m.nodes:
+            d = f"{NODE_DIR}/node{n}"
+            rels += [f"{d}/{f}" for f in ("meminfo", "vmstat", "numastat", "cpulist")]
+            ini = f"{d}/access1/initiators"
+            rels += [f"{ini}/{f}" for f in ("read_bandwidth", "write_bandwidth", "read_latency")]
+        rels += [str(p.relative_to(self.root)) for p in (self.root / TIERS_DIR).glob("*/nodelist")]
+        rels += [str(p.relative_to(self.root)) for p in (self.root / DAX_DIR).glob("*/target_node")]
+        rels += [VMSTAT, PSI_MEMORY, "proc/uptime"]
+        rels += [
+            str(p.relative_to(self.root))
+            for p in (self.root / RESCTRL / "mon_data").glob("mon_L3_*/mbm_total_bytes")
+        ]
+        rels += list(HostWriter(self.root, self.cgroups).current())
+        for c in self.cgroups:
+            cdir, _ = self.cgroup_dir(c)
+            for f in (
+                "memory.current",
+                "memory.usage_in_bytes",
+                "memory.numa_stat",
+                "memory.events",
+                "memory.pressure",
+                "memory.low",
+                "memory.high",
+            ):
+                rels.append(str((cdir / f).relative_to(self.root)))
+        return [r for r in dict.fromkeys(rels) if (self.root / r).is_file()]
+
+    def snapshot(self, dest: str | Path) -> list[str]:
+        """Copy :meth:`files` under ``dest`` (a new or empty folder), the tree that
+        ``HostReader(dest)`` reads back: a recorded interval for ``deploy.py --replay``.
+
+        Returns the relative paths copied. Raises :class:`HostError` if ``dest`` is a
+        non-empty folder or a file.
+        """
+        d = Path(dest)
+        if d.exists() and (not d.is_dir() or any(d.iterdir())):
+            raise HostError(f"snapshot {str(d)!r}: exists and is not an empty folder")
+        copied = []
+        for rel in self.files():
+            try:
+                data = (self.root / rel).read_bytes()
+            except OSError:
+                continue
+            out = d / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(data)
+            copied.append(rel)
+        return copied
+
     # ------------------------------------------------------------------ counters
     def _mbm(self) -> int | None:
         """Total bytes counted by resctrl MBM over every L3 domain (``None``: not exposed)."""

@@ -508,3 +508,38 @@ def test_replay_of_snapshots_without_knobs(
         f"| knobs none | policy would write: {WI_DIR}/auto: ? -> Y; {NUMA_BALANCING}: ? -> 0; "
         f"{DEMOTION}: ? -> true"
     )
+
+
+def test_record_then_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--record copies each interval's files; --replay over them sees what the live run
+    saw (the rates over each snapshot's proc/uptime) and plans the same writes."""
+    root = host(tmp_path / "h", cgroups=cgroup_files())
+    rec = tmp_path / "rec"
+    live: list[str] = []
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def out(line: str) -> None:
+        live.append(line)
+        k = len(live) - 1  # after interval k: the host moves on (counters and uptime)
+        host(root, cgroups=cgroup_files(), uptime_s=100.0 + 4.0 * k,
+             vmstat={"pgpromote_success": 1000 * k, "pgdemote_kswapd": 0})  # fmt: skip
+
+    argv = ["--policy", "numa-tiering", "--root", str(root), "--cgroups", "tenants/a,tenants/b"]
+    before_rec = tree(root)
+    assert (
+        deploy.main([*argv, "--steps", "3", "--interval", "0.01", "--record", str(rec)], out) == 0
+    )
+    assert sorted(p.name for p in rec.iterdir()) == ["0001", "0002", "0003"]
+    assert (rec / "0001/sys/fs/cgroup/tenants/a/memory.numa_stat").is_file()
+    assert before_rec.keys() == tree(rec / "0001").keys()
+    code, lines, err = run(
+        [*argv[:2], "--cgroups", "tenants/a,tenants/b", "--replay", str(rec)], capsys
+    )
+    assert code == 0 and err == [] and len(lines) == 4
+    for a, b in zip(live[1:], lines[1:], strict=True):
+        assert a.split("| ")[1:] == b.replace("policy would write", "would write").split("| ")[1:]
+        assert a.split("; ")[0].split("read: ")[1] == b.split("; ")[0].split("kernel: ")[1]
+    # snapshot 2: 1000 pages more over 4 s of uptime
+    assert f"promote {1000 * page / 4 / 1e6:.1f} demote 0.0 MB/s" in lines[2]
+    code, _, err = run([*argv, "--record", str(rec)], capsys)
+    assert code == 2 and "exists and is not an empty folder" in err[0]
