@@ -420,7 +420,7 @@ def check_host(
             f"{spec} needs what this host does not expose: "
             + "; ".join(f"{i} ({INPUTS[i]})" for i in lacking)
         )
-    return role, _knob_files(role, writer, nodes)
+    return role, (_knob_files(role, writer, nodes) if knobs else [])
 
 
 def _knob_files(role: HostRole, writer: HostWriter, nodes: Sequence[int]) -> list[str]:

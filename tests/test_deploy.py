@@ -543,3 +543,12 @@ def test_record_then_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert f"promote {1000 * page / 4 / 1e6:.1f} demote 0.0 MB/s" in lines[2]
     code, _, err = run([*argv, "--record", str(rec)], capsys)
     assert code == 2 and "exists and is not an empty folder" in err[0]
+
+
+def test_replay_needs_no_knob_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A policy that writes weights replays over snapshots without weight files ('?')."""
+    rec = tmp_path / "rec"
+    host(rec / "1", weights=None)
+    code, lines, err = run(["--policy", "interleave", "--replay", str(rec)], capsys)
+    assert code == 0 and err == [], err
+    assert f"{WI_DIR}/node0: ? -> 1; {WI_DIR}/node1: ? -> 1" in lines[1]
