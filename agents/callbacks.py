@@ -288,7 +288,9 @@ class EvalAgainstReferences(BaseCallback):
     :func:`~agents.tensorboard.reference_run` of the logger's TensorBoard folder
     (:meth:`~agents.tensorboard.DescribedTensorBoardFormat.write_run`; a logger without
     that output writes no reference), so one chart of the tag shows every policy in its
-    own colour and under its own name (flat lines for the references). When
+    own colour and under its own name (flat lines for the references). The references'
+    runs start best first: TensorBoard's palette has seven colours, given to runs in the
+    order they start, so with more than six references the weakest share colours. When
     per-episode values are given, the ratio lines
     ``eval_ratio/<name>_vs_best_ref`` and ``eval_ratio/<name>_vs_<versus>`` with
     ``_low``/``_high`` bounds: the mean of the paired per-episode ratios and its
@@ -333,8 +335,17 @@ class EvalAgainstReferences(BaseCallback):
         self._in_rollout = False
         self.history: list[tuple[int, float]] = []
         self.seconds = 0.0
-        means = {k: float(np.nanmean(v)) for k, v in self.references.items()}
+        means = {
+            k: float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
+            for k, v in self.references.items()
+        }
         self.best_reference = max(means, key=lambda k: means[k]) if means else None
+        # best first: TensorBoard colours runs in the order they start, from a palette of
+        # seven (the learned policy's run is the first), so the six best references get
+        # colours of their own and only weaker ones share one when there are more
+        self._ref_means = dict(
+            sorted(means.items(), key=lambda kv: -kv[1] if np.isfinite(kv[1]) else np.inf)
+        )
         self.start_file = start_file
         self.start: NDArray[np.float64] | None = None
         if start_file is not None and start_file.is_file():
@@ -403,8 +414,7 @@ class EvalAgainstReferences(BaseCallback):
         self.logger.dump(self.num_timesteps)
         fmt = _described_format(self.logger)
         if fmt is not None:  # each reference in its own run (folder): its own colour
-            for k, v in self.references.items():
-                mean = float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
+            for k, mean in self._ref_means.items():
                 fmt.write_run(tb.reference_run(k), {tb.EVAL: mean}, self.num_timesteps)
 
     def _maybe_record(self) -> None:

@@ -228,6 +228,10 @@ def test_eval_against_references_writes_each_reference_as_a_run_of_its_own(
         assert acc.Tags()["scalars"] == [tb.EVAL]  # the shared tag, nothing else
         assert [(e.step, e.value) for e in acc.Scalars(tb.EVAL)] == [(s, want) for s in grid]
         assert acc.SummaryMetadata(tb.EVAL).summary_description == tb.describe(tb.EVAL)
+    # the references' runs start best first (TensorBoard colours runs in start order from
+    # a palette of seven: the six best references then have colours of their own)
+    starts = {n: read_run(folder / n).FirstEventTimestamp() for n in ("tpp", "dram-first", "a_b")}
+    assert main.FirstEventTimestamp() < starts["tpp"] < starts["dram-first"] < starts["a_b"]
     # TensorBoard's view of the folder: a run per reference beside the learned policy's
     mux = EventMultiplexer().AddRunsFromDirectory(str(folder))
     mux.Reload()

@@ -150,7 +150,10 @@ def guide_markdown(
             if references
             else "(none in this run), "
         )
-        + "and the Runs list on the left shows or hides each. "
+        + "and the Runs list on the left shows or hides each. TensorBoard has seven run "
+        "colours, given in the order runs start: the references' runs start best first, so "
+        "with more than six the weakest share colours (the chart's Matches list names each "
+        "line). "
         "The evaluation curves have about 20 points: set the smoothing slider to 0 for them.",
         "",
         "**Units** are in the tag names: `GBps` = GB/s and `MBps` = MB/s (bytes, 10^9 and "
