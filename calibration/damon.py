@@ -122,6 +122,7 @@ class Phase:
     working_set_gib: float
     pages: list[float]
     cdf: list[float]
+    seen_gib: float = 0.0
     notes: list[str] = field(default_factory=list)
 
 
@@ -560,6 +561,7 @@ def tenant_from_record(
                 working_set_gib=round(h.bytes / GIB, 4),
                 pages=[float(x) for x in h.pages],
                 cdf=[round(float(c), 12) for c in h.cdf],
+                seen_gib=round(h.seen_bytes / GIB, 4),
                 notes=notes,
             )
         )
@@ -576,7 +578,10 @@ def tenant_from_record(
     }
     how = f"measured: bytes DAMON saw accessed (snapshots {first.first}-{first.last})"
     if resident_gib:
-        how = f"set by you (--resident-gib): the tenant's resident memory; DAMON saw {how[10:]}"
+        how = (
+            f"set by you (--resident-gib): its resident memory; DAMON saw {first.seen_gib:g} GiB "
+            "of it accessed"
+        )
     prov["working_set_gib"] = how
     prov["hotness"] = "measured: the distribution of accesses over pages, hottest first"
     if len(phases) > 1:
@@ -704,12 +709,14 @@ def _run(args: argparse.Namespace) -> int:
     span = (rec.snapshots[-1].end_ns - rec.snapshots[0].start_ns) / 1e9
     header = [
         f"Written by `python -m calibration damon` from {args.record} ({rec.source}, target "
-        f"{rec.target_id}, {len(rec.snapshots)} snapshots over {span:.1f} s, intervals "
-        f"{rec.sample_us:g} us / {rec.aggr_us:g} us).",
+        f"{rec.target_id}, {len(rec.snapshots)} snapshots over {span:.1f} s, sampling "
+        f"{rec.sample_us:g} us, aggregation {rec.aggr_us / 1000:g} ms).",
         "A tenant for a scenario's tenants: list (docs/your-machine.md). Phases at "
         + ", ".join(f"{p.at_s:g} s ({p.working_set_gib:g} GiB)" for p in phases)
         + ".",
     ]
+    for i, ph in enumerate(phases):
+        header += [f"note, phase {i} (from {ph.at_s:g} s): {n}" for n in ph.notes]
     text = tenant_yaml(tenant, prov, header)
     if args.output:
         Path(args.output).write_text(text)

@@ -586,8 +586,9 @@ def fit_logs(
     remote = [r for r in used if is_remote(r)]
     if remote_cores is None and root is None and runs:
         notes.append("no --root or --remote-cores: every run is taken as local")
-    if kind is None:
-        kind = node["kind"] if node is not None else None
+    kind_how = "set by you (--kind)"
+    if kind is None and node is not None:
+        kind, kind_how = node["kind"], "kept: the machine's value"
     if kind is None:
         seq = [r for r in local if not r.random]
         if not seq:
@@ -598,12 +599,13 @@ def fit_logs(
             f"kind {kind}: local runs start at {idle:.0f} ns (CXL from {CXL_IDLE_NS:.0f} ns); "
             "--kind or --machine sets it"
         )
+        kind_how = f"measured: local runs start at {idle:.0f} ns (CXL from {CXL_IDLE_NS:.0f} ns)"
     if kind not in ("dram", "cxl"):
         raise MLCError(f"--kind: got {kind!r}, expected dram or cxl")
     base_node = dict(node) if node is not None else _preset_node(kind)
     name = str(base_node.get("name", "dram0" if kind == "dram" else "cxl0"))
-    values: dict[str, Any] = dict(base_node)
-    prov: dict[str, str] = {}
+    values: dict[str, Any] = {**base_node, "kind": kind}
+    prov: dict[str, str] = {"kind": kind_how}
     # the fit's start: the hand-set numbers of the shipped fit (calibration.fit.INITIAL);
     # a role without logs keeps the node's own values (the remote fit needs the local ones)
     cur = dict(INITIAL[kind])
@@ -774,7 +776,7 @@ def _run(args: argparse.Namespace) -> int:
     header = [
         "Written by `python -m calibration mlc`: 'measured' values are fitted to the MLC logs",
         "below with the model and the fit of the shipped presets (docs/your-machine.md).",
-        *[f"log: {r.path}" for r in runs],
+        *_log_lines(runs),
     ]
     if machine is not None:
         hw = dict(machine)
@@ -793,6 +795,19 @@ def _run(args: argparse.Namespace) -> int:
     if args.report:
         Path(args.report).write_text(report + "\n")
     return 0
+
+
+def _log_lines(runs: Sequence[MLCRun]) -> list[str]:
+    """The logs fitted, one line per folder: its number of logs and their names."""
+    by_dir: dict[str, list[str]] = {}
+    for r in runs:
+        p = Path(r.path)
+        by_dir.setdefault(str(p.parent), []).append(p.name)
+    out = []
+    for d, names in by_dir.items():
+        shown = ", ".join(names[:6]) + (f", ... ({len(names)} logs)" if len(names) > 6 else "")
+        out.append(f"logs in {d}: {shown}")
+    return out
 
 
 def _node_yaml(node: Mapping[str, Any], prov: Mapping[str, str], header: Sequence[str]) -> str:
