@@ -8,6 +8,7 @@ the schema (:mod:`agents.config`). stable-baselines3's own pickle archives are n
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from agents.config import (
     check,
 )
 from agents.config.fields import _short
-from agents.config.recipe import PROJECT_POLICIES, constructor_rules, policy_class, sb3_kwargs
+from agents.config.recipe import PROJECT_POLICIES, constructor_rules, sb3_kwargs
 
 __all__ = ["build_model", "read_model_file", "save_model"]
 
@@ -36,7 +37,10 @@ def build_model(recipe: Recipe, env: Any, seed: int | None) -> Any:
 
 def _build(algo: str, policy: str, kwargs: dict[str, Any], env: Any, seed: int | None) -> Any:
     cls = algo_class(algo)
-    pcls = policy_class(algo, policy) if policy in PROJECT_POLICIES else policy
+    pcls: Any = policy
+    if policy in PROJECT_POLICIES:  # the project's class itself (SB3 knows only its aliases)
+        module, attr = PROJECT_POLICIES[policy].factory.split(":")
+        pcls = getattr(importlib.import_module(module), attr)
     return cls(pcls, env, seed=seed, device="cpu", verbose=0, **kwargs)
 
 

@@ -33,14 +33,14 @@ from agents.config import (
     TrainingError,
     trained_names,
 )
-from agents.config.build import agent_spaces
-from agents.config.load import resolve, whole_rollouts
+from agents.config.load import whole_rollouts
 from agents.evaluation import leaderboard_text, load_policy, run_comparison
 from agents.finetune import FineTuneGuards, fix_log_std
 from agents.imitation import warm_start
 from agents.imitation.checkpoint import labelled_states
 from agents.interrupts import InterruptGuard
 from agents.models import build_model
+from agents.plan import make_plan, plan_run
 from agents.runs import (
     checkpoint_steps,
     checkpoints,
@@ -318,9 +318,11 @@ def train(
     out: _Out,
     guard: InterruptGuard,
     resume_from: Path | None = None,
+    spaces: tuple[Any, Any] | None = None,
 ) -> Path | None:
     """Train the run in ``run_dir`` (already holding its ``config.yml``); its folder, or
-    ``None`` if it was interrupted (a checkpoint, or the imitation phase's parts, kept)."""
+    ``None`` if it was interrupted (a checkpoint, or the imitation phase's parts, kept).
+    ``spaces``: the agent's (:class:`agents.plan.RunPlan`'s), for a recipe without RL."""
     venv = norm = None
     if cfg.recipe.rl is not None:
         venv, norm = _training_env(cfg)
@@ -336,9 +338,10 @@ def train(
         venv.seed(cfg.seed + done)  # fresh episodes, seeded from where the run stands
         out(f"resuming {run_dir} from {resume_from.name}")
     else:
-        model = build_model(
-            cfg.recipe, env or persist.SpacesOnlyEnv(1, *agent_spaces(cfg.env)), cfg.seed
-        )
+        if env is None:  # the imitation phase alone: a stand-in with the agent's spaces
+            assert spaces is not None, "a new run without RL needs its plan's spaces"
+            env = persist.SpacesOnlyEnv(1, *spaces)
+        model = build_model(cfg.recipe, env, cfg.seed)
         done = 0
         if cfg.recipe.imitation is not None:
             warm = _imitation(model, cfg, run_dir, out)
@@ -431,12 +434,17 @@ def run(opts: RunOptions, given: set[str], argv: list[str], guard: InterruptGuar
     command line with the script first."""
     out = _Out(opts.quiet, opts.no_progress)
     resume_from = None
+    spaces = None
     if opts.resume is not None:
         cfg, resume_from = plan_resume(opts, given)
+        if resume_from is None:  # from step 0, as a new run of the recorded configuration
+            plan = make_plan(cfg)
+            cfg, spaces = plan.cfg, (plan.obs_space, plan.act_space)
         run_dir = opts.resume
         out = _Out(cfg.options["quiet"], cfg.options["no_progress"])  # as recorded, or given
     else:
-        cfg = resolve(opts)
+        plan = plan_run(opts)
+        cfg, spaces = plan.cfg, (plan.obs_space, plan.act_space)
         run_dir = run_dir_path(
             opts.runs_root, opts.scenario, cfg.recipe.name, opts.seed, opts.run_dir
         )
@@ -457,7 +465,7 @@ def run(opts: RunOptions, given: set[str], argv: list[str], guard: InterruptGuar
         write_config(run_dir, cfg, argv, append=True)
         if resume_from is None:
             out(f"{run_dir} has no checkpoint yet: continuing it from where it stopped")
-    done = train(cfg, run_dir, argv, out, guard, resume_from)
+    done = train(cfg, run_dir, argv, out, guard, resume_from, spaces)
     episodes = int(cfg.options.get("compare_episodes", 64))
     if done is not None and episodes > 0:
         final_comparison(run_dir, episodes, out.progress, argv)

@@ -32,11 +32,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents import imitation as im
-from agents.config.build import with_policy_layout
 from agents.config.load import load_recipe
 from agents.evaluation import LearnedPolicy
 from agents.imitation import ImitationSettings
 from agents.models import build_model
+from agents.plan import with_policy_layout
 from agents.rollout import make_params, rollout
 from agents.view import RESIDUAL_CODECS, agent_spaces, make_training_vec_env
 

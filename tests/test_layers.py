@@ -125,3 +125,51 @@ def test_a_layer_violation_is_caught(tmp_path: Path) -> None:
     bad.write_text("def f():\n    from agents.rollout import rollout\n")
     assert "agents.rollout" in _imports(bad)
     assert _function_imports(bad) == ["2: agents.rollout"]
+
+
+def _area(module: str) -> str:
+    """The part of ``agents`` a module belongs to (``agents.view.codec``: ``agents.view``;
+    ``agents.trainer``: ``agents.trainer``)."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def test_the_configuration_imports_no_other_agents_module() -> None:
+    """agents/config is the schema at the bottom of agents: it reads nothing else of agents."""
+    found = [
+        f"{m} imports {n}"
+        for m, p in MODULES.items()
+        if m.startswith("agents.config")
+        for n in _imports(p)
+        if n.startswith("agents.") and not n.startswith("agents.config") or n == "agents"
+    ]
+    assert found == []
+
+
+def _area_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for m, p in MODULES.items():
+        if not m.startswith("agents."):
+            continue
+        for n in _imports(p):
+            if n.startswith("agents.") and _area(n) != _area(m):
+                graph.setdefault(_area(m), set()).add(_area(n))
+    return graph
+
+
+def test_no_import_loop_between_the_parts_of_agents() -> None:
+    graph = _area_graph()
+    state: dict[str, int] = {}
+
+    def visit(a: str, path: list[str]) -> None:
+        state[a] = 1
+        for b in sorted(graph.get(a, ())):
+            if state.get(b) == 1:
+                raise AssertionError(f"import loop: {' -> '.join([*path, a, b])}")
+            if state.get(b) is None:
+                visit(b, [*path, a])
+        state[a] = 2
+
+    for a in sorted(graph):
+        if state.get(a) is None:
+            visit(a, [])

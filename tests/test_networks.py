@@ -11,9 +11,9 @@ import torch
 
 from agents import persist
 from agents.config import Recipe, TrainingError
-from agents.config.build import with_policy_layout
 from agents.models import build_model, read_model_file
 from agents.networks import TenantPolicy
+from agents.plan import with_policy_layout
 from agents.view import agent_layout, make_training_vec_env
 from envs import core
 from envs.spaces import TIERING_MODES

@@ -25,6 +25,7 @@ ray = pytest.importorskip("ray")
 import sweep  # noqa: E402
 from agents.config import RunOptions  # noqa: E402
 from agents.config.load import resolve  # noqa: E402
+from agents.plan import plan_run  # noqa: E402
 from agents.runs import read_config  # noqa: E402
 from agents.sweep.plan import (  # noqa: E402
     command_line,
@@ -143,7 +144,7 @@ def test_two_trial_sweep_writes_run_folders_summary_and_best_recipe(
     assert f"--recipe {out / 'best.yml'}" in best["command"]
     best_run = read_config(out / "trials" / best["trial"])
     best_recipe = {"recipe": str(out / "best.yml"), "scenario": str(short_scenario)}
-    cfg = resolve(RunOptions.model_validate(best_recipe))
+    cfg = plan_run(RunOptions.model_validate(best_recipe)).cfg  # what train.py records
     assert cfg.recipe.name == "tiny-best"
     same = {"name", "summary"}
     assert cfg.recipe.model_dump(exclude=same) == best_run.recipe.model_dump(exclude=same)

@@ -10,7 +10,7 @@ import pytest
 
 from agents.evaluation import LearnedPolicy, PolicyError
 from agents.rollout import rollout
-from agents.view import AgentInterface, ViewSpec, agent_spaces, make_training_vec_env
+from agents.view import AgentInterface, ViewConfig, agent_spaces, make_training_vec_env
 from baselines import make_policy
 from baselines.placement import SHARE_TOP, dram_share
 from envs import core
@@ -126,7 +126,7 @@ def test_mixing_bases_follows_each_heuristic_exactly_at_the_corners() -> None:
     assert np.allclose(mix, [0.0, 0.5, 0.5])
     assert blend not in (native["tpp"], native["dram-first"])
     with pytest.raises(ValueError, match="distinct"):
-        AgentInterface(ViewSpec(["tpp", "tpp"]))
+        AgentInterface(ViewConfig(["tpp", "tpp"]))
 
 
 def test_hard_mixing_follows_one_base_whole() -> None:
@@ -147,7 +147,7 @@ def test_hard_mixing_follows_one_base_whole() -> None:
         assert _geomeans(rollout(pol, sc, 3, seed=5, env_kwargs=kw)) == native[want], entries
         assert np.array_equal(pol.agent.mix, np.tile(share, (3, 1)))
     with pytest.raises(ValueError, match="mixing: got 'sharp'"):
-        AgentInterface(ViewSpec(names, mixing="sharp"))
+        AgentInterface(ViewConfig(names, mixing="sharp"))
 
 
 def test_residual_bases_gate_the_residual() -> None:
@@ -182,16 +182,16 @@ def test_residual_bases_gate_the_residual() -> None:
     assert pushed != native["dram-first"]
     assert pushed == score([-1.0, 1.0], None)
     with pytest.raises(ValueError, match="residual_bases: got \\['caption'\\]"):
-        AgentInterface(ViewSpec(names, residual_bases=["caption"]))
+        AgentInterface(ViewConfig(names, residual_bases=["caption"]))
 
 
 def test_base_kernel_must_be_a_mode() -> None:
     params = core.make_params("colocation", pool_size=8)  # no tiering modes
     with pytest.raises(ValueError, match="tiering_modes"):
-        AgentInterface(ViewSpec("tpp")).bind(params, 2)
+        AgentInterface(ViewConfig("tpp")).bind(params, 2)
     params = core.make_params("colocation", pool_size=8, tiering_modes=["default"])
     with pytest.raises(ValueError, match="none of the tiering modes"):
-        AgentInterface(ViewSpec("tpp")).bind(params, 2)
+        AgentInterface(ViewConfig("tpp")).bind(params, 2)
     pol = LearnedPolicy(ZeroModel(*agent_spaces(params, "tpp")), {"base_policy": "tpp"}, "z", "t")
     with pytest.raises(PolicyError, match="tpp"):
         pol.bind(params, 2)
@@ -332,7 +332,7 @@ def test_one_padded_policy_runs_every_machine_shape() -> None:
     shapes = set()
     for sc in ("colocation", "mlc-bandwidth", "mixed-2s"):
         params = core.make_params(sc, split="test", tiering_modes=MODES, pool_size=8, max_tenants=4)
-        agent = AgentInterface(ViewSpec("colloid", pad_nodes=5))
+        agent = AgentInterface(ViewConfig("colloid", pad_nodes=5))
         obs_space, act_space = agent.spaces(params)
         shapes.add((obs_space.shape, act_space.shape))
         pol = LearnedPolicy(ZeroModel(obs_space, act_space), {**kw, "max_tenants": 4}, "z", "t")
@@ -341,7 +341,7 @@ def test_one_padded_policy_runs_every_machine_shape() -> None:
     assert len(shapes) == 1
     # the padded view: node mask and descriptors, and padded weights dropped
     params = core.make_params("colocation", tiering_modes=MODES, pool_size=8, max_tenants=4)
-    agent = AgentInterface(ViewSpec(None, pad_nodes=5))
+    agent = AgentInterface(ViewConfig(None, pad_nodes=5))
     agent.bind(params, 2)
     state, obs = core.reset(params, [0, 1])
     agent.observe(None, core.hardware(state))
@@ -358,7 +358,7 @@ def test_one_padded_policy_runs_every_machine_shape() -> None:
     np.testing.assert_array_equal(agent.action_to_env(None, a), agent.action_to_env(None, b))
     assert agent.action_to_env(None, a).shape == (2, params.codec.size)
     with pytest.raises(ValueError, match="more than 1"):
-        AgentInterface(ViewSpec(None, pad_nodes=1)).spaces(params)
+        AgentInterface(ViewConfig(None, pad_nodes=1)).spaces(params)
 
 
 def test_training_env_over_machine_shapes() -> None:
@@ -446,7 +446,7 @@ def test_share_codec_moves_each_tenants_dram_share() -> None:
     names = ["colloid", "weighted-interleave", "dram-first"]
     params = core.make_params("mixed", split="test", tiering_modes=MODES, pool_size=8)
     iface = AgentInterface(
-        ViewSpec(names, 2.0, None, "hard", residual_bases=["dram-first"], residual_codec="share")
+        ViewConfig(names, 2.0, None, "hard", residual_bases=["dram-first"], residual_codec="share")
     )
     B, T = 4, params.n_tenants
     iface.bind(params, B)
@@ -492,9 +492,9 @@ def test_share_codec_moves_each_tenants_dram_share() -> None:
     want = 0.5 * bw / bw.sum(axis=1, keepdims=True)
     assert np.allclose(w[:, 0] / w[:, 0].sum(axis=1, keepdims=True) * cxl, want, atol=0.01)
     with pytest.raises(ValueError, match="residual_codec: got 'shares'"):
-        AgentInterface(ViewSpec(names, residual_codec="shares"))
+        AgentInterface(ViewConfig(names, residual_codec="shares"))
     with pytest.raises(ValueError, match="residual_codec: 'share' needs base_policy"):
-        AgentInterface(ViewSpec(None, residual_codec="share"))
+        AgentInterface(ViewConfig(None, residual_codec="share"))
 
 
 # ---------------------------------------------------------------------- the view's pieces
@@ -532,7 +532,7 @@ def test_view_spec_rejects_each_bad_setting_by_name(settings: dict[str, Any], me
     from agents.view import make_interface
 
     with pytest.raises(ValueError, match=message):
-        ViewSpec(**settings)
+        ViewConfig(**settings)
     with pytest.raises(ValueError, match=message):
         make_interface(settings)
 
@@ -543,11 +543,11 @@ def test_view_spec_from_env_settings() -> None:
 
     from agents.view import DEFAULT_RESIDUAL_SCALE, MIXINGS, RESIDUAL_CODECS
 
-    blank = ViewSpec.from_env({"scenario": "mixed", "mixing": None, "residual_scale": None})
-    assert blank == ViewSpec()
+    blank = ViewConfig.from_env({"scenario": "mixed", "mixing": None, "residual_scale": None})
+    assert blank == ViewConfig()
     assert (blank.residual_scale, blank.mixing) == (DEFAULT_RESIDUAL_SCALE, MIXINGS[0])
     assert blank.residual_codec == RESIDUAL_CODECS[0] and not blank.active
-    spec = ViewSpec.from_env(DEFAULT_VIEW)
+    spec = ViewConfig.from_env(DEFAULT_VIEW)
     assert spec.base_policy == tuple(DEFAULT_VIEW["base_policy"])
     assert spec.names == DEFAULT_VIEW["base_policy"]
     assert spec.residual_mask.tolist() == [False, False, False, True, False, False]

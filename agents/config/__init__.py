@@ -30,7 +30,6 @@ from agents.config.recipe import (
     Recipe,
     RLSettings,
     algo_class,
-    policy_class,
     policy_names,
 )
 from agents.config.run import (
@@ -65,7 +64,6 @@ __all__ = [
     "check",
     "check_flags",
     "describe",
-    "policy_class",
     "policy_names",
     "trained_names",
 ]

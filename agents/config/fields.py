@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping
@@ -19,8 +20,45 @@ FORMAT_VERSION = 2
 ALGOS = ("ppo", "a2c", "sac", "td3", "recurrent-ppo")
 ON_POLICY = frozenset({"ppo", "a2c", "recurrent-ppo"})
 ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu", "gelu", "silu")
-#: Policies of the project for the agent's padded view (agents.networks), by algorithm.
-PROJECT_POLICIES = {"TenantPolicy": ("ppo", "a2c")}
+
+
+@dataclasses.dataclass(frozen=True)
+class ProjectPolicy:
+    """A policy class of the project (not one of stable-baselines3's aliases)."""
+
+    factory: str  # "module:attribute", imported when a model is built (agents.models)
+    algos: tuple[str, ...]  # the algorithms it serves
+    keywords: tuple[str, ...]  # its constructor's keyword arguments (a test checks them)
+
+
+#: Policies of the project for the agent's padded view (agents.networks), by name.
+PROJECT_POLICIES = {
+    "TenantPolicy": ProjectPolicy(
+        "agents.networks:TenantPolicy",
+        ("ppo", "a2c"),
+        (
+            "layout",
+            "net_arch",
+            "log_std_init",
+            "ortho_init",
+            "optimizer_class",
+            "optimizer_kwargs",
+            "use_sde",
+        ),
+    )
+}
+#: Episode-level metrics of the record contract (agents.report.records), in report order;
+#: any can be a comparison's primary one.
+METRICS: tuple[str, ...] = (
+    "reward",
+    "geomean_perf",
+    "throughput_gbps",
+    "worst_perf",
+    "mean_latency_ns",
+    "promotion_mbps",
+    "demotion_mbps",
+    "unconverged_steps",
+)
 
 
 class TrainingError(ValueError):

@@ -12,7 +12,6 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from agents.config.build import check_buildable, with_policy_layout
 from agents.config.fields import ON_POLICY, TrainingError, check, describe
 from agents.config.recipe import Hyperparams, Recipe
 from agents.config.run import RunConfig, RunOptions
@@ -203,7 +202,8 @@ def _fit_budget(recipe: Recipe, budget: int, families: int) -> Recipe:
 
 def resolve(opts: RunOptions) -> RunConfig:
     """The run a command line describes: the recipe with ``--set``, sized to the budget, for
-    the task; every value checked, nothing written."""
+    the task; every value checked, nothing built or written (the rules that need the
+    environment are :func:`agents.plan.make_plan`'s)."""
 
     try:  # the scenario first, with its own error
         family = make_family(opts.scenario, pool_size=8)
@@ -241,7 +241,6 @@ def resolve(opts: RunOptions) -> RunConfig:
         recipe = _fit_budget(recipe, opts.timesteps, families)
     else:
         recipe = _with_rl_steps(recipe, recipe.total_timesteps)
-    recipe = with_policy_layout(recipe, {**opts.task().given(), **recipe.env.given()})
     total = recipe.total_timesteps
     cfg = check(
         RunConfig,
@@ -264,5 +263,4 @@ def resolve(opts: RunOptions) -> RunConfig:
         },
         "the command line",
     )
-    check_buildable(cfg)
     return cfg

@@ -25,9 +25,8 @@ from agents.config.fields import (
     PlainMap,
     _Strict,
 )
-from agents.imitation.settings import ImitationSettings
-from agents.networks import TenantPolicy
-from agents.view import MIXINGS, RESIDUAL_CODECS, base_names, make_interface
+from agents.config.imitation import ImitationSettings
+from agents.config.view import MIXINGS, RESIDUAL_CODECS, ViewConfig, base_names
 from baselines import catalogue
 from envs.generator import check_chances, expand_family_names
 from envs.spaces import OBSERVATIONS, TIERING_MODES
@@ -213,20 +212,21 @@ def algo_class(name: str) -> Any:
 
 
 def policy_names(algo: str) -> list[str]:
-    """The algorithm's policies for flat observations (its ``Mlp*`` aliases, and
-    ``TenantPolicy`` for ppo and a2c)."""
-    own = [n for n, algos in PROJECT_POLICIES.items() if algo in algos]
+    """The algorithm's policies for flat observations (its ``Mlp*`` aliases, and the
+    project's of :data:`PROJECT_POLICIES` that serve it)."""
+    own = [n for n, p in PROJECT_POLICIES.items() if algo in p.algos]
     return sorted([n for n in algo_class(algo).policy_aliases if n.startswith("Mlp")] + own)
-
-
-def policy_class(algo: str, policy: str) -> Any:
-    if policy == "TenantPolicy":
-        return TenantPolicy
-    return algo_class(algo).policy_aliases[policy]
 
 
 def _signature(cls: Any) -> set[str]:
     return set(inspect.signature(cls.__init__).parameters)
+
+
+def policy_keywords(algo: str, policy: str) -> set[str]:
+    """The keyword arguments ``policy``'s constructor takes (a project policy's as declared)."""
+    if policy in PROJECT_POLICIES:
+        return set(PROJECT_POLICIES[policy].keywords)
+    return _signature(algo_class(algo).policy_aliases[policy])
 
 
 def constructor_rules(
@@ -242,7 +242,7 @@ def constructor_rules(
             )
     if policy not in policy_names(algo):
         raise ValueError(f"policy: expected one of {policy_names(algo)} for {algo}")
-    ptaken = _signature(policy_class(algo, policy)) - {"use_sde"}
+    ptaken = policy_keywords(algo, policy) - {"use_sde"}
     for key in pk.given():
         if key not in ptaken:
             raise ValueError(
@@ -353,7 +353,7 @@ class Recipe(_Strict):
         constructor_rules(self.algo, self.policy, self.hyperparams, self.policy_kwargs, "rl.")
         self._algorithm_rules()
         try:  # the agent's view validates its own combination of settings
-            make_interface(self.env.given())
+            ViewConfig.from_env(self.env.given())
         except ValueError as exc:
             raise ValueError(f"env.{exc}") from None
         if self.imitation is not None:

@@ -13,10 +13,9 @@ from pydantic import (
     model_validator,
 )
 
-from agents.config.fields import FORMAT_VERSION, Int, Name, _Strict
+from agents.config.fields import FORMAT_VERSION, METRICS, Int, Name, _Strict
 from agents.config.flags import POSITIONAL
 from agents.config.recipe import EnvSettings, FineTuneSettings, Recipe
-from agents.report.records import METRICS
 from baselines import catalogue
 from envs.scenario import scenario_names
 from envs.spaces import REWARDS

@@ -11,7 +11,7 @@ policy's action mean to the labels (behaviour cloning) and runs DAgger rounds.
 
 The parts:
 
-- :mod:`~agents.imitation.settings`: :class:`ImitationSettings`, every value the
+- :mod:`~agents.config.imitation`: :class:`ImitationSettings`, every value the
   warm start reads (from the training recipe);
 - :mod:`~agents.imitation.objective`: the episode score of the run's reward that
   ranks the experts and that the planner maximises;
@@ -26,13 +26,14 @@ The parts:
 
 from __future__ import annotations
 
+from agents.config.imitation import ImitationSettings, PlanSearch
+
 from .bc import fit_targets
 from .checkpoint import CheckpointError
 from .dagger import warm_start
 from .dataset import EpisodeTargets, Labelled, label_episodes, policy_observations
 from .experts import LabelFollower, Plans, ShareTargets, plan_actions
 from .objective import check_objective
-from .settings import ImitationSettings, PlanSearch
 
 __all__ = [
     "CheckpointError",

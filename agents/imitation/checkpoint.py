@@ -34,9 +34,9 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from agents.config.imitation import ImitationSettings
 from agents.imitation.dataset import Chunk, EpisodeTargets, Labelled
 from agents.imitation.experts import Plans, ShareTargets
-from agents.imitation.settings import ImitationSettings
 
 __all__ = ["Checkpoint", "CheckpointError", "checkpoint_key", "labelled_states"]
 

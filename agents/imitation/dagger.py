@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.config.imitation import ImitationSettings
 from agents.imitation.bc import fit_targets
 from agents.imitation.checkpoint import Checkpoint, checkpoint_key
 from agents.imitation.dataset import (
@@ -46,7 +47,6 @@ from agents.imitation.dataset import (
 )
 from agents.imitation.objective import check_objective
 from agents.imitation.progress import phase_bar
-from agents.imitation.settings import ImitationSettings
 from agents.view import base_names
 
 __all__ = ["warm_start"]

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from agents.config.imitation import ImitationSettings
 from agents.imitation.experts import (
     LabelFollower,
     Plans,
@@ -47,7 +48,6 @@ from agents.imitation.experts import (
 )
 from agents.imitation.objective import check_objective, scoring_env
 from agents.imitation.progress import phase_bar
-from agents.imitation.settings import ImitationSettings
 from agents.rollout import make_params, rollout
 from agents.view import LearnedPolicy, base_names, make_interface, residual_base_mask
 

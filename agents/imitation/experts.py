@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from agents.config.imitation import ImitationSettings
 from agents.imitation.objective import check_objective, record_score, scoring_env
-from agents.imitation.settings import ImitationSettings
 from agents.rollout import make_params, rollout
 from agents.view import LearnedPolicy, make_interface, privileged_width
 from baselines.placement import SHARE_TOP, dram_share, share_or_local_to_weights

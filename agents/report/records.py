@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from agents.config.fields import METRICS
+
 __all__ = [
     "LOWER_IS_BETTER",
     "METRICS",
@@ -26,17 +28,6 @@ __all__ = [
     "write_csv",
 ]
 
-#: Episode-level metrics of the record contract, in report order.
-METRICS: tuple[str, ...] = (
-    "reward",
-    "geomean_perf",
-    "throughput_gbps",
-    "worst_perf",
-    "mean_latency_ns",
-    "promotion_mbps",
-    "demotion_mbps",
-    "unconverged_steps",
-)
 #: Per-tenant metrics of the record contract.
 TENANT_METRICS: tuple[str, ...] = (
     "norm_perf",

@@ -20,7 +20,8 @@ from typing import Any
 import yaml
 
 from agents.config import RunConfig, RunOptions, TrainingError
-from agents.config.load import resolve, whole_rollouts
+from agents.config.load import whole_rollouts
+from agents.plan import plan_run
 from agents.sweep.spec import Dist, SweepError, SweepSpec
 
 __all__ = [
@@ -143,7 +144,7 @@ def plan_trial(spec: SweepSpec, point: Mapping[str, Any]) -> TrialPlan:
     """
     values = _options(spec, point)
     budget = spec.budget.timesteps
-    cfg = resolve(RunOptions(**values, timesteps=budget))
+    cfg = plan_run(RunOptions(**values, timesteps=budget)).cfg
     recipe = cfg.recipe
     if recipe.rl is None:
         if spec.reports > 1:

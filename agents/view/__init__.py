@@ -1,8 +1,8 @@
 """The agent's view of the environment, by concern.
 
-- :mod:`agents.view.spec`: the view's env settings (``base_policy``, ``residual_scale``,
+- :mod:`agents.config.view`: the view's env settings (``base_policy``, ``residual_scale``,
   ``mixing``, ``residual_bases``, ``residual_codec``, ``pad_nodes``) as one frozen,
-  checked :class:`ViewSpec`;
+  checked :class:`ViewConfig`;
 - :mod:`agents.view.padding`: the padded layout of one machine (``pad_nodes``), its
   parts by name, and the observation and action padding;
 - :mod:`agents.view.mixing`: several bases, soft or hard, and the residual's gate;
@@ -17,6 +17,15 @@ The DRAM share and its weights (``SHARE_TOP``, :func:`dram_share`) come from
 :mod:`baselines.placement`.
 """
 
+from agents.config.view import (
+    DEFAULT_RESIDUAL_SCALE,
+    MIXINGS,
+    RESIDUAL_CODECS,
+    RESIDUAL_KEYS,
+    ViewConfig,
+    base_names,
+    residual_base_mask,
+)
 from agents.view.interface import (
     AgentInterface,
     agent_layout,
@@ -26,15 +35,6 @@ from agents.view.interface import (
 )
 from agents.view.padding import NODE_DESCRIPTORS, PaddedLayout, padded_sizes
 from agents.view.policy import LearnedPolicy, PolicyError
-from agents.view.spec import (
-    DEFAULT_RESIDUAL_SCALE,
-    MIXINGS,
-    RESIDUAL_CODECS,
-    RESIDUAL_KEYS,
-    ViewSpec,
-    base_names,
-    residual_base_mask,
-)
 from agents.view.vec_env import AgentVecEnv, ConcatVecEnv, core_kwargs, make_training_vec_env
 from baselines.placement import SHARE_TOP, dram_share
 
@@ -51,7 +51,7 @@ __all__ = [
     "LearnedPolicy",
     "PaddedLayout",
     "PolicyError",
-    "ViewSpec",
+    "ViewConfig",
     "agent_layout",
     "agent_spaces",
     "base_names",

@@ -28,10 +28,10 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
+from agents.config.view import RESIDUAL_CODECS, ViewConfig, base_names
 from agents.view.codec import apply_box, apply_share, residual_width, share_span
 from agents.view.mixing import mix_bases
 from agents.view.padding import PaddedLayout, pad_action, pad_observation, unpad_action
-from agents.view.spec import RESIDUAL_CODECS, ViewSpec, base_names
 from baselines import make_policy
 from envs.core import COMING_FEATURES, EnvParams, Hardware
 from envs.spaces import tiering_mode_of
@@ -108,7 +108,7 @@ def agent_layout(params: EnvParams, interface: AgentInterface) -> dict[str, int]
 
 
 class AgentInterface:
-    """The agent's view of an environment (:class:`~agents.view.spec.ViewSpec`): base
+    """The agent's view of an environment (:class:`~agents.config.view.ViewConfig`): base
     heuristics, their mixing, the residual codec and node padding.
 
     ``obs_to_agent`` turns the environment's observation into the agent's (padded to
@@ -118,7 +118,7 @@ class AgentInterface:
     controller state), :meth:`observe` after every reset and step, then :meth:`decide`.
     """
 
-    def __init__(self, spec: ViewSpec) -> None:
+    def __init__(self, spec: ViewConfig) -> None:
         self.spec = spec
         #: (K,) the bases the residual adjusts
         self.residual_mask = spec.residual_mask
@@ -300,4 +300,4 @@ class AgentInterface:
 
 def make_interface(env_kwargs: Mapping[str, Any]) -> AgentInterface:
     """The :class:`AgentInterface` that a run's env settings describe."""
-    return AgentInterface(ViewSpec.from_env(env_kwargs))
+    return AgentInterface(ViewConfig.from_env(env_kwargs))

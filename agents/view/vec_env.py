@@ -17,8 +17,8 @@ from numpy.typing import NDArray
 from stable_baselines3.common.vec_env import VecMonitor
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvStepReturn, VecEnvWrapper
 
+from agents.config.view import RESIDUAL_KEYS
 from agents.view.interface import AgentInterface, make_interface
-from agents.view.spec import RESIDUAL_KEYS
 from envs.core import EnvParams, coming_tenants
 from envs.sb3 import TierGymVecEnv
 

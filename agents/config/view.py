@@ -16,7 +16,7 @@ The view's settings (:data:`RESIDUAL_KEYS`, recorded in a run folder's env setti
 - ``train_families``: the machine families trained on at once
   (:func:`agents.view.vec_env.make_training_vec_env`; not part of the spec).
 
-:class:`ViewSpec` checks the rules between them when it is built; an error names the
+:class:`ViewConfig` checks the rules between them when it is built; an error names the
 setting it is about (``residual_codec: 'share' needs base_policy ...``).
 """
 
@@ -35,7 +35,7 @@ __all__ = [
     "MIXINGS",
     "RESIDUAL_CODECS",
     "RESIDUAL_KEYS",
-    "ViewSpec",
+    "ViewConfig",
     "base_names",
     "residual_base_mask",
 ]
@@ -98,7 +98,7 @@ def residual_base_mask(
 
 
 @dataclass(frozen=True)
-class ViewSpec:
+class ViewConfig:
     """The agent's view as a run's env settings give it (the module docstring), checked.
 
     Fields are the settings of the same names; lists are kept as tuples.
@@ -146,7 +146,7 @@ class ViewSpec:
         object.__setattr__(self, "adjusted", tuple(bool(b) for b in mask))
 
     @classmethod
-    def from_env(cls, env_kwargs: Mapping[str, Any]) -> ViewSpec:
+    def from_env(cls, env_kwargs: Mapping[str, Any]) -> ViewConfig:
         """The spec that a run's env settings give (unset or null settings: the defaults)."""
         scale = env_kwargs.get("residual_scale")
         return cls(
