@@ -151,3 +151,20 @@ def test_privileged_critic_entries_reach_the_critic_and_never_the_actor() -> Non
         assert torch.equal(policy.get_distribution(o).distribution.mean,
                         policy.get_distribution(other).distribution.mean)  # fmt: skip
         assert not torch.allclose(policy.predict_values(o), policy.predict_values(other))
+
+
+def test_tenant_policy_keywords_are_declared_as_the_class_takes_them() -> None:
+    """agents.config declares TenantPolicy's keywords as data (it imports no agents module);
+    they must be the constructor's own."""
+    import importlib
+    import inspect
+
+    from agents.config.fields import PROJECT_POLICIES
+
+    for name, p in PROJECT_POLICIES.items():
+        module, attr = p.factory.split(":")
+        cls = getattr(importlib.import_module(module), attr)
+        assert cls.__name__ == name
+        taken = set(inspect.signature(cls.__init__).parameters)
+        taken -= {"self", "observation_space", "action_space", "lr_schedule"}
+        assert taken == set(p.keywords)
