@@ -7,6 +7,9 @@ Offline tooling: nothing in ``envs``, ``baselines``, ``agents``, ``train.py`` or
     python -m calibration --report     # regenerate docs/validation.md and docs/img/*.png
     python -m calibration --check      # print the must-show checks; exit status 1 if one fails
     python -m calibration --data DIR   # read the measurements from DIR (default ../shared/calibration)
+    python -m calibration probe -o machine.yaml   # this host's memory nodes (read only)
+    python -m calibration mlc LOG... -o node.yaml # a node fitted to MLC loaded-latency logs
+    python -m calibration damon damon.data --gbps X -o tenant.yaml  # a tenant from DAMON
 
 Modules, by concern:
 
@@ -18,6 +21,8 @@ Modules, by concern:
 - :mod:`calibration.checks`: the spr-4cxl weighted-interleave experiment and the must-show list;
 - :mod:`calibration.report`, :mod:`calibration.plots`: docs/validation.md and its figures;
 - :mod:`calibration.cli`: the command line (``python -m calibration``).
+- :mod:`calibration.probe`, :mod:`calibration.mlc`, :mod:`calibration.damon`: your machine
+  and your workload (docs/your-machine.md).
 
 The measurement (``loaded_latency_fig3_seq.csv``, see ``../shared/calibration/README.md``)
 is MLC's ``--loaded_latency`` test: 16 traffic threads stream over a buffer on one memory

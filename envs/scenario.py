@@ -1017,12 +1017,27 @@ def scenario_names() -> list[str]:
     return sorted(p.name[:-5] for p in (_DATA / "scenarios").iterdir() if p.name.endswith(".yaml"))
 
 
-def _resolve_hardware(hw: Any, where: str) -> Any:
+def _resolve_hardware(hw: Any, where: str, base_dir: Path | None = None) -> Any:
+    """A scenario's ``hardware``: a preset's name, a YAML file of a machine (``python -m
+    calibration probe`` writes one; read relative to ``base_dir``, the scenario's folder),
+    a preset with node changes, or a machine's mapping."""
     presets = hardware_presets()
+    if isinstance(hw, str) and hw not in presets and hw.endswith((".yaml", ".yml")):
+        path = Path(hw) if Path(hw).is_absolute() else (base_dir or Path(".")) / hw
+        if not _exists(path):
+            raise ScenarioError(f"{where}: hardware file {_short(str(path))} does not exist")
+        data = _read_yaml(path)
+        if not isinstance(data, Mapping) or isinstance(data.get("preset"), Mapping):
+            raise ScenarioError(
+                f"{where}: hardware file {_short(str(path))}: expected a mapping of a machine "
+                "(name, nodes, ...)"
+            )
+        return _resolve_hardware(data, where)
     if isinstance(hw, str):
         if hw not in presets:
             raise ScenarioError(
-                f"{where}: unknown hardware preset {_short(hw)}, expected one of {sorted(presets)}"
+                f"{where}: unknown hardware preset {_short(hw)}, expected one of {sorted(presets)} "
+                "or a YAML file of a machine"
             )
         return presets[hw]
     if isinstance(hw, Mapping) and "preset" in hw:
@@ -1110,7 +1125,7 @@ def load_scenario(spec: str | Path | Mapping[str, Any] | Scenario, **overrides: 
     data = {**data, **overrides}
     if "hardware" in data:
         try:
-            data["hardware"] = _resolve_hardware(data["hardware"], "hardware")
+            data["hardware"] = _resolve_hardware(data["hardware"], "hardware", base_dir)
         except ScenarioError as exc:
             raise ScenarioError(f"scenario {source}: {exc}") from None
     try:

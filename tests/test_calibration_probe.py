@@ -23,7 +23,7 @@ from host_fixtures import (
 
 from calibration.cli import main
 from calibration.probe import ProbeError, parse_cpulist, probe
-from envs import compile_params, hardware_presets, load_scenario
+from envs import ScenarioError, compile_params, hardware_presets, load_scenario
 
 
 def _machine(root: Path, tmp: Path, *extra: str) -> dict:
@@ -195,3 +195,24 @@ def test_probe_never_writes_under_the_root(tmp_path: Path) -> None:
     probe(root)
     after = {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
     assert before == after
+
+
+def test_a_scenario_file_names_the_probed_machine_file(tmp_path: Path) -> None:
+    """``hardware: machine.yaml`` in a scenario file reads the file probe wrote, beside it."""
+    root = one_socket_one_expander(tmp_path / "host")
+    hw = _machine(root, tmp_path)
+    tenant = {"name": "kv", "threads": 4, "mlp": 8, "compute_ns": 50, "read_fraction": 0.8}
+    scenario = {"name": "mine", "episode_steps": 2, "hardware": "machine.yaml"}
+    (tmp_path / "mine.yaml").write_text(
+        yaml.safe_dump({**scenario, "tenants": [{**tenant, "working_set_gib": 8}]})
+    )
+    sc = load_scenario(tmp_path / "mine.yaml")
+    assert [n.name for n in sc.hardware.nodes] == [n["name"] for n in hw["nodes"]]
+    assert [n.capacity_gib for n in sc.hardware.nodes] == [64.0, 128.0]
+    (tmp_path / "other.yaml").write_text(
+        yaml.safe_dump(
+            {**scenario, "hardware": "gone.yaml", "tenants": [{**tenant, "working_set_gib": 8}]}
+        )
+    )
+    with pytest.raises(ScenarioError, match=r"hardware file .*gone\.yaml' does not exist"):
+        load_scenario(tmp_path / "other.yaml")
