@@ -17,7 +17,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from envs import core
+from envs import core, paired
 from envs.config import arguments_text
 from envs.core import EnvParams, EnvState, Hardware, ScenarioSpec
 from envs.paired import BaselineTwin
@@ -187,9 +187,8 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
         super().reset(seed=seed)
         if seed is not None or self.state is None:
             base = seed if seed is not None else int(self.np_random.integers(2**63))
-            self.state, obs = core.reset(self.params, np.array([base], dtype=np.uint64))
-            if self.twin is not None:
-                self.twin.reset(self.state)
+            seeds = np.array([base], dtype=np.uint64)
+            self.state, obs = paired.reset(self.params, seeds, self.twin)
         else:
             done = np.ones(1, dtype=bool)
             self.state, obs = core.reset_where(self.params, self.state, done)
@@ -203,12 +202,9 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
         if state.done[0]:
             raise RuntimeError("step() after the episode ended: call reset()")
         a = self.params.codec.check(action)
-        twin_action = None if self.twin is None else self.twin.act(state)
-        self.state, obs, reward, term, trunc, metrics = core.step(
-            self.params, state, a[None], twin_action
+        self.state, obs, reward, term, trunc, metrics = paired.step(
+            self.params, state, a[None], self.twin
         )
-        if self.twin is not None:
-            self.twin.observe(self.state, term | trunc)
         info = {k: v[0] for k, v in metrics.items()}
         return obs[0], float(reward[0]), bool(term[0]), bool(trunc[0]), info
 
@@ -271,9 +267,7 @@ class TieredMemoryVecEnv(VectorEnv):
             seeds = np.asarray(list(seed), dtype=np.uint64)
             if seeds.shape != (self.num_envs,):
                 raise ValueError(f"seed: got {len(seeds)} seeds, expected {self.num_envs}")
-        self.state, obs = core.reset(self.params, seeds)
-        if self.twin is not None:
-            self.twin.reset(self.state)
+        self.state, obs = paired.reset(self.params, seeds, self.twin)
         infos: dict[str, Any] = {}
         for k, v in self._reset_info(np.arange(self.num_envs)).items():
             infos[k] = v
@@ -295,13 +289,10 @@ class TieredMemoryVecEnv(VectorEnv):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         a = self.params.codec.check(actions, self.num_envs, "actions")
         state = self._state()
-        twin_action = None if self.twin is None else self.twin.act(state)
-        self.state, obs, reward, term, trunc, metrics, final_obs = core.step_autoreset(
-            self.params, state, a, twin_action
+        self.state, obs, reward, term, trunc, metrics, final_obs = paired.step_autoreset(
+            self.params, state, a, self.twin
         )
         done = term | trunc
-        if self.twin is not None:
-            self.twin.observe(self.state, done)
         # The layout of SyncVectorEnv in SAME_STEP mode: a finished instance's step
         # info moves to final_info, and its top-level entries are its reset info.
         infos: dict[str, Any] = {}

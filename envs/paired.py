@@ -10,12 +10,11 @@ has the same optimal policy.
 
 The heuristic keeps controller state between steps, so it lives beside the pure
 core, in the adapters (``gym.make``, ``gym.make_vec``, the SB3 VecEnv), which all
-call it the same way::
+step it through the same three functions of this module::
 
     twin = BaselineTwin.of(params, num_envs)          # None without a baseline
-    state, obs = core.reset(params, seeds); twin.reset(state)
-    state, ... = core.step_autoreset(params, state, action, twin.act(state))
-    twin.observe(state, done)
+    state, obs = paired.reset(params, seeds, twin)    # core.reset, the twins with it
+    state, ... = paired.step_autoreset(params, state, action, twin)  # (or paired.step)
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from envs import core
 from envs.core import EnvParams, EnvState
@@ -78,3 +77,39 @@ class BaselineTwin:
         tw = self._twin(state)
         self.policy.observe(tw.metrics, core.hardware(tw.state))
         self._start = np.asarray(done, dtype=bool).copy()
+
+
+# ----------------------------------------------------------------- the adapters' one path
+
+
+def reset(
+    params: EnvParams, seeds: ArrayLike, twin: BaselineTwin | None
+) -> tuple[EnvState, NDArray[np.float32]]:
+    """:func:`envs.core.reset`, the twins (if any) starting their episodes with it."""
+    state, obs = core.reset(params, seeds)
+    if twin is not None:
+        twin.reset(state)
+    return state, obs
+
+
+def step(
+    params: EnvParams, state: EnvState, action: NDArray, twin: BaselineTwin | None
+) -> tuple[Any, ...]:
+    """:func:`envs.core.step` with the twins' heuristic deciding before and observing after
+    (``twin`` None: the plain step); what ``core.step`` returns."""
+    twin_action = None if twin is None else twin.act(state)
+    out = core.step(params, state, action, twin_action)
+    if twin is not None:
+        twin.observe(out[0], out[3] | out[4])
+    return out
+
+
+def step_autoreset(
+    params: EnvParams, state: EnvState, action: NDArray, twin: BaselineTwin | None
+) -> tuple[Any, ...]:
+    """:func:`envs.core.step_autoreset` with the twins as :func:`step` has them."""
+    twin_action = None if twin is None else twin.act(state)
+    out = core.step_autoreset(params, state, action, twin_action)
+    if twin is not None:
+        twin.observe(out[0], out[3] | out[4])
+    return out

@@ -26,7 +26,7 @@ import numpy as np
 from stable_baselines3.common.vec_env import VecMonitor
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
-from envs import core
+from envs import core, paired
 from envs.core import EnvParams, EnvState, Hardware
 from envs.paired import BaselineTwin
 
@@ -62,9 +62,7 @@ class TierGymVecEnv(VecEnv):
             base = np.asarray(seeds, dtype=np.uint64)
         else:
             raise ValueError("seed(): give every instance a seed or none")
-        self.state, obs = core.reset(self.params, base)
-        if self.twin is not None:
-            self.twin.reset(self.state)
+        self.state, obs = paired.reset(self.params, base, self.twin)
         self._reset_seeds()
         self.reset_infos = [{} for _ in range(self.num_envs)]
         return obs
@@ -83,12 +81,9 @@ class TierGymVecEnv(VecEnv):
             actions = actions.reshape(self.num_envs, size)  # SB3 may hand a flat batch
         actions = self.params.codec.check(actions, self.num_envs, "actions")
         t0 = time.perf_counter()
-        twin_action = None if self.twin is None else self.twin.act(self.state)
-        self.state, obs, reward, term, trunc, metrics, final_obs = core.step_autoreset(
-            self.params, self.state, actions, twin_action
+        self.state, obs, reward, term, trunc, metrics, final_obs = paired.step_autoreset(
+            self.params, self.state, actions, self.twin
         )
-        if self.twin is not None:
-            self.twin.observe(self.state, term | trunc)
         self.env_seconds += time.perf_counter() - t0
         self.env_steps += self.num_envs
         self._actions = None
