@@ -36,7 +36,7 @@ that the closed-loop fixed point of :func:`envs.solver.solve_fixed_point`, on th
 :func:`envs.model.compile_params` builds from that scenario, carries exactly the measured
 bandwidth. The model's probe latency is then the loaded latency of an access to that node:
 ``node_latency_ns`` for a local node, the tenant's latency (which adds the remote path)
-for a remote one. ``tests/test_calibration.py`` checks that :class:`envs.Simulator` gives
+for a remote one. ``tests/calibration/test_calibration.py`` checks that :class:`envs.Simulator` gives
 the same numbers.
 
 Definitions used in the fit and the report:

@@ -142,7 +142,7 @@ def topology_lines(data: str | Path | None = None) -> list[str]:
     w("")
     w("Each mechanism: what the source measured, what the model gives, where they differ")
     w("and why. Every model figure below is computed by `calibration/topology.py` when")
-    w("`python -m calibration --report` writes this file; `tests/test_topology.py` asserts")
+    w("`python -m calibration --report` writes this file; `tests/envs/test_topology.py` asserts")
     w('them (docs/model.md, "Topology"; docs/scenarios.md, "Topology").')
     w("")
     # fallback lists

@@ -6,7 +6,7 @@ drawn, and 1 to 4 tenants, each of a **kind** of the library with its parameters
 from the ranges of :data:`KINDS`: sizes, intensities, hotness, phases, arrivals and
 departures, cgroup limits and memory policies. Every range is written beside its
 source; the shipped scenarios' machines and tenants lie inside them
-(``tests/test_generator.py`` checks that), so they are points the generator can
+(``tests/envs/test_generator.py`` checks that), so they are points the generator can
 produce, not a training set.
 
 Families (one per node layout, so a batch can mix their scenarios):

@@ -337,7 +337,7 @@ _LOG_LG = (
 
 @_inline
 def _exp(x: float) -> float:  # pragma: no cover (compiled)
-    """e**x within 1 ulp (tests/test_solver.py checks it against libm): x = k ln2 + r with
+    """e**x within 1 ulp (tests/envs/test_solver.py checks it against libm): x = k ln2 + r with
     |r| <= ln2 / 2, e**r from fdlibm's polynomial, times 2**k as two exact powers of two
     (so that a subnormal result is rounded once); inf above 709.78, 0 below -745.2."""
     p1, p2, p3, p4, p5 = _EXP_P

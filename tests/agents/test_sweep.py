@@ -37,7 +37,7 @@ from agents.sweep.plan import (  # noqa: E402
 from agents.sweep.run import make_scheduler, run_sweep  # noqa: E402
 from agents.sweep.spec import SweepError, load_sweep  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_sweep(folder: Path, short: Path, name: str = "tiny", **extra: object) -> Path:

@@ -14,7 +14,7 @@ import envs
 from envs import core
 from envs.config import EnvConfig, arguments_table, field_names
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_make_params_takes_exactly_the_config_fields() -> None:

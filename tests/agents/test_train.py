@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def tiny_args(scenario: Path, run_dir: Path, *extra: str) -> list[str]:

@@ -28,7 +28,7 @@ from agents.distributed import (  # noqa: E402
 )
 from agents.evaluation import load_policy, run_comparison  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULT_FILES = ("results.json", "results.csv", "table.md", "leaderboard.md")
 
 

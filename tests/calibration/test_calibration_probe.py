@@ -1,6 +1,6 @@
 """``python -m calibration probe`` on fixture trees (never the real /sys).
 
-The trees (tests/host_fixtures.py): one socket with one expander (CDAT on the CXL
+The trees (tests/calibration/host_fixtures.py): one socket with one expander (CDAT on the CXL
 region), two sockets with expanders on socket 0 and HMAT data, and a published
 two-socket CXL server without HMAT.
 """

@@ -48,7 +48,7 @@ from baselines import catalogue
 from envs import load_scenario
 from envs.sb3 import make_vec_env
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ROLLOUT = 8 * 16  # --num-envs 8, n_steps 16
 EVAL_EPISODES = 4
 #: a run's references by default: every deployable heuristic

@@ -13,7 +13,7 @@ from agents.oracles import ORACLE_HEURISTICS
 from baselines import catalogue, make_policy, policy_names
 from envs.plugins import make_baseline_policy
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_entry_builds_under_its_name() -> None:
