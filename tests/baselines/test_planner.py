@@ -187,8 +187,9 @@ def test_best_heuristic_per_episode_is_the_per_episode_max() -> None:
     assert isinstance(make_reference("best-heuristic-per-episode"), BestHeuristicPerEpisode)
     assert "random" not in ORACLE_HEURISTICS and "planner" not in ORACLE_HEURISTICS
     assert set(ORACLE_HEURISTICS) <= set(policy_names())
-    with pytest.raises(ValueError, match="other than random and planner"):
-        BestHeuristicPerEpisode(heuristics=("random",))
+    for not_a_heuristic in ("random", "planner", "static-best"):
+        with pytest.raises(ValueError, match="expected heuristics of the catalogue"):
+            BestHeuristicPerEpisode(heuristics=(not_a_heuristic,))
     pol, kw = load_policy("oracle=best-heuristic-per-episode")
     assert pol.name == "oracle" and kw == {}
 
