@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup train test evaluate bench lint clean
+.PHONY: setup train test test-all evaluate bench lint clean
 
 setup: $(STAMP)
 
@@ -19,7 +19,10 @@ $(STAMP): pyproject.toml constraints.txt
 train: $(STAMP)  ## the main job: the default recipe (ppo-finetune) on mixed, compared with the heuristics
 	$(PY) train.py $(ARGS)
 
-test: $(STAMP)  ## the test suite on every core (add ARGS="-m 'not slow'" for the quick part)
+test: $(STAMP)  ## the suite on every core, less the tests marked slow (whole training runs, Ray, signals)
+	$(PY) -m pytest -q -n auto --dist worksteal -m "not slow" $(ARGS)
+
+test-all: $(STAMP)  ## every test, the slow ones too: what CI runs
 	$(PY) -m pytest -q -n auto --dist worksteal $(ARGS)
 
 evaluate: $(STAMP)

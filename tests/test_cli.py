@@ -116,6 +116,7 @@ def test_train_refuses_files_in_the_way(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "hp.yml"]
 
 
+@pytest.mark.slow
 def test_the_scripts_exit_2_with_one_line(tmp_path: Path) -> None:
     for script, args in (
         ("train.py", ["--timesteps", "-5", "--runs-root", str(tmp_path / "runs")]),
@@ -130,6 +131,7 @@ def test_the_scripts_exit_2_with_one_line(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_bad_thread_count_is_one_line_before_any_work(tmp_path: Path) -> None:
     """A bad ``TIERGYM_THREADS`` does not fail ``import envs``; each script names it in
     one line, exit code 2, before it writes anything."""

@@ -72,6 +72,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_plan_cells_splits_only_batch_independent_policies(tiny_model: Path) -> None:
     loaded = [load_policy(p) for p in ("dram-first", "random", "static-best", str(tiny_model))]
     assert [splittable(p) for p, _ in loaded] == [True, False, False, False]

@@ -170,6 +170,7 @@ def test_the_recorded_rows_are_those_of_a_run_following_the_labels(
     assert np.array_equal(np.concatenate(follower.seen), got.obs)
 
 
+@pytest.mark.slow
 def test_labelling_in_worker_processes_gives_the_same_policy(
     settings: ImitationSettings,
 ) -> None:
@@ -190,6 +191,7 @@ def test_labelling_in_worker_processes_gives_the_same_policy(
         assert torch.equal(a[k], b[k]), k
 
 
+@pytest.mark.slow
 def test_warm_start_with_plans_beats_every_base_on_its_episodes(
     settings: ImitationSettings,
 ) -> None:

@@ -342,6 +342,7 @@ def test_an_old_pickle_checkpoint_is_refused(tmp_path: Path, short_scenario: Pat
     assert (run / "command.txt").read_text() == command  # nothing was done
 
 
+@pytest.mark.slow
 def test_corrupt_safe_files_name_the_file(tmp_path: Path, short_scenario: Path) -> None:
     import train
     from agents.config import TrainingError

@@ -261,6 +261,7 @@ def test_stages_keep_the_imitation_phase_of_the_whole_budget(tmp_path: Path) -> 
     assert first.recipe.imitation == plan.config.recipe.imitation
 
 
+@pytest.mark.slow
 def test_the_example_sweeps_are_valid() -> None:
     for path in sorted((ROOT / "examples" / "sweeps").glob("*.yml")):
         validate_trials(load_sweep(path))
@@ -382,6 +383,7 @@ def test_a_folder_of_another_sweep_is_refused(
     assert "holds a different sweep" in error_line([str(path), "--output", str(out)], capsys)
 
 
+@pytest.mark.slow
 def test_unreachable_ray_address_is_one_line_before_any_trial(
     short_scenario: Path, tmp_path: Path
 ) -> None:

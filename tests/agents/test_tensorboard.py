@@ -462,6 +462,7 @@ def test_kill_9_and_resume_continue_tensorboard_without_duplicated_or_backwards_
     not (Path("/usr/bin/chromium").is_file() or shutil.which("chromium")),
     reason="needs Chromium (apt-get install -y chromium; .ci/run installs it as root on Debian)",
 )
+@pytest.mark.slow
 def test_screenshot_script_saves_the_custom_scalars_page(tiny_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "shot.png"
     script = [sys.executable, str(ROOT / "scripts" / "tb_screenshot.py"), str(tiny_run)]

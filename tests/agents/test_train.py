@@ -47,6 +47,7 @@ def event_tags(run_dir: Path) -> set[str]:
     return tags
 
 
+@pytest.mark.slow
 def test_tiny_run_logs_env_and_eval_tags_and_saves_the_run(
     tmp_path: Path, short_scenario: Path
 ) -> None:
@@ -353,6 +354,7 @@ def test_rl_train_families_pick_what_the_rl_phase_draws(tmp_path: Path) -> None:
             load_recipe("ppo-finetune", sets)
 
 
+@pytest.mark.slow
 def test_the_default_recipe_fine_tunes_on_the_scenario_anchored_elsewhere(
     tmp_path: Path, short_scenario: Path
 ) -> None:
