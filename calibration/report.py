@@ -124,7 +124,9 @@ def _report_text(
     w("shared data in `../shared/calibration/`; do not edit by hand. The fit itself is")
     w("`python -m calibration` (rewrites `envs/data/hardware/spr-a1000.yaml`,")
     w("`spr-a1000-2s.yaml` and `spr-4cxl.yaml`); `python -m calibration --check` prints")
-    w("the checks below and `pytest tests/calibration/test_calibration.py` asserts them. Both read the")
+    w(
+        "the checks below and `pytest tests/calibration/test_calibration.py` asserts them. Both read the"
+    )
     w("data from `../shared/calibration` (option `--data DIR`). The fit needs `scipy`.")
     w("")
     w("## 1. Must-show checks")
@@ -137,7 +139,9 @@ def _report_text(
     w("")
     w("Every number comes from the model the environment runs (`envs.solver.solve_fixed_point`")
     w("on the arrays `envs.model.compile_params` builds from a scenario; the Simulator gives the")
-    w("same, which `tests/calibration/test_calibration.py` checks). The checks that are not met are")
+    w(
+        "same, which `tests/calibration/test_calibration.py` checks). The checks that are not met are"
+    )
     w("explained in section 5 and 6; the model was not bent to meet them.")
     w("")
     w("## 2. How the MLC measurement is reproduced")

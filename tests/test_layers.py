@@ -141,7 +141,7 @@ def test_the_configuration_imports_no_other_agents_module() -> None:
         for m, p in MODULES.items()
         if m.startswith("agents.config")
         for n in _imports(p)
-        if n.startswith("agents.") and not n.startswith("agents.config") or n == "agents"
+        if (n.startswith("agents.") and not n.startswith("agents.config")) or n == "agents"
     ]
     assert found == []
 

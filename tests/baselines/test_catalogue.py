@@ -59,7 +59,7 @@ def test_run_references_default_to_every_deployable_heuristic() -> None:
     assert opts.reference_names() == deployable_heuristics()
     opts = check(RunOptions, {"references": "tpp,static:3:1"}, "the command line")
     assert opts.reference_names() == ["tpp", "static:3:1"]
-    with pytest.raises(TrainingError, match="references.*unknown policy 'tp'"):
+    with pytest.raises(TrainingError, match=r"references.*unknown policy 'tp'"):
         check(RunOptions, {"references": "tpp,tp"}, "the command line")
 
 
