@@ -32,6 +32,7 @@ from agents.runs import load_trained, trained_on
 from agents.view import LearnedPolicy, PolicyError
 from baselines import catalogue, make_policy
 from envs.families import make_family
+from envs.policy import RecordsPolicy, as_policy
 
 __all__ = [
     "RECORD_METRICS",
@@ -99,7 +100,9 @@ def load_policy(spec: str, label: str | None = None) -> tuple[Any, dict[str, Any
 def trained_on_of(loaded: Sequence[tuple[Any, dict[str, Any]]]) -> dict[str, list[str]]:
     """What each learned policy among ``loaded`` trained on, by its name."""
     return {
-        p.name: list(p.trained_on) for p, _ in loaded if getattr(p, "trained_on", None) is not None
+        p.name: list(p.trained_on)
+        for p, _ in loaded
+        if isinstance(p, LearnedPolicy) and p.trained_on is not None
     }
 
 
@@ -143,9 +146,10 @@ def check_runs(
     for sc in scenarios:
         for (policy, env_kwargs), name in zip(loaded, names, strict=True):
             try:
-                params = make_params(policy, sc, split, env_kwargs)
-                if hasattr(policy, "bind"):
-                    policy.bind(params, 1)
+                if isinstance(policy, RecordsPolicy):  # its records are its heuristics'
+                    make_params(None, sc, split, env_kwargs)
+                else:
+                    as_policy(policy).bind(make_params(policy, sc, split, env_kwargs), 1)
             except (ValueError, TypeError) as exc:
                 raise PolicyError(f"policy {name!r} on scenario {sc!r}: {exc}") from None
 
@@ -190,7 +194,7 @@ def loaded_policies(
     if episodes < 1:
         raise ValueError(f"episodes: got {episodes}, expected at least 1")
     loaded = [load_policy(p) if isinstance(p, str) else p for p in policies]
-    names = [getattr(p, "name", str(i)) for i, (p, _) in enumerate(loaded)]
+    names = [(p if isinstance(p, RecordsPolicy) else as_policy(p)).name for p, _ in loaded]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise PolicyError(f"two policies share the name(s) {dup}; give each a distinct label")

@@ -1,19 +1,19 @@
 """The shared evaluation loop: any policy, many episodes, one batched environment.
 
 Heuristic baselines (:mod:`baselines`) and trained agents go through the same
-code. A policy answers stable-baselines3's ``predict``::
+code: a policy is an :class:`envs.policy.Policy`, which answers stable-baselines3's
+``predict``::
 
     policy.predict(observation, state=None, episode_start=None, deterministic=True)
         -> (action, state)
 
-on a batch (``observation`` (B, obs_dim) -> ``action`` (B, act_dim)). Optional
-parts of the protocol, used when present:
+on a batch (``observation`` (B, obs_dim) -> ``action`` (B, act_dim)), and has
 
-- ``policy.kernel``: the :class:`~envs.model.KernelConfig` its system sets; the
-  environment is built with it;
+- ``policy.kernel``: the :class:`~envs.model.KernelConfig` its system sets (None: the
+  environment's); the environment is built with it;
 - ``policy.tiering_modes``: names of :data:`envs.spaces.TIERING_MODES` the
-  policy's actions choose from (``planner``); the environment is built with
-  them unless ``env_kwargs`` names its own ``tiering_modes``;
+  policy's actions choose from (``planner``; None: none); the environment is built
+  with them unless ``env_kwargs`` names its own ``tiering_modes``;
 - ``policy.bind(params, num_envs)``: called with the evaluation environment's
   :class:`~envs.core.EnvParams` and batch size before the first step (the
   codec, node names and tenant slots are there);
@@ -22,14 +22,14 @@ parts of the protocol, used when present:
   (every instance, including one that just finished) and the
   :class:`~envs.core.Hardware` view of the episodes now running, as a kernel
   policy reads its counters;
-- ``policy.plan_episodes(seeds)``: a clairvoyant reference (``planner``) is
-  handed the episodes' seeds after ``bind`` and before the reset, and plans
-  each episode by replaying it (an upper bound, not a deployable policy);
-- ``policy.rollout_records(scenario, n_episodes, seed, split, env_kwargs,
-  record_series, policy_name)``: a policy that makes its records itself
-  (``best-heuristic-per-episode``, an oracle over other policies' records);
-  :func:`rollout` returns what it returns;
 - ``policy.name``: the name written in the records.
+
+Two capabilities are protocols of their own: a :class:`~envs.policy.Clairvoyant`
+reference (``planner``) is handed the episodes' seeds (``plan_episodes``) after
+``bind`` and before the reset, and plans each episode by replaying it (an upper bound,
+not a deployable policy); a :class:`~envs.policy.RecordsPolicy`
+(``best-heuristic-per-episode``, an oracle over other policies' records) makes its
+records itself (``rollout_records``), and :func:`rollout` returns what it returns.
 
 :func:`rollout` runs ``n_episodes`` episodes as ``n_episodes`` instances of one
 batch of the environment core (:mod:`envs.core`; instance ``i`` gets seed
@@ -55,6 +55,7 @@ from baselines import make_policy  # the registry lives with the heuristics
 from envs import core
 from envs.core import EnvParams, Metrics, ScenarioSpec, kernel_config
 from envs.model import KernelConfig
+from envs.policy import Clairvoyant, Policy, RecordsPolicy, as_policy
 
 __all__ = ["EpisodeStats", "make_params", "records", "rollout", "run_episodes"]
 
@@ -145,19 +146,21 @@ class EpisodeStats:
 
 
 def make_params(
-    policy: Any,
+    policy: Policy | None,
     scenario: ScenarioSpec,
     split: str = "test",
     env_kwargs: Mapping[str, Any] | None = None,
 ) -> EnvParams:
-    """The evaluation environment's parameters for ``policy``: with ``policy.kernel`` if it has
-    one, and ``policy.tiering_modes`` if it has them and ``env_kwargs`` names none.
+    """The evaluation environment's parameters for ``policy``: with ``policy.kernel`` if it is
+    set, and ``policy.tiering_modes`` if they are set and ``env_kwargs`` names none (``policy``
+    None: the environment ``env_kwargs`` describe).
 
     Raises:
         ValueError: ``env_kwargs`` names a ``kernel`` that differs from the policy's.
     """
     kw = dict(env_kwargs or {})
-    pk: KernelConfig | None = getattr(policy, "kernel", None)
+    policy = None if policy is None else as_policy(policy)
+    pk: KernelConfig | None = None if policy is None else policy.kernel
     if pk is not None:
         asked = kw.get("kernel")
         if asked is not None and kernel_config(asked) != pk:
@@ -166,7 +169,7 @@ def make_params(
                 "a heuristic sets its own kernel configuration (drop env_kwargs['kernel'])"
             )
         kw["kernel"] = pk
-    modes = getattr(policy, "tiering_modes", None)
+    modes = None if policy is None else policy.tiering_modes
     if modes is not None and "tiering_modes" not in kw:
         kw["tiering_modes"] = list(modes)
     kw.setdefault("split", split)
@@ -176,7 +179,7 @@ def make_params(
 
 
 def run_episodes(
-    policy: Any,
+    policy: Policy,
     params: EnvParams,
     seeds: Sequence[int] | NDArray[np.integer],
     record_series: bool = False,
@@ -184,23 +187,21 @@ def run_episodes(
 ) -> EpisodeStats:
     """Step one instance per seed through its first episode under ``policy``.
 
-    The policy is bound to ``(params, len(seeds))`` if it has ``bind`` and
-    observes every step's metrics if it has ``observe``; the loop runs until
+    The policy is bound to ``(params, len(seeds))`` (and, if it is
+    :class:`~envs.policy.Clairvoyant`, handed the seeds to plan) and observes every step's
+    metrics; the loop runs until
     the longest first episode ends (finished instances restart and keep
     stepping, outside the sums). With ``record_series`` the first instance's
     per-step series is kept (:func:`rollout` documents its format).
     """
     seeds = np.asarray([int(s) for s in seeds], dtype=np.uint64)
     B, T = seeds.size, params.n_tenants
-    if hasattr(policy, "bind"):
-        policy.bind(params, B)
-    plan = getattr(policy, "plan_episodes", None)
-    if plan is not None:  # clairvoyant: the planner replays these episodes first
-        plan(seeds)
+    policy = as_policy(policy)
+    policy.bind(params, B)
+    if isinstance(policy, Clairvoyant):  # the planner replays these episodes first
+        policy.plan_episodes(seeds)
     state, obs = core.reset(params, seeds)
-    observe = getattr(policy, "observe", None)
-    if observe is not None:
-        observe(None, core.hardware(state))
+    policy.observe(None, core.hardware(state))
     inst = state.instance
     node_names = list(params.node_names)
     tenant_names = [list(n) for n in inst.tenant_names]
@@ -238,8 +239,7 @@ def run_episodes(
         state, obs, reward, term, trunc, m, _ = core.step_autoreset(
             params, state, np.asarray(action)
         )
-        if observe is not None:
-            observe(m, core.hardware(state))
+        policy.observe(m, core.hardware(state))
         st.add(m, reward, live)
         if series is not None and live[0]:
             _append_series(series, k, m, tenant_names[0], node_names)
@@ -317,7 +317,7 @@ def records(
 
 
 def rollout(
-    policy: Any,
+    policy: Policy | RecordsPolicy | Any | str,
     scenario: ScenarioSpec,
     n_episodes: int,
     seed: int = 0,
@@ -369,15 +369,17 @@ def rollout(
     """
     if n_episodes < 1:
         raise ValueError(f"n_episodes: got {n_episodes}, expected at least 1")
-    if isinstance(policy, str):
-        policy = make_policy(policy)
-    own = getattr(policy, "rollout_records", None)
-    if own is not None:  # an oracle over other policies' records
-        return list(own(scenario, n_episodes, seed, split, env_kwargs, record_series, policy_name))
-    params = make_params(policy, scenario, split, env_kwargs)
+    if isinstance(policy, RecordsPolicy):  # an oracle over other policies' records
+        return list(
+            policy.rollout_records(
+                scenario, n_episodes, seed, split, env_kwargs, record_series, policy_name
+            )
+        )
+    p = make_policy(policy) if isinstance(policy, str) else as_policy(policy)
+    params = make_params(p, scenario, split, env_kwargs)
     seeds = [seed + i for i in range(n_episodes)]
-    stats = run_episodes(policy, params, seeds, record_series=record_series)
-    name = policy_name or getattr(policy, "name", None) or type(policy).__name__
+    stats = run_episodes(p, params, seeds, record_series=record_series)
+    name = policy_name or p.name
     scen = scenario if isinstance(scenario, str) else params.family.name
     bad = int(stats.unconverged.sum())
     if bad:

@@ -96,10 +96,26 @@ def _model_fingerprint() -> str:
 class _FixedActions:
     """A policy that plays one fixed action per instance (the static-best grid)."""
 
+    name = "static-grid"
+    kernel = None  # the grid's parameters are built with static-best's kernel
+    tiering_modes = None
+
     def __init__(self, actions: NDArray[np.float32]) -> None:
         self.actions = actions
 
-    def predict(self, observation: Any, state: Any = None, **_: Any) -> tuple[NDArray, Any]:
+    def bind(self, env: Any, num_envs: int) -> None:
+        pass
+
+    def observe(self, metrics: Any, hardware: Any) -> None:
+        pass
+
+    def predict(
+        self,
+        observation: NDArray,
+        state: Any = None,
+        episode_start: NDArray | None = None,
+        deterministic: bool = True,
+    ) -> tuple[NDArray, Any]:
         return self.actions, state
 
 

@@ -144,6 +144,8 @@ class HeuristicPolicy:
 
     name: str = "heuristic"
     kernel: KernelConfig = STATIC_KERNEL
+    #: the tiering modes its actions pick (the planner's; None: its kernel's mode alone)
+    tiering_modes: tuple[str, ...] | None = None
 
     def __init__(self) -> None:
         self.params: EnvParams | None = None

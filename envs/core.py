@@ -194,7 +194,7 @@ def build_params(config: EnvConfig) -> EnvParams:
                 kernel=policy.kernel,
                 jitter=c.jitter,
                 pool_size=c.pool_size,
-                tiering_modes=getattr(policy, "tiering_modes", None),
+                tiering_modes=policy.tiering_modes,
                 observation=c.observation,
             )
         )

@@ -11,14 +11,15 @@ heuristics to the same group.
 from __future__ import annotations
 
 from importlib.metadata import entry_points
-from typing import Any
+
+from envs.policy import Clairvoyant, Policy, members
 
 __all__ = ["GROUP", "make_baseline_policy"]
 
 GROUP = "tiergym.policies"
 
 
-def make_baseline_policy(name: str) -> Any:
+def make_baseline_policy(name: str) -> Policy:
     """A fresh, unbound policy named ``name`` from the ``tiergym.policies`` providers.
 
     The policy must follow the heuristics' protocol (``bind``, ``observe``, ``predict``
@@ -45,13 +46,13 @@ def make_baseline_policy(name: str) -> Any:
         except ValueError as e:
             errors.append(f"{ep.name}: {e}")
             continue
-        missing = [a for a in ("bind", "observe", "predict", "kernel") if not hasattr(policy, a)]
-        if missing:
+        if not isinstance(policy, Policy):
+            missing = [a for a in members(Policy) if not hasattr(policy, a)]
             raise ValueError(
-                f"reward_baseline={name!r}: the policy has no {', '.join(missing)}; "
-                "a baseline follows the heuristics' protocol (baselines.HeuristicPolicy)"
+                f"reward_baseline={name!r}: the policy has no {', '.join(sorted(missing))}; "
+                "a baseline follows envs.policy.Policy (baselines.HeuristicPolicy does)"
             )
-        if hasattr(policy, "plan_episodes"):
+        if isinstance(policy, Clairvoyant):
             raise ValueError(
                 f"reward_baseline={name!r}: the policy plans each episode from its seed "
                 "(clairvoyant); a baseline must decide from what it observes"

@@ -47,6 +47,7 @@ import envs
 from agents.evaluation import mean_score
 from agents.rollout import rollout
 from agents.static_best import StaticBest
+from agents.view import LearnedPolicy
 from baselines.policies import HeuristicPolicy, RandomPolicy
 
 __all__ = ["MIN_BLOCK", "Cell", "plan_cells", "run_cells", "splittable"]
@@ -225,9 +226,8 @@ def _policy_identity(loaded: tuple[Any, dict[str, Any]]) -> str | None:
     h = hashlib.sha256(json.dumps(env_kwargs, sort_keys=True, default=str).encode())
     h.update(type(policy).__qualname__.encode())
     try:
-        model = getattr(policy, "model", None)
-        if model is not None and hasattr(model, "policy"):
-            for k, v in model.policy.state_dict().items():
+        if isinstance(policy, LearnedPolicy):
+            for k, v in policy.model.policy.state_dict().items():
                 h.update(k.encode())
                 h.update(v.detach().cpu().numpy().tobytes())
         else:

@@ -27,6 +27,10 @@ class LearnedPolicy:
     (:mod:`agents.view`), run here exactly as in training.
     """
 
+    #: its environment is the one it was trained in (``env_kwargs``): no kernel or modes of its own
+    kernel = None
+    tiering_modes = None
+
     def __init__(self, model: Any, env_kwargs: dict[str, Any], name: str, source: str) -> None:
         self.model = model
         self.env_kwargs = env_kwargs

@@ -109,3 +109,18 @@ def test_no_policy_list_is_kept_by_hand() -> None:
             if f.name != "catalogue.py":
                 found += _name_lists(f, known)
     assert found == []
+
+
+def test_every_entry_follows_the_policy_protocols() -> None:
+    """A catalogue policy is stepped (Policy) or makes its records from others' (RecordsPolicy);
+    the clairvoyant ones say so (Clairvoyant) and are never reward baselines."""
+    from envs.policy import Clairvoyant, Policy, RecordsPolicy, members
+
+    assert members(Policy) == ["bind", "kernel", "name", "observe", "predict", "tiering_modes"]
+    for e in catalogue.CATALOGUE:
+        p = make_reference(e.name)
+        assert isinstance(p, Policy) != isinstance(p, RecordsPolicy), e.name
+        assert isinstance(p, Clairvoyant) == (e.bound == "clairvoyant"), e.name
+        if e.reward_baseline:
+            assert isinstance(p, Policy) and not isinstance(p, Clairvoyant), e.name
+    assert not isinstance(object(), Policy)
