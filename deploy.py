@@ -20,7 +20,7 @@ fsynced before the file's first write) and written back when the run ends: after
 ``--steps``, on Ctrl-C and on SIGTERM; ``--restore JOURNAL`` does it after a run was
 killed. Only the knobs of ``envs.host.KNOBS`` are ever written (never DAMON's tree).
 
-A policy is a heuristic that can run on a host (:data:`HOST_POLICIES` says which, what
+A policy is a heuristic that can run on a host (the catalogue says which, what
 each reads and writes, and why the others cannot) or a trained run folder whose policy
 was trained on the host view (``observation="host"``, global weights; :class:`HostRun`). It refuses, with
 one line naming what is missing and exit code 2: a host without the knobs or counters the
@@ -46,7 +46,8 @@ from typing import Any, NoReturn, cast
 import numpy as np
 
 from agents.evaluation import load_policy
-from baselines import make_policy
+from baselines import catalogue, make_policy
+from baselines.catalogue import HostRole
 from baselines.policies import HeuristicPolicy
 from envs.core import EnvParams, Hardware
 from envs.host import (
@@ -69,123 +70,9 @@ from envs.host import (
 from envs.kernel import gcd_reduce
 from envs.spaces import ActionCodec
 
-__all__ = ["HOST_POLICIES", "HostRole", "main"]
+__all__ = ["main"]
 
 RATE_MAX = 2**31 - 1
-
-
-@dataclass(frozen=True)
-class HostRole:
-    """How a policy runs on a host: the counters it reads, the knobs it sets, how it maps.
-
-    ``inputs`` are names of :data:`envs.host.INPUTS`, ``knobs`` kinds of
-    :data:`envs.host.KNOBS`; ``how`` says in one sentence what it writes and what of the
-    simulated policy a host cannot do; ``refused`` (not ``None``) is why it cannot run on
-    a host at all. ``fallback`` is the role to use when the host lacks one of ``knobs``
-    (``weighted-interleave`` without the auto switch computes the weights from HMAT).
-    """
-
-    inputs: tuple[str, ...] = ()
-    knobs: tuple[str, ...] = ()
-    how: str = ""
-    refused: str | None = None
-    fallback: HostRole | None = None
-
-
-_TIERING = ("promote_rate", "numa_balancing", "demotion")
-_STATIC = ("weights", "numa_balancing", "demotion")
-
-#: Which policies can run on a host, and how (the one place this is declared).
-#:
-#: Common to all: a heuristic is bound with global weights (one weight row; no mainline
-#: interface sets another process's interleave weights), so each reduces its per-tenant
-#: decision in its own global form (``bw-aware-interleave``: the CXL share of the
-#: machine's traffic, ``X / sum d``). A weight of 0 (a node left out of the interleave)
-#: cannot be written: it becomes 1, the kernel's minimum, and the other weights are scaled
-#: by ``255 // max`` so that the node gets the smallest share the kernel allows
-#: (``static:1:0`` is 255:1); all-zero weights (local-first) leave the weights as they are.
-#: The promotion rate maps to NUMA balancing's tiering bit (2) and
-#: ``numa_balancing_promote_rate_limit_MBps``: rate 0 clears the bit (the normal-balancing
-#: bit 1 is kept as found), a rate > 0 sets it and writes the rate (MB/s, at least 1).
-#: ``KernelConfig.demotion`` is ``demotion_enabled``. The weights act only on tasks that
-#: run under ``MPOL_WEIGHTED_INTERLEAVE`` (``numactl --weighted-interleave``), on new pages.
-HOST_POLICIES: dict[str, HostRole] = {
-    "dram-first": HostRole(
-        (),
-        ("numa_balancing", "demotion"),
-        "local allocation is every task's default: weights left as they are, promotion off "
-        "(tiering bit cleared), demotion_enabled=true (false with demotion=False)",
-    ),
-    "interleave": HostRole(
-        (),
-        _STATIC,
-        "weight 1 on every node (auto off), promotion off, demotion_enabled=true",
-    ),
-    "weighted-interleave": HostRole(
-        (),
-        ("auto", "numa_balancing", "demotion"),
-        "the kernel's own auto weights (auto=Y: bandwidth from HMAT/CDAT, as modelled), "
-        "promotion off, demotion_enabled=true",
-        fallback=HostRole(
-            ("hmat-bandwidth",),
-            _STATIC,
-            "no auto switch (Linux < 6.16): the auto weights computed here from the nodes' "
-            "HMAT bandwidth, written per node",
-        ),
-    ),
-    "static": HostRole(
-        (),
-        (*_STATIC, "promote_rate"),
-        "its weights per node (auto off) and its rate (0: promotion off), demotion_enabled=true",
-    ),
-    "numa-tiering": HostRole(
-        (),
-        _TIERING,
-        "NUMA balancing in tiering mode (bit 2) at the policy's rate limit (65536 MB/s), "
-        "demotion_enabled=true",
-    ),
-    "tpp": HostRole(
-        (),
-        _TIERING,
-        "as numa-tiering: TPP's 2% demotion watermark (demote_scale_factor) and active-LRU-only "
-        "promotion are not mainline knobs, so the kernel's own watermarks and promotion apply",
-    ),
-    "damon-tiering": HostRole(
-        ("node-meminfo",),
-        _TIERING,
-        "the promotion scheme's quota, tuned each interval on the DRAM nodes' used share "
-        "(meminfo), as the promotion rate limit, as the simulator models it; no DAMON kdamond "
-        "is created or written, and the demotion scheme is the kernel's own demotion",
-    ),
-    "bw-aware-interleave": HostRole(
-        ("mbm", "hmat-bandwidth"),
-        (*_STATIC, "promote_rate"),
-        "the machine's memory traffic (resctrl MBM, measured: demand at loaded, not idle, "
-        "latency) against the DRAM nodes' HMAT bandwidth gives the CXL share of the global "
-        "weights; promotion at 65536 MB/s while that share is 0",
-    ),
-    "colloid": HostRole(
-        ("node-latency", "mbm", "hmat-bandwidth"),
-        (*_STATIC, "promote_rate"),
-        "balances the DRAM and CXL loaded latencies with the global weights and the rate",
-    ),
-    "memcg-fair": HostRole(
-        refused="its per-cgroup promotion throttle is an RFC (linux-mm, Sept 2024), not a "
-        "mainline knob; numa-tiering with the cgroups' own memory.low is what a host runs"
-    ),
-    "caption": HostRole(
-        refused="it tunes on the tenants' performance (tenant_norm_perf), which the kernel "
-        "does not expose"
-    ),
-    "random": HostRole(refused="it is a lower bound, not a placement policy"),
-    "planner": HostRole(
-        refused="it is clairvoyant (it replays each simulated episode from its seed)"
-    ),
-    "static-best": HostRole(refused="it is an evaluation tool (a search over simulated episodes)"),
-    "best-heuristic-per-episode": HostRole(
-        refused="it is an evaluation tool (an oracle over simulated episodes)"
-    ),
-}
 
 
 class DeployError(ValueError):
@@ -381,17 +268,16 @@ def role_of(spec: str) -> HostRole:
     Raises:
         DeployError: an unknown name or a policy that cannot run on a host.
     """
-    key = "static" if spec.startswith("static:") else spec
-    role = HOST_POLICIES.get(key)
-    if role is None:
+    try:
+        role = catalogue.host_role(spec)
+    except ValueError:
+        runnable = [*catalogue.names(host=True), "static:W1:W2[@RATE]"]
         raise DeployError(
             f"--policy {spec!r}: not a heuristic nor a run folder; heuristics a host can run: "
-            f"{', '.join(k if k != 'static' else 'static:W1:W2[@RATE]' for k, r in HOST_POLICIES.items() if r.refused is None)}"
-        )
+            f"{', '.join(runnable)}"
+        ) from None
     if role.refused is not None:
         raise DeployError(f"--policy {spec}: cannot run on a host: {role.refused}")
-    if key == "static" and "@" not in spec:  # no rate: promotion off, the rate file unused
-        role = dataclasses.replace(role, knobs=_STATIC)
     return role
 
 

@@ -24,9 +24,12 @@ from typing import Any, Literal
 __all__ = [
     "CATALOGUE",
     "KINDS",
+    "STATIC_HOST",
+    "HostRole",
     "PolicyEntry",
     "entry",
     "factory",
+    "host_role",
     "names",
     "register",
 ]
@@ -37,6 +40,29 @@ __all__ = [
 #: run folder; never a catalogue name).
 Kind = Literal["heuristic", "lower-bound", "upper-bound", "learned"]
 KINDS: tuple[str, ...] = ("heuristic", "lower-bound", "upper-bound", "learned")
+
+
+@dataclasses.dataclass(frozen=True)
+class HostRole:
+    """How a policy runs on a real host (``deploy.py``): the counters it reads, the knobs it
+    sets, how it maps.
+
+    ``inputs`` are names of :data:`envs.host.INPUTS`, ``knobs`` kinds of
+    :data:`envs.host.KNOBS`; ``how`` says in one sentence what it writes and what of the
+    simulated policy a host cannot do; ``refused`` (not ``None``) is why it cannot run on
+    a host at all. ``fallback`` is the role to use when the host lacks one of ``knobs``
+    (``weighted-interleave`` without the auto switch computes the weights from HMAT).
+    """
+
+    inputs: tuple[str, ...] = ()
+    knobs: tuple[str, ...] = ()
+    how: str = ""
+    refused: str | None = None
+    fallback: HostRole | None = None
+
+
+_TIERING = ("promote_rate", "numa_balancing", "demotion")
+_STATIC = ("weights", "numa_balancing", "demotion")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +82,8 @@ class PolicyEntry:
     #: how an upper bound knows more than a kernel: ``clairvoyant`` (it replays the episode
     #: from its seed) or ``hindsight`` (it picks among finished episodes' results)
     bound: Literal["clairvoyant", "hindsight"] | None = None
+    #: how it runs on a real host (``deploy.py``), or why it cannot
+    host: HostRole = HostRole(refused="not declared for a host")
 
     @property
     def module(self) -> str:
@@ -68,11 +96,23 @@ class PolicyEntry:
         return self.deployable and self.module.startswith("baselines.")
 
 
-def _heuristic(
-    name: str, attr: str, source: str, module: str = "baselines.policies"
-) -> PolicyEntry:
-    return PolicyEntry(name, "heuristic", f"{module}:{attr}", source, deployable=True)
+def _heuristic(name: str, attr: str, source: str, host: HostRole) -> PolicyEntry:
+    return PolicyEntry(
+        name, "heuristic", f"baselines.policies:{attr}", source, deployable=True, host=host
+    )
 
+
+# How a policy runs on a host, common to all: a heuristic is bound with global weights (one
+# weight row; no mainline interface sets another process's interleave weights), so each
+# reduces its per-tenant decision in its own global form (``bw-aware-interleave``: the CXL
+# share of the machine's traffic). A weight of 0 (a node left out of the interleave) cannot
+# be written: it becomes 1, the kernel's minimum, and the other weights are scaled by
+# ``255 // max`` (``static:1:0`` is 255:1); all-zero weights (local-first) leave the weights
+# as they are. The promotion rate maps to NUMA balancing's tiering bit (2) and
+# ``numa_balancing_promote_rate_limit_MBps``: rate 0 clears the bit (the normal-balancing bit
+# 1 is kept as found), a rate > 0 sets it and writes the rate. ``KernelConfig.demotion`` is
+# ``demotion_enabled``. The weights act only on tasks that run under
+# ``MPOL_WEIGHTED_INTERLEAVE`` (``numactl --weighted-interleave``), on new pages.
 
 #: Every named policy, in the order tables list them.
 CATALOGUE: list[PolicyEntry] = [
@@ -80,37 +120,112 @@ CATALOGUE: list[PolicyEntry] = [
         "dram-first",
         "LocalFirst",
         "Linux default (MPOL_LOCAL): the local node, then its fallback list",
+        HostRole(
+            (),
+            ("numa_balancing", "demotion"),
+            "local allocation is every task's default: weights left as they are, promotion "
+            "off (tiering bit cleared), demotion_enabled=true (false with demotion=False)",
+        ),
     ),
-    _heuristic("interleave", "Interleave", "Linux MPOL_INTERLEAVE: round robin over the nodes"),
+    _heuristic(
+        "interleave",
+        "Interleave",
+        "Linux MPOL_INTERLEAVE: round robin over the nodes",
+        HostRole(
+            (), _STATIC, "weight 1 on every node (auto off), promotion off, demotion_enabled=true"
+        ),
+    ),
     _heuristic(
         "weighted-interleave",
         "WeightedInterleave",
         "Linux MPOL_WEIGHTED_INTERLEAVE (6.9+) with its auto weights from HMAT/CDAT bandwidth",
+        HostRole(
+            (),
+            ("auto", "numa_balancing", "demotion"),
+            "the kernel's own auto weights (auto=Y: bandwidth from HMAT/CDAT, as modelled), "
+            "promotion off, demotion_enabled=true",
+            fallback=HostRole(
+                ("hmat-bandwidth",),
+                _STATIC,
+                "no auto switch (Linux < 6.16): the auto weights computed here from the "
+                "nodes' HMAT bandwidth, written per node",
+            ),
+        ),
     ),
     _heuristic(
         "numa-tiering",
         "NumaTiering",
         "Linux NUMA balancing, memory-tiering mode (numa_balancing=2)",
+        HostRole(
+            (),
+            _TIERING,
+            "NUMA balancing in tiering mode (bit 2) at the policy's rate limit (65536 MB/s), "
+            "demotion_enabled=true",
+        ),
     ),
-    _heuristic("tpp", "TPP", "TPP (ASPLOS'23): proactive demotion, active-only promotion"),
+    _heuristic(
+        "tpp",
+        "TPP",
+        "TPP (ASPLOS'23): proactive demotion, active-only promotion",
+        HostRole(
+            (),
+            _TIERING,
+            "as numa-tiering: TPP's 2% demotion watermark (demote_scale_factor) and "
+            "active-LRU-only promotion are not mainline knobs, so the kernel's own watermarks "
+            "and promotion apply",
+        ),
+    ),
     _heuristic(
         "memcg-fair",
         "MemcgFair",
         "per-cgroup tiering fairness RFC (2024): memory.low protects DRAM",
+        HostRole(
+            refused="its per-cgroup promotion throttle is an RFC (linux-mm, Sept 2024), not a "
+            "mainline knob; numa-tiering with the cgroups' own memory.low is what a host runs"
+        ),
     ),
     _heuristic(
-        "colloid", "ColloidPolicy", "Colloid (SOSP'24): balance the tiers' loaded latencies"
+        "colloid",
+        "ColloidPolicy",
+        "Colloid (SOSP'24): balance the tiers' loaded latencies",
+        HostRole(
+            ("node-latency", "mbm", "hmat-bandwidth"),
+            (*_STATIC, "promote_rate"),
+            "balances the DRAM and CXL loaded latencies with the global weights and the rate",
+        ),
     ),
     _heuristic(
-        "caption", "CaptionPolicy", "Caption (MICRO'23): hill-climb the DRAM:CXL interleave ratio"
+        "caption",
+        "CaptionPolicy",
+        "Caption (MICRO'23): hill-climb the DRAM:CXL interleave ratio",
+        HostRole(
+            refused="it tunes on the tenants' performance (tenant_norm_perf), which the kernel "
+            "does not expose"
+        ),
     ),
     _heuristic(
-        "damon-tiering", "DamonTiering", "DAMON auto-tuned tiering (Linux 6.16): DAMOS quota goals"
+        "damon-tiering",
+        "DamonTiering",
+        "DAMON auto-tuned tiering (Linux 6.16): DAMOS quota goals",
+        HostRole(
+            ("node-meminfo",),
+            _TIERING,
+            "the promotion scheme's quota, tuned each interval on the DRAM nodes' used share "
+            "(meminfo), as the promotion rate limit, as the simulator models it; no DAMON "
+            "kdamond is created or written, and the demotion scheme is the kernel's own",
+        ),
     ),
     _heuristic(
         "bw-aware-interleave",
         "BandwidthAwareInterleave",
         "bandwidth-aware interleave: CXL share for the demand above DRAM's bandwidth",
+        HostRole(
+            ("mbm", "hmat-bandwidth"),
+            (*_STATIC, "promote_rate"),
+            "the machine's memory traffic (resctrl MBM, measured: demand at loaded, not idle, "
+            "latency) against the DRAM nodes' HMAT bandwidth gives the CXL share of the global "
+            "weights; promotion at 65536 MB/s while that share is 0",
+        ),
     ),
     PolicyEntry(
         "static-best",
@@ -119,6 +234,7 @@ CATALOGUE: list[PolicyEntry] = [
         "the best fixed weights and rate, searched on the evaluated episodes",
         deployable=False,
         bound="hindsight",
+        host=HostRole(refused="it is an evaluation tool (a search over simulated episodes)"),
     ),
     PolicyEntry(
         "best-heuristic-per-episode",
@@ -128,6 +244,7 @@ CATALOGUE: list[PolicyEntry] = [
         deployable=False,
         closing=True,
         bound="hindsight",
+        host=HostRole(refused="it is an evaluation tool (an oracle over simulated episodes)"),
     ),
     PolicyEntry(
         "random",
@@ -135,6 +252,7 @@ CATALOGUE: list[PolicyEntry] = [
         "baselines.policies:RandomPolicy",
         "uniform random actions",
         deployable=True,
+        host=HostRole(refused="it is a lower bound, not a placement policy"),
     ),
     PolicyEntry(
         "planner",
@@ -144,8 +262,31 @@ CATALOGUE: list[PolicyEntry] = [
         deployable=False,
         closing=True,
         bound="clairvoyant",
+        host=HostRole(
+            refused="it is clairvoyant (it replays each simulated episode from its seed)"
+        ),
     ),
 ]
+#: How the parametric ``static:W1:W2[:...][@RATE]`` family runs on a host.
+STATIC_HOST = HostRole(
+    (),
+    (*_STATIC, "promote_rate"),
+    "its weights per node (auto off) and its rate (0: promotion off), demotion_enabled=true",
+)
+
+
+def host_role(spec: str) -> HostRole:
+    """How policy ``spec`` (a name, or ``static:...``) runs on a host; a ``static:`` spec
+    without a rate leaves the rate limit alone.
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    if spec.startswith("static:"):
+        if "@" in spec:
+            return STATIC_HOST
+        return dataclasses.replace(STATIC_HOST, knobs=_STATIC)
+    return entry(spec).host
 
 
 def names(
@@ -156,6 +297,7 @@ def names(
     closing: bool | None = None,
     reward_baseline: bool | None = None,
     module: str | None = None,
+    host: bool | None = None,
 ) -> list[str]:
     """The names of the entries that match every condition given (``None``: any)."""
     if kind is not None and kind not in KINDS:
@@ -173,6 +315,8 @@ def names(
         if reward_baseline is not None and e.reward_baseline != reward_baseline:
             continue
         if module is not None and not e.module.startswith(module):
+            continue
+        if host is not None and (e.host.refused is None) != host:
             continue
         out.append(e.name)
     return out

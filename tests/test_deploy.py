@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import deploy
+from baselines import catalogue
 from baselines.policies import DamonTiering
 from envs.host import (
     DEMOTION,
@@ -474,7 +475,7 @@ def test_damon_tiering_tunes_on_the_dram_use_a_host_shows(tmp_path: Path) -> Non
     root = host(tmp_path / "h")
     reader = HostReader(root)
     pol = deploy.HostHeuristic(
-        "damon-tiering", deploy.HOST_POLICIES["damon-tiering"], reader.machine()
+        "damon-tiering", catalogue.entry("damon-tiering").host, reader.machine()
     )
     damon = pol.policy
     assert isinstance(damon, DamonTiering) and damon.tuner is not None

@@ -124,3 +124,20 @@ def test_every_entry_follows_the_policy_protocols() -> None:
         if e.reward_baseline:
             assert isinstance(p, Policy) and not isinstance(p, Clairvoyant), e.name
     assert not isinstance(object(), Policy)
+
+
+def test_the_catalogue_says_how_each_policy_runs_on_a_host() -> None:
+    """deploy.py reads its roles here: a heuristic runs on a host or says why not; the
+    bounds never do; a static spec without a rate leaves the rate limit alone."""
+    runnable = catalogue.names(host=True)
+    assert set(runnable) <= set(catalogue.names(kind="heuristic"))
+    assert {"dram-first", "weighted-interleave", "numa-tiering"} <= set(runnable)
+    for name in catalogue.names():
+        role = catalogue.host_role(name)
+        assert (role.refused is None) == (name in runnable)
+        assert role.refused or role.how, name
+    assert "caption" not in runnable  # tenant performance is not observable on a host
+    assert "promote_rate" in catalogue.host_role("static:3:1@256").knobs
+    assert "promote_rate" not in catalogue.host_role("static:3:1").knobs
+    with pytest.raises(ValueError, match="unknown policy"):
+        catalogue.host_role("nope")
