@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -228,28 +228,45 @@ INITIAL: dict[str, dict[str, float]] = {
 }
 
 
+def _rf(mix: str) -> float:
+    r, w = (int(x) for x in mix.split(":"))
+    return r / (r + w)
+
+
+def mixes_of(memory: str, series: Mapping[tuple[str, str], Series]) -> list[str]:
+    """The mixes of ``memory`` in ``series``, most reads first (the order of :data:`MIXES`)."""
+    return sorted((m for (r, m) in series if r == memory), key=lambda m: -_rf(m))
+
+
 def _curve_residuals(
     memory: str, hw: Mapping[str, Any], series: Mapping[tuple[str, str], Series]
 ) -> tuple[F64, float]:
-    """log(model / measured) latency at the fitted points of every mix (through the model).
+    """log(model / measured) latency at the fitted points of every mix of ``memory`` in
+    ``series`` (through the model).
 
     Returns the residuals and the shift (ns) of the ``"idle"`` parameter that makes the
-    model's latency at the lowest-load 1:0 point equal the measured idle latency (zero
-    for a memory without one). At a fixed bandwidth the probe latency is that parameter
-    plus terms that do not depend on it, so the shift is exact.
+    model's latency at the lowest-load point of the 1:0 series (or, without one, of the
+    most-read mix) equal the measured idle latency (zero for a memory without one). At a
+    fixed bandwidth the probe latency is that parameter plus terms that do not depend on
+    it, so the shift is exact.
     """
-    rfs, bws, lats = [], [], []
-    for mix, rf in MIXES.items():
+    rfs: list[float] = []
+    bws: list[float] = []
+    lats: list[float] = []
+    mixes = mixes_of(memory, series)
+    for mix in mixes:
         s = series[(memory, mix)]
         m = s.fitted
-        rfs += [rf] * int(m.sum())
+        rfs += [_rf(mix)] * int(m.sum())
         bws += list(s.bandwidth[m])
         lats += list(s.latency[m])
     anchored = any(p.stage == "idle" for p in PARAMETERS[memory])
-    ref = series[(memory, "1:0")]
+    ref = series[(memory, "1:0")] if (memory, "1:0") in series else series[(memory, mixes[0])]
     if anchored:
-        rfs.append(1.0)
+        rfs.append(_rf(ref.mix))
         bws.append(float(ref.bandwidth[0]))
+    if not bws:
+        return np.zeros(0), 0.0
     lat, _, reach = MLCBench(hw, memory, rfs).place(np.array(bws))
     shift = 0.0
     if anchored:
@@ -263,9 +280,10 @@ def _curve_residuals(
 def _peak_residuals(
     memory: str, hw: Mapping[str, Any], series: Mapping[tuple[str, str], Series]
 ) -> F64:
-    """log(model / measured) peak bandwidth of every mix."""
-    peaks = MLCBench(hw, memory, list(MIXES.values())).capacity()
-    return np.log(peaks / np.array([series[(memory, m)].peak for m in MIXES]))
+    """log(model / measured) peak bandwidth of every mix of ``memory`` in ``series``."""
+    mixes = mixes_of(memory, series)
+    peaks = MLCBench(hw, memory, [_rf(m) for m in mixes]).capacity()
+    return np.log(peaks / np.array([series[(memory, m)].peak for m in mixes]))
 
 
 def fit_memory(
@@ -274,27 +292,34 @@ def fit_memory(
     series: Mapping[tuple[str, str], Series],
     theta0: Sequence[float],
     verbose: bool = False,
+    held: Collection[str] = (),
 ) -> tuple[dict[str, float], list[Any]]:
-    """Fit one memory: peaks first (peak parameters), then the curve (curve parameters)."""
+    """Fit one memory: peaks first (peak parameters), then the curve (curve parameters), over
+    the mixes ``series`` has of it; the parameters named in ``held`` keep their start values
+    (those a user's logs cannot place: ``python -m calibration mlc``). The idle latency is
+    tied to the measured one after the curve stage (after the peaks, without one)."""
     from scipy.optimize import least_squares
 
     ps = PARAMETERS[memory]
     theta = np.asarray(theta0, dtype=float).copy()
     anchor = [i for i, p in enumerate(ps) if p.stage == "idle"]
     results = []
+    tied = False
     for stage, loss in (("peak", "linear"), ("curve", "soft_l1")):
-        idx = [i for i, p in enumerate(ps) if p.stage == stage]
+        idx = [i for i, p in enumerate(ps) if p.stage == stage and p.key not in held]
+        if not idx:
+            continue
         lo = np.array([ps[i].lo for i in idx])
         hi = np.array([ps[i].hi for i in idx])
         x0 = np.clip(theta[idx], lo + 1e-6 * (hi - lo), hi - 1e-6 * (hi - lo))
 
-        def hw_of(x: F64, idx: list[int] = idx) -> tuple[dict, F64]:
+        def hw_of(x: F64, idx: list[int] = idx) -> dict:
             th = theta.copy()
             th[idx] = x
-            return hardware_with(memory, base, node_values(memory, th)), th
+            return hardware_with(memory, base, node_values(memory, th))
 
         def fun(x: F64, stage: str = stage) -> F64:
-            hw, _ = hw_of(x)
+            hw = hw_of(x)
             if stage == "peak":
                 return _peak_residuals(memory, hw, series)
             return _curve_residuals(memory, hw, series)[0]
@@ -312,9 +337,12 @@ def fit_memory(
         )
         theta[idx] = res.x
         if stage == "curve" and anchor:
-            hw, _ = hw_of(res.x)
-            theta[anchor] += _curve_residuals(memory, hw, series)[1]
+            theta[anchor] += _curve_residuals(memory, hw_of(res.x), series)[1]
+            tied = True
         results.append(res)
+    if anchor and not tied and "idle_latency_ns" not in held:
+        hw = hardware_with(memory, base, node_values(memory, theta))
+        theta[anchor] += _curve_residuals(memory, hw, series)[1]
     return node_values(memory, theta), results
 
 

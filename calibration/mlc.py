@@ -41,7 +41,15 @@ from numpy.typing import NDArray
 
 from calibration.bench import MLCBench
 from calibration.data import ERROR_RANGE, F64, Series
-from calibration.fit import INITIAL, PARAMETERS, hardware_with, node_values, theta_of
+from calibration.fit import (
+    INITIAL,
+    PARAMETERS,
+    _rf,
+    fit_memory,
+    hardware_with,
+    mixes_of,
+    theta_of,
+)
 from calibration.presets import a1000_2s_hardware, a1000_hardware, rounded
 from calibration.probe import ProbeError, machine_yaml, parse_cpulist
 from envs.hardware import mix_peak
@@ -226,58 +234,9 @@ def series_from_runs(runs: Sequence[MLCRun], role: str) -> dict[tuple[str, str],
 # --------------------------------------------------------------------------- the fit
 
 
-def _rf(mix: str) -> float:
-    r, w = (int(x) for x in mix.split(":"))
-    return r / (r + w)
-
-
-def _mixes(role: str, series: Mapping[tuple[str, str], Series]) -> list[str]:
-    """The mixes of ``role`` in ``series``, most reads first (the shipped order)."""
-    return sorted((m for (r, m) in series if r == role), key=lambda m: -_rf(m))
-
-
-def _curve_residuals(
-    role: str, hw: Mapping[str, Any], series: Mapping[tuple[str, str], Series]
-) -> tuple[F64, float]:
-    """:func:`calibration.fit._curve_residuals` over the mixes present (the idle tie on the
-    1:0 series, or the most-read one when there is no 1:0 run)."""
-    rfs: list[float] = []
-    bws: list[float] = []
-    lats: list[float] = []
-    mixes = _mixes(role, series)
-    for mix in mixes:
-        s = series[(role, mix)]
-        m = s.fitted
-        rfs += [_rf(mix)] * int(m.sum())
-        bws += list(s.bandwidth[m])
-        lats += list(s.latency[m])
-    anchored = any(p.stage == "idle" for p in PARAMETERS[role])
-    ref = series[(role, "1:0")] if (role, "1:0") in series else series[(role, mixes[0])]
-    if anchored:
-        rfs.append(_rf(ref.mix))
-        bws.append(float(ref.bandwidth[0]))
-    if not bws:
-        return np.zeros(0), 0.0
-    lat, _, reach = MLCBench(hw, role, rfs).place(np.array(bws))
-    shift = 0.0
-    if anchored:
-        shift = ref.idle - float(lat[-1])
-        lat, reach = lat[:-1] + shift, reach[:-1]
-    res = np.where(reach, 0.0, 1.0) + np.log(np.maximum(lat, 1.0) / np.array(lats))
-    return res, shift
-
-
-def _peak_residuals(
-    role: str, hw: Mapping[str, Any], series: Mapping[tuple[str, str], Series]
-) -> F64:
-    mixes = _mixes(role, series)
-    peaks = MLCBench(hw, role, [_rf(m) for m in mixes]).capacity()
-    return np.log(peaks / np.array([series[(role, m)].peak for m in mixes]))
-
-
 def _held(role: str, series: Mapping[tuple[str, str], Series]) -> set[str]:
     """Peak parameters the mixes present cannot place (kept at their start value)."""
-    rfs = [_rf(m) for m in _mixes(role, series)]
+    rfs = [_rf(m) for m in mixes_of(role, series)]
     has_read = any(r == 1.0 for r in rfs)
     has_write = any(r == 0.0 for r in rfs)
     has_mixed = any(0.0 < r < 1.0 for r in rfs)
@@ -291,7 +250,7 @@ def _held(role: str, series: Mapping[tuple[str, str], Series]) -> set[str]:
         held |= write_keys
     if not has_mixed:
         held |= mixed_keys
-    n_points = sum(int(series[(role, m)].fitted.sum()) for m in _mixes(role, series))
+    n_points = sum(int(series[(role, m)].fitted.sum()) for m in mixes_of(role, series))
     if n_points < 4:
         held |= {p.key for p in PARAMETERS[role] if p.stage == "curve"}
     return held
@@ -304,61 +263,16 @@ def fit_role(
     theta0: Sequence[float],
     verbose: bool = False,
 ) -> tuple[dict[str, float], set[str]]:
-    """:func:`calibration.fit.fit_memory` over the mixes present: peaks first (the peak
-    parameters), then the curve (the curve parameters) with the idle latency tied.
-    Returns the node values and the parameters the logs could not place (held)."""
-    from scipy.optimize import least_squares
-
-    ps = PARAMETERS[role]
-    theta = np.asarray(theta0, dtype=float).copy()
-    anchor = [i for i, p in enumerate(ps) if p.stage == "idle"]
+    """:func:`calibration.fit.fit_memory` over the mixes present, the parameters they cannot
+    place held (:func:`_held`). Returns the node values and the held parameters."""
     held = _held(role, series)
-    for stage, loss in (("peak", "linear"), ("curve", "soft_l1")):
-        idx = [i for i, p in enumerate(ps) if p.stage == stage and p.key not in held]
-        if not idx:
-            continue
-        lo = np.array([ps[i].lo for i in idx])
-        hi = np.array([ps[i].hi for i in idx])
-        x0 = np.clip(theta[idx], lo + 1e-6 * (hi - lo), hi - 1e-6 * (hi - lo))
-
-        def hw_of(x: F64, idx: list[int] = idx) -> dict:
-            th = theta.copy()
-            th[idx] = x
-            return hardware_with(role, base, node_values(role, th))
-
-        def fun(x: F64, stage: str = stage) -> F64:
-            hw = hw_of(x)
-            if stage == "peak":
-                return _peak_residuals(role, hw, series)
-            return _curve_residuals(role, hw, series)[0]
-
-        res = least_squares(
-            fun,
-            x0,
-            bounds=(lo, hi),
-            x_scale=np.maximum(np.abs(x0), 1e-2 * (hi - lo)),
-            diff_step=1e-4,
-            loss=loss,
-            f_scale=0.05,
-            max_nfev=300,
-            verbose=2 if verbose else 0,
-        )
-        theta[idx] = res.x
-        if stage == "curve" and anchor:
-            theta[anchor] += _curve_residuals(role, hw_of(res.x), series)[1]
-    if (
-        anchor
-        and "idle_latency_ns" not in held
-        and not any(p.stage == "curve" and p.key not in held for p in ps)
-    ):
-        base_hw = hardware_with(role, base, node_values(role, theta))
-        theta[anchor] += _curve_residuals(role, base_hw, series)[1]
-    return node_values(role, theta), held
+    values, _ = fit_memory(role, base, series, theta0, verbose=verbose, held=held)
+    return values, held
 
 
 def _peak_guess(role: str, series: Mapping[tuple[str, str], Series]) -> dict[str, float]:
     """:func:`calibration.fit._peak_guess` from the mixes present (others keep the start)."""
-    pk = {m: series[(role, m)].peak for m in _mixes(role, series)}
+    pk = {m: series[(role, m)].peak for m in mixes_of(role, series)}
     rd = pk.get("1:0")
     wr = pk.get("0:1")
     mixed = [v for m, v in pk.items() if 0 < _rf(m) < 1]
@@ -431,7 +345,7 @@ def role_metrics(
     hw: Mapping[str, Any], role: str, series: Mapping[tuple[str, str], Series]
 ) -> dict[str, MixReport]:
     """Measured vs model for every mix of ``role`` (as :func:`calibration.metrics.memory_metrics`)."""
-    mixes = _mixes(role, series)
+    mixes = mixes_of(role, series)
     items: list[tuple[str, str, int, float]] = []
     for mix in mixes:
         s = series[(role, mix)]
@@ -632,7 +546,7 @@ def fit_logs(
             start.setdefault(p.key, p.lo + 0.1 * (p.hi - p.lo))
         vals, _ = fit_role(role, base, series, theta_of(role, start), verbose=verbose)
         cur.update(vals)
-        mixes = ", ".join(_mixes(role, series))
+        mixes = ", ".join(mixes_of(role, series))
         for k, v in vals.items():
             values[k] = v
             prov[k] = (
