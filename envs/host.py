@@ -496,6 +496,50 @@ class HostReader:
             seen = True
         return total if seen else None
 
+    def _nodes(self, nodes: Sequence[int]) -> tuple[list[float], list[float], list[dict[str, int]]]:
+        """Each node's capacity and used memory (GiB) and its vmstat counters."""
+        cap, used, node_vm = [], [], []
+        for n in nodes:
+            info = _meminfo(_read(self.root, f"{NODE_DIR}/node{n}/meminfo"))
+            if "MemTotal" not in info or "MemFree" not in info:
+                raise HostError(
+                    f"{NODE_DIR}/node{n}/meminfo: expected 'Node {n} MemTotal:' and 'MemFree:' lines"
+                )
+            cap.append(info["MemTotal"] / (1 << 20))
+            used.append((info["MemTotal"] - info["MemFree"]) / (1 << 20))
+            node_vm.append(_counters(_read(self.root, f"{NODE_DIR}/node{n}/vmstat")))
+        return cap, used, node_vm
+
+    def _cgroup(self, name: str, nodes: Sequence[int]) -> tuple[CgroupSample, int, float]:
+        """A cgroup's usage and limits now (its rates 0), its cumulative memory.high events
+        and its cumulative memory pressure (``some``, microseconds)."""
+        d, ver = self.cgroup_dir(name)
+        ev = _counters(_read(d, "memory.events"))
+        psi_us = _psi(_read(d, "memory.pressure")).get("some", {}).get("total", 0.0)
+        cur = _uint(_read(d, "memory.current" if ver == 2 else "memory.usage_in_bytes"))
+        if cur is None:
+            raise HostError(f"{d / 'memory.current'}: expected a number of bytes")
+        ns = _numa_stat(_read(d, "memory.numa_stat"), self.page_size)
+        per = np.array(
+            [ns.get("anon", {}).get(n, 0.0) + ns.get("file", {}).get(n, 0.0) for n in nodes]
+        )
+
+        def limit(file: str) -> float:
+            text = _read(d, file)
+            return parse_size(text, str(d / file)) / GIB if text else math.inf
+
+        sample = CgroupSample(
+            name=name,
+            version=ver,
+            current_gib=cur / GIB,
+            node_resident_gib=per / GIB,
+            memory_low_gib=limit("memory.low"),
+            memory_high_gib=limit("memory.high"),
+            high_events=0.0,
+            pressure_some=0.0,
+        )
+        return sample, ev.get("high", 0), psi_us
+
     def read(self) -> HostSnapshot:
         """The counters now, as rates over the interval since the previous :meth:`read`.
 
@@ -506,50 +550,14 @@ class HostReader:
         m = self.machine()
         now = float(self.clock())
         vm = _counters(_read(self.root, VMSTAT))
-        node_vm, cap, used = [], [], []
-        for n in m.nodes:
-            info = _meminfo(_read(self.root, f"{NODE_DIR}/node{n}/meminfo"))
-            if "MemTotal" not in info or "MemFree" not in info:
-                raise HostError(
-                    f"{NODE_DIR}/node{n}/meminfo: expected 'Node {n} MemTotal:' and 'MemFree:' lines"
-                )
-            cap.append(info["MemTotal"] / (1 << 20))
-            used.append((info["MemTotal"] - info["MemFree"]) / (1 << 20))
-            node_vm.append(_counters(_read(self.root, f"{NODE_DIR}/node{n}/vmstat")))
+        cap, used, node_vm = self._nodes(m.nodes)
         psi = _psi(_read(self.root, PSI_MEMORY))
-        cg_high: list[int] = []
-        cg_psi: list[float] = []
-        cg_static: list[CgroupSample] = []
+        cg_static, cg_high, cg_psi = [], [], []
         for name in self.cgroups:
-            d, ver = self.cgroup_dir(name)
-            ev = _counters(_read(d, "memory.events"))
-            cg_high.append(ev.get("high", 0))
-            cg_psi.append(_psi(_read(d, "memory.pressure")).get("some", {}).get("total", 0.0))
-            cur = _uint(_read(d, "memory.current" if ver == 2 else "memory.usage_in_bytes"))
-            if cur is None:
-                raise HostError(f"{d / 'memory.current'}: expected a number of bytes")
-            ns = _numa_stat(_read(d, "memory.numa_stat"), self.page_size)
-            per = np.array(
-                [ns.get("anon", {}).get(n, 0.0) + ns.get("file", {}).get(n, 0.0) for n in m.nodes]
-            )
-            low_text = _read(d, "memory.low")
-            high_text = _read(d, "memory.high")
-            cg_static.append(
-                CgroupSample(
-                    name=name,
-                    version=ver,
-                    current_gib=cur / GIB,
-                    node_resident_gib=per / GIB,
-                    memory_low_gib=parse_size(low_text, str(d / "memory.low")) / GIB
-                    if low_text
-                    else math.inf,
-                    memory_high_gib=parse_size(high_text, str(d / "memory.high")) / GIB
-                    if high_text
-                    else math.inf,
-                    high_events=0.0,
-                    pressure_some=0.0,
-                )
-            )
+            sample, high_events, psi_us = self._cgroup(name, m.nodes)
+            cg_static.append(sample)
+            cg_high.append(high_events)
+            cg_psi.append(psi_us)
         raw = _Raw(now, vm, node_vm, psi, self._mbm(), cg_high, cg_psi)
         last, self._last = self._last, raw
         dt = 0.0 if last is None else max(now - last.time_s, 0.0)
