@@ -500,22 +500,7 @@ def fit_logs(
     remote = [r for r in used if is_remote(r)]
     if remote_cores is None and root is None and runs:
         notes.append("no --root or --remote-cores: every run is taken as local")
-    kind_how = "set by you (--kind)"
-    if kind is None and node is not None:
-        kind, kind_how = node["kind"], "kept: the machine's value"
-    if kind is None:
-        seq = [r for r in local if not r.random]
-        if not seq:
-            raise MLCError("only remote runs: give --kind dram|cxl or --machine")
-        idle = float(np.median([r.latency[0] for r in seq]))
-        kind = "cxl" if idle >= CXL_IDLE_NS else "dram"
-        notes.append(
-            f"kind {kind}: local runs start at {idle:.0f} ns (CXL from {CXL_IDLE_NS:.0f} ns); "
-            "--kind or --machine sets it"
-        )
-        kind_how = f"measured: local runs start at {idle:.0f} ns (CXL from {CXL_IDLE_NS:.0f} ns)"
-    if kind not in ("dram", "cxl"):
-        raise MLCError(f"--kind: got {kind!r}, expected dram or cxl")
+    kind, kind_how = _kind_of(kind, node, local, notes)
     base_node = dict(node) if node is not None else _preset_node(kind)
     name = str(base_node.get("name", "dram0" if kind == "dram" else "cxl0"))
     values: dict[str, Any] = {**base_node, "kind": kind}
@@ -559,7 +544,44 @@ def fit_logs(
         hw_now = hardware_with(role, base, vals)
         result.reports[role] = role_metrics(hw_now, role, series)
         result.bench[role] = hw_now
-    # random-access peaks from -U runs
+    _random_peaks(values, prov, base_node, local, kind)
+    result.node, result.provenance, result.notes = _finished(name, values, prov, node), prov, notes
+    return result
+
+
+def _kind_of(
+    kind: str | None, node: Mapping[str, Any] | None, local: Sequence[MLCRun], notes: list[str]
+) -> tuple[str, str]:
+    """The node's kind and where it came from: given, the machine's, or measured from the
+    local runs' idle latency (a note says so)."""
+    kind_how = "set by you (--kind)"
+    if kind is None and node is not None:
+        kind, kind_how = node["kind"], "kept: the machine's value"
+    if kind is None:
+        seq = [r for r in local if not r.random]
+        if not seq:
+            raise MLCError("only remote runs: give --kind dram|cxl or --machine")
+        idle = float(np.median([r.latency[0] for r in seq]))
+        kind = "cxl" if idle >= CXL_IDLE_NS else "dram"
+        notes.append(
+            f"kind {kind}: local runs start at {idle:.0f} ns (CXL from {CXL_IDLE_NS:.0f} ns); "
+            "--kind or --machine sets it"
+        )
+        kind_how = f"measured: local runs start at {idle:.0f} ns (CXL from {CXL_IDLE_NS:.0f} ns)"
+    if kind not in ("dram", "cxl"):
+        raise MLCError(f"--kind: got {kind!r}, expected dram or cxl")
+    return kind, kind_how
+
+
+def _random_peaks(
+    values: dict[str, Any],
+    prov: dict[str, str],
+    base_node: Mapping[str, Any],
+    local: Sequence[MLCRun],
+    kind: str,
+) -> None:
+    """The random-access peaks: from -U runs where there are some, else the node's own
+    random/sequential ratio before the fit."""
     rnd = _random_ratios([r for r in local if r.random], [r for r in local if not r.random], kind)
     for side, ratio in rnd.items():
         key = f"random_{side}_gbps"
@@ -572,6 +594,13 @@ def fit_logs(
                 base_node[key] * values[f"{side}_gbps"] / float(base_node[f"{side}_gbps"])
             )
             prov[key] = "assumed: the node's random/sequential ratio before the fit (no -U runs)"
+
+
+def _finished(
+    name: str, values: dict[str, Any], prov: dict[str, str], node: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The fitted node, rounded as the presets are, its mixed peaks within what its read and
+    write peaks allow, and a provenance for every value (``prov`` filled in)."""
     _consistent(values, "")
     _consistent(values, "remote_")
     values = {"name": name, **{k: v for k, v in values.items() if k != "name"}}
@@ -589,8 +618,7 @@ def fit_logs(
             prov[k] = (
                 "kept: the machine's value" if node is not None else "assumed: preset spr-a1000"
             )
-    result.node, result.provenance, result.notes = values, prov, notes
-    return result
+    return values
 
 
 def _random_ratios(random: Sequence[MLCRun], seq: Sequence[MLCRun], kind: str) -> dict[str, float]:
