@@ -343,13 +343,20 @@ def test_refusals_are_reported_by_file_and_value(
     root = two_nodes(tmp_path)
     w = HostWriter(root)
     plan = w.plan(HostAction(numa_balancing=2, demotion=True))
-    real_write = os.write
+    real_open, real_write = os.open, os.write
+    opened: dict[int, str] = {}  # the writer's file descriptors and the files they write
+
+    def track(path: Any, flags: int, *args: Any) -> int:
+        fd = real_open(path, flags, *args)
+        opened[fd] = str(path)
+        return fd
 
     def refuse(fd: int, data: bytes) -> int:
-        if os.readlink(f"/proc/self/fd/{fd}").endswith("numa_balancing"):
+        if opened.get(fd, "").endswith("numa_balancing"):
             raise OSError(errno.EBUSY, os.strerror(errno.EBUSY))
         return real_write(fd, data)
 
+    monkeypatch.setattr("envs.host.os.open", track)
     monkeypatch.setattr("envs.host.os.write", refuse)
     refused = w.apply(plan, None)
     assert [str(r) for r in refused] == [
