@@ -57,10 +57,9 @@ from envs.core import EnvParams, make_params
 
 __all__ = ["UPPER_REFERENCES", "final_comparison", "plan_resume", "run", "train"]
 
-#: Added to the final comparison only (not scored during training): the per-tenant
-#: bandwidth-aware heuristic and the upper bounds, so ``RUN/results`` has the headroom share
+#: Added to the final comparison only (not scored during training): the catalogue's closing
+#: upper bounds, so ``RUN/results`` has the headroom share
 #: ``(policy - dram-first) / (planner - dram-first)``.
-#: The upper bounds of the closing table (the catalogue's, cheap enough after a run).
 UPPER_REFERENCES = tuple(catalogue.names(closing=True))
 #: First seeds of the held-out evaluations (plus the run's seed) and of the final comparison.
 EVAL_SEED = 10_000
