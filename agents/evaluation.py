@@ -219,45 +219,31 @@ def local_runner(
     ``progress(policy, scenario)`` after each run; ``show_progress``: a progress bar)."""
     from tqdm import tqdm
 
+    out: list[dict[str, Any]] = []
     bar = tqdm(total=len(scenarios) * len(loaded), desc="runs", disable=not show_progress)
     try:
-        return _grid(loaded, names, scenarios, episodes, seed, split, record_series, progress, bar)
+        for sc in scenarios:
+            for (policy, env_kwargs), name in zip(loaded, names, strict=True):
+                recs = rollout(
+                    policy,
+                    sc,
+                    episodes,
+                    seed=seed,
+                    split=split,
+                    env_kwargs=env_kwargs,
+                    record_series=record_series,
+                    policy_name=name,
+                )
+                for r in recs:
+                    r["scenario"] = sc
+                    r["run_seed"] = seed
+                out.extend(recs)
+                bar.set_postfix_str(f"{sc} / {name}")
+                bar.update(1)
+                if progress is not None:
+                    progress(name, sc)
     finally:
         bar.close()
-
-
-def _grid(
-    loaded: Sequence[tuple[Any, dict[str, Any]]],
-    names: Sequence[str],
-    scenarios: Sequence[str],
-    episodes: int,
-    seed: int,
-    split: str,
-    record_series: bool,
-    progress: Callable[[str, str], None] | None,
-    bar: Any,
-) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for sc in scenarios:
-        for (policy, env_kwargs), name in zip(loaded, names, strict=True):
-            recs = rollout(
-                policy,
-                sc,
-                episodes,
-                seed=seed,
-                split=split,
-                env_kwargs=env_kwargs,
-                record_series=record_series,
-                policy_name=name,
-            )
-            for r in recs:
-                r["scenario"] = sc
-                r["run_seed"] = seed
-            out.extend(recs)
-            bar.set_postfix_str(f"{sc} / {name}")
-            bar.update(1)
-            if progress is not None:
-                progress(name, sc)
     return out
 
 
