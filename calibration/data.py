@@ -41,6 +41,19 @@ IMG_DIR = ROOT / "docs" / "img"
 
 #: MLC read:write mixes and their read fraction (bytes read / bytes moved).
 MIXES: dict[str, float] = {"1:0": 1.0, "3:1": 0.75, "2:1": 2.0 / 3.0, "1:1": 0.5, "0:1": 0.0}
+
+
+def read_fraction(mix: str) -> float:
+    """The read fraction of a mix ``"R:W"`` (``"2:1"``: 2/3)."""
+    r, w = (int(x) for x in mix.split(":"))
+    return r / (r + w)
+
+
+def mixes_of(memory: str, series: Mapping[tuple[str, str], Series]) -> list[str]:
+    """The mixes of ``memory`` in ``series``, most reads first (the order of :data:`MIXES`)."""
+    return sorted((m for (r, m) in series if r == memory), key=lambda m: -read_fraction(m))
+
+
 MEMORIES = ("mmem", "cxl", "cxl_remote", "mmem_remote")
 #: the memories whose curves must meet the must-show tolerances
 CHECKED = ("mmem", "cxl", "cxl_remote")

@@ -16,7 +16,15 @@ from typing import Any
 import numpy as np
 
 from calibration.bench import SETUPS, MLCBench
-from calibration.data import F64, MEMORIES, MIXES, Series, random_peak_ratios
+from calibration.data import (
+    F64,
+    MEMORIES,
+    MIXES,
+    Series,
+    mixes_of,
+    random_peak_ratios,
+    read_fraction,
+)
 from calibration.presets import a1000_2s_hardware, a1000_hardware
 from envs.hardware import mix_peak, turnaround_penalty
 
@@ -228,16 +236,6 @@ INITIAL: dict[str, dict[str, float]] = {
 }
 
 
-def _rf(mix: str) -> float:
-    r, w = (int(x) for x in mix.split(":"))
-    return r / (r + w)
-
-
-def mixes_of(memory: str, series: Mapping[tuple[str, str], Series]) -> list[str]:
-    """The mixes of ``memory`` in ``series``, most reads first (the order of :data:`MIXES`)."""
-    return sorted((m for (r, m) in series if r == memory), key=lambda m: -_rf(m))
-
-
 def _curve_residuals(
     memory: str, hw: Mapping[str, Any], series: Mapping[tuple[str, str], Series]
 ) -> tuple[F64, float]:
@@ -257,13 +255,13 @@ def _curve_residuals(
     for mix in mixes:
         s = series[(memory, mix)]
         m = s.fitted
-        rfs += [_rf(mix)] * int(m.sum())
+        rfs += [read_fraction(mix)] * int(m.sum())
         bws += list(s.bandwidth[m])
         lats += list(s.latency[m])
     anchored = any(p.stage == "idle" for p in PARAMETERS[memory])
     ref = series[(memory, "1:0")] if (memory, "1:0") in series else series[(memory, mixes[0])]
     if anchored:
-        rfs.append(_rf(ref.mix))
+        rfs.append(read_fraction(ref.mix))
         bws.append(float(ref.bandwidth[0]))
     if not bws:
         return np.zeros(0), 0.0
@@ -282,7 +280,7 @@ def _peak_residuals(
 ) -> F64:
     """log(model / measured) peak bandwidth of every mix of ``memory`` in ``series``."""
     mixes = mixes_of(memory, series)
-    peaks = MLCBench(hw, memory, [_rf(m) for m in mixes]).capacity()
+    peaks = MLCBench(hw, memory, [read_fraction(m) for m in mixes]).capacity()
     return np.log(peaks / np.array([series[(memory, m)].peak for m in mixes]))
 
 

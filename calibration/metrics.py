@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from calibration.bench import MLCBench
-from calibration.data import ERROR_RANGE, F64, MIXES, Series
+from calibration.data import ERROR_RANGE, F64, Series, mixes_of, read_fraction
 
 __all__ = ["MixMetrics", "memory_metrics", "pooled_median"]
 
@@ -73,23 +73,25 @@ def memory_metrics(
     series: Mapping[tuple[str, str], Series],
     fractions: Sequence[float] = (0.5, 0.8, 0.95),
 ) -> dict[str, MixMetrics]:
-    """Measured vs model for every mix of ``memory`` (all points placed in one batch)."""
+    """Measured vs model for every mix of ``memory`` in ``series`` (all points placed in one
+    batch; ``python -m calibration mlc`` reports a user's logs with it too)."""
     items: list[tuple[str, str, int, float]] = []  # (mix, kind, index, bandwidth)
-    for mix in MIXES:
+    mixes = mixes_of(memory, series)
+    for mix in mixes:
         s = series[(memory, mix)]
         for j in np.flatnonzero(s.on_curve):
             items.append((mix, "pt", int(j), float(s.bandwidth[j])))
         items.append((mix, "idle", 0, float(s.bandwidth[0])))
         for f in fractions:
             items.append((mix, f"f{f}", 0, f * s.peak))
-    rfs = [MIXES[m] for m, *_ in items]
+    rfs = [read_fraction(m) for m, *_ in items]
     bench = MLCBench(hardware, memory, rfs)
     lat, _, reach = bench.place(np.array([b for *_, b in items]))
     lat = np.where(reach, lat, np.nan)
-    peak_bench = MLCBench(hardware, memory, list(MIXES.values()))
-    peaks = dict(zip(MIXES, peak_bench.capacity(), strict=True))
+    peak_bench = MLCBench(hardware, memory, [read_fraction(m) for m in mixes])
+    peaks = dict(zip(mixes, peak_bench.capacity(), strict=True))
     out = {}
-    for mix in MIXES:
+    for mix in mixes:
         s = series[(memory, mix)]
         model_lat = np.full(len(s.bandwidth), np.nan)
         idle_model = float("nan")

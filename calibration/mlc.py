@@ -39,17 +39,9 @@ import numpy as np
 import yaml
 from numpy.typing import NDArray
 
-from calibration.bench import MLCBench
-from calibration.data import ERROR_RANGE, F64, Series
-from calibration.fit import (
-    INITIAL,
-    PARAMETERS,
-    _rf,
-    fit_memory,
-    hardware_with,
-    mixes_of,
-    theta_of,
-)
+from calibration.data import ERROR_RANGE, F64, Series, mixes_of, read_fraction
+from calibration.fit import INITIAL, PARAMETERS, fit_memory, hardware_with, theta_of
+from calibration.metrics import MixMetrics, memory_metrics, pooled_median
 from calibration.presets import a1000_2s_hardware, a1000_hardware, rounded
 from calibration.probe import ProbeError, machine_yaml, parse_cpulist
 from envs.hardware import mix_peak
@@ -236,7 +228,7 @@ def series_from_runs(runs: Sequence[MLCRun], role: str) -> dict[tuple[str, str],
 
 def _held(role: str, series: Mapping[tuple[str, str], Series]) -> set[str]:
     """Peak parameters the mixes present cannot place (kept at their start value)."""
-    rfs = [_rf(m) for m in mixes_of(role, series)]
+    rfs = [read_fraction(m) for m in mixes_of(role, series)]
     has_read = any(r == 1.0 for r in rfs)
     has_write = any(r == 0.0 for r in rfs)
     has_mixed = any(0.0 < r < 1.0 for r in rfs)
@@ -275,7 +267,7 @@ def _peak_guess(role: str, series: Mapping[tuple[str, str], Series]) -> dict[str
     pk = {m: series[(role, m)].peak for m in mixes_of(role, series)}
     rd = pk.get("1:0")
     wr = pk.get("0:1")
-    mixed = [v for m, v in pk.items() if 0 < _rf(m) < 1]
+    mixed = [v for m, v in pk.items() if 0 < read_fraction(m) < 1]
     out: dict[str, float] = {}
     if role == "mmem":
         if rd:
@@ -322,80 +314,7 @@ def _consistent(node: dict[str, float], prefix: str) -> None:
 # --------------------------------------------------------------------------- report
 
 
-@dataclass
-class MixReport:
-    """Measured vs model for one mix (the columns of docs/validation.md section 4)."""
-
-    mix: str
-    idle_meas: float
-    idle_model: float
-    peak_meas: float
-    peak_all_threads: float
-    peak_model: float
-    median_err: float
-    n_err: int
-    errors: F64  # per point up to ERROR_RANGE of the peak (nan elsewhere)
-
-    @property
-    def peak_rel(self) -> float:
-        return self.peak_model / self.peak_meas - 1.0
-
-
-def role_metrics(
-    hw: Mapping[str, Any], role: str, series: Mapping[tuple[str, str], Series]
-) -> dict[str, MixReport]:
-    """Measured vs model for every mix of ``role`` (as :func:`calibration.metrics.memory_metrics`)."""
-    mixes = mixes_of(role, series)
-    items: list[tuple[str, str, int, float]] = []
-    for mix in mixes:
-        s = series[(role, mix)]
-        for j in np.flatnonzero(s.on_curve):
-            items.append((mix, "pt", int(j), float(s.bandwidth[j])))
-        items.append((mix, "idle", 0, float(s.bandwidth[0])))
-    lat, _, reach = MLCBench(hw, role, [_rf(m) for m, *_ in items]).place(
-        np.array([b for *_, b in items])
-    )
-    lat = np.where(reach, lat, np.nan)
-    peaks = MLCBench(hw, role, [_rf(m) for m in mixes]).capacity()
-    out = {}
-    for mix, pk in zip(mixes, peaks, strict=True):
-        s = series[(role, mix)]
-        model = np.full(len(s.bandwidth), np.nan)
-        idle = float("nan")
-        for k, (m, kind, i, _) in enumerate(items):
-            if m != mix:
-                continue
-            if kind == "pt":
-                model[i] = lat[k]
-            else:
-                idle = float(lat[k])
-        err = np.abs(model / s.latency - 1.0)
-        rng = s.in_error_range
-        errs = np.where(rng, err, np.nan)
-        out[mix] = MixReport(
-            mix=mix,
-            idle_meas=s.idle,
-            idle_model=idle,
-            peak_meas=s.peak,
-            peak_all_threads=s.peak_all_threads,
-            peak_model=float(pk),
-            median_err=float(np.nanmedian(errs)) if rng.any() else float("nan"),
-            n_err=int(rng.sum()),
-            errors=errs,
-        )
-    return out
-
-
-def pooled(reports: Mapping[str, MixReport]) -> float:
-    """Median latency error over the points up to 90% of the peak of every mix."""
-    errs = np.concatenate([r.errors for r in reports.values()])
-    errs = errs[~np.isnan(errs)]
-    return float(np.median(errs)) if errs.size else float("nan")
-
-
-# --------------------------------------------------------------------------- logs -> node
-
-
+#: What each memory role of the fit is (the report's headings).
 ROLE_TEXT = {
     "mmem": "local DRAM",
     "cxl": "local CXL",
@@ -410,7 +329,7 @@ class FitResult:
 
     node: dict[str, Any]
     provenance: dict[str, str]
-    reports: dict[str, dict[str, MixReport]] = field(default_factory=dict)
+    reports: dict[str, dict[str, MixMetrics]] = field(default_factory=dict)
     bench: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -422,7 +341,7 @@ class FitResult:
             L.append("")
             L.append(
                 f"Median latency error up to {ERROR_RANGE:.0%} of peak, all mixes: "
-                f"**{pooled(rep):.1%}**."
+                f"**{pooled_median(rep):.1%}**."
             )
             L.append("")
             L.append(
@@ -542,7 +461,7 @@ def fit_logs(
         if held:
             notes.append(f"{role}: the logs cannot place {', '.join(sorted(keep))}: kept")
         hw_now = hardware_with(role, base, vals)
-        result.reports[role] = role_metrics(hw_now, role, series)
+        result.reports[role] = memory_metrics(hw_now, role, series)
         result.bench[role] = hw_now
     _random_peaks(values, prov, base_node, local, kind)
     result.node, result.provenance, result.notes = _finished(name, values, prov, node), prov, notes
