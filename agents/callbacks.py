@@ -28,6 +28,7 @@ from agents import tensorboard as tb
 from agents.evaluation import LearnedPolicy, evaluation_env_kwargs, load_policy
 from agents.rollout import make_params, rollout, run_episodes
 from agents.stats import ratio_to_reference
+from envs.families import SELECT_SPLIT
 
 __all__ = [
     "CheckpointAtRollout",
@@ -208,8 +209,11 @@ class HeldOutEvaluation:
 
     Episode ``i`` has seed ``seed + i`` on ``split`` for every policy (the code
     path of ``evaluate.py``: :func:`agents.rollout.run_episodes`), so values pair
-    by index. Calling it with a model rolls the model out (the environment's
-    parameters are built once); :meth:`references` scores heuristics by name.
+    by index. ``split`` defaults to the validation split
+    (:data:`envs.families.SELECT_SPLIT`): what these evaluations show is what a user picks
+    a checkpoint or a setting by, so it is never the split results are reported on.
+    Calling it with a model rolls the model out (the environment's parameters are built
+    once); :meth:`references` scores heuristics by name.
     """
 
     def __init__(
@@ -219,7 +223,7 @@ class HeldOutEvaluation:
         algo: str,
         episodes: int,
         seed: int,
-        split: str = "test",
+        split: str = SELECT_SPLIT,
         metric: str = tb.METRIC,
     ) -> None:
         self.scenario = scenario

@@ -2,14 +2,18 @@
 
 :func:`run` is what ``train.py`` calls with checked options: it starts a run (or resumes
 one), trains it and compares the result with the heuristics on the test split.
+Everything a user chooses by while the run trains (the held-out evaluations in
+TensorBoard, the checkpoint they keep) is scored on the validation split
+(:data:`envs.families.SELECT_SPLIT`); only the closing comparison reads the test split
+(:data:`envs.families.REPORT_SPLIT`). docs/training.md, "Splits: train, val, test".
 
 - **imitation** (recipes with ``imitation:``): :func:`agents.imitation.warm_start` fits the
   policy on labelled training episodes; its labelled data and fits are kept in
   ``RUN/imitation`` as they finish, so an interrupted phase resumes there.
 - **RL** (recipes with ``rl:``): stable-baselines3's ``learn`` on the native vector env
   with the callbacks of :mod:`agents.callbacks`: environment metrics, held-out evaluations
-  against the reference heuristics, checkpoints at rollout boundaries, a clean stop on
-  SIGINT/SIGTERM. A recipe without it still gets the held-out evaluation at step 0.
+  against the reference heuristics (validation split), checkpoints at rollout boundaries,
+  a clean stop on SIGINT/SIGTERM. A recipe without it still gets the held-out evaluation at step 0.
 
 The policy is named by its recipe in the run folder, in TensorBoard and in the tables.
 """
@@ -54,6 +58,7 @@ from agents.runs import (
 from agents.view import core_kwargs, make_training_vec_env
 from baselines import catalogue
 from envs.core import EnvParams, make_params
+from envs.families import REPORT_SPLIT, SELECT_SPLIT
 
 __all__ = ["UPPER_REFERENCES", "final_comparison", "plan_resume", "run", "train"]
 
@@ -61,7 +66,8 @@ __all__ = ["UPPER_REFERENCES", "final_comparison", "plan_resume", "run", "train"
 #: upper bounds, so ``RUN/results`` has the headroom share
 #: ``(policy - dram-first) / (planner - dram-first)``.
 UPPER_REFERENCES = tuple(catalogue.names(closing=True))
-#: First seeds of the held-out evaluations (plus the run's seed) and of the final comparison.
+#: First seeds of the held-out evaluations (plus the run's seed; validation split) and of the
+#: final comparison (test split).
 EVAL_SEED = 10_000
 COMPARE_SEED = 20_000
 
@@ -227,7 +233,9 @@ def _callbacks(
     (``params``: the scenario's, which the tags and the layout name nodes and slots by)."""
     label, eval_seed = cfg.recipe.name, EVAL_SEED + cfg.seed
     nodes, slots = params.node_names, params.n_tenants
-    held_out = cb.HeldOutEvaluation(cfg.task.scenario, cfg.env, label, cfg.eval_episodes, eval_seed)
+    held_out = cb.HeldOutEvaluation(
+        cfg.task.scenario, cfg.env, label, cfg.eval_episodes, eval_seed, split=SELECT_SPLIT
+    )
     refs = held_out.references(cfg.references) if cfg.eval_interval > 0 else {}
     means = {k: float(v.mean()) for k, v in refs.items()}
     texts = {
@@ -415,7 +423,7 @@ def final_comparison(
         episodes,
         run_dir / "results",
         seed=COMPARE_SEED + cfg.seed,
-        split="test",
+        split=REPORT_SPLIT,
         reference="dram-first",
         plots=False,
         show_progress=progress,

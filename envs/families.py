@@ -12,8 +12,9 @@ are compiled once (so an autoreset copies rows instead of compiling).
   service), with random sizes, intensities, arrivals, departures and phases,
   and a random DRAM size (a cgroup's or a smaller box's share of the node).
   The ``train`` split uses even generator seeds and ``test`` odd ones, so the
-  two never share a machine. ``mixed-2s`` and ``mixed-4cxl`` are its tenants on
-  two other presets.
+  two never share a machine; ``val`` draws from a stream of its own (the same
+  seeds under a ``spawn_key``: :data:`VAL_SPAWN_KEY`), disjoint from both.
+  ``mixed-2s`` and ``mixed-4cxl`` are its tenants on two other presets.
 - ``gen-<shape>`` and ``unseen-<shape>-<kind>`` come from the scenario generator
   (:mod:`envs.generator`): eight machine shapes, eight tenant kinds, and six held-out
   (shape, kind) cells that the ``gen-*`` families never draw.
@@ -32,9 +33,28 @@ from envs import generator
 from envs.model import KernelConfig, Params, compile_params
 from envs.scenario import Scenario, ScenarioError, load_scenario, scenario_names
 
-__all__ = ["FAMILY_NAMES", "ScenarioFamily", "make_family", "mixed_scenario"]
+__all__ = [
+    "FAMILY_NAMES",
+    "REPORT_SPLIT",
+    "SELECT_SPLIT",
+    "SPLITS",
+    "ScenarioFamily",
+    "make_family",
+    "mixed_scenario",
+]
 
-SPLITS = ("train", "test")
+#: A family's splits: ``train`` for learning, ``val`` for every choice made while training
+#: (checkpoints, recipe settings, ablations, sweeps), ``test`` for reports only
+#: (docs/training.md, "Splits: train, val, test"). Their scenarios are drawn from disjoint
+#: random streams; ``train`` and ``test`` are what they were before ``val`` existed.
+SPLITS = ("train", "val", "test")
+#: The ``spawn_key`` of the ``val`` split's seed sequences (``mixed*`` and the generator):
+#: a child stream of each seed, which no ``train`` or ``test`` seed (no spawn key) yields.
+VAL_SPAWN_KEY = (0x7A1,)
+#: The split a training run's choices read (its periodic evaluations, a sweep's objective).
+SELECT_SPLIT = "val"
+#: The split results are reported on (evaluate.py, train.py's closing comparison).
+REPORT_SPLIT = "test"
 
 
 class ScenarioFamily:
@@ -172,11 +192,17 @@ def mixed_scenario(
     episode_steps: int = 100,
     family: str = "mixed",
 ) -> Scenario:
-    """Random machine number ``index`` of a split (train: even seeds, test: odd seeds)."""
-    seed = 2 * index + (0 if split == "train" else 1)
+    """Random machine number ``index`` of a split (train: even seeds, test: odd seeds, val:
+    seed ``index`` under :data:`VAL_SPAWN_KEY`)."""
+    if split not in SPLITS:
+        raise ValueError(f"split: got {split!r}, expected one of {SPLITS}")
+    seed = index if split == "val" else 2 * index + (0 if split == "train" else 1)
     if family != "mixed":  # a variant draws its own machines
         seed += 1_000_003 * (1 + list(MIXED_SHAPES).index(family))
-    rng = np.random.default_rng([0x7E1E, seed])
+    if split == "val":
+        rng = np.random.default_rng(np.random.SeedSequence([0x7E1E, seed], spawn_key=VAL_SPAWN_KEY))
+    else:
+        rng = np.random.default_rng([0x7E1E, seed])
     n = int(rng.integers(1, max_tenants + 1))
     kinds = rng.choice(["llm", "kv", "scan", "hog", "latency"], size=n)
     interval = 1.0 if family == "mixed" else float(rng.choice([1.0, 2.0]))

@@ -12,7 +12,7 @@ produce, not a training set.
 Families (one per node layout, so a batch can mix their scenarios):
 
 - ``gen-<shape>``: the shape with tenants of every kind except those held out on it;
-  the ``train`` and ``test`` splits draw from disjoint seeds.
+  the ``train``, ``val`` and ``test`` splits draw from disjoint seeds (:data:`SPLIT_CODES`).
 - ``unseen-<shape>-<kind>``: a **held-out cell** of :data:`HELD_OUT`, a combination of
   a shape and a tenant kind that no ``gen-*`` family ever draws: its first tenant is
   of that kind, the others of any kind. Training on the ``gen-*`` families sees the
@@ -411,8 +411,15 @@ def _fit(tenants: list[dict[str, Any]], hw: Mapping[str, Any], episode_s: float)
             t["grow_gib_per_s"] *= f
 
 
+#: Each split's word in the generator's seed sequence: ``train`` 0 and ``test`` 1 as before
+#: ``val`` existed, ``val`` 2, so no two splits share a seed.
+SPLIT_CODES: Mapping[str, int] = MappingProxyType({"train": 0, "test": 1, "val": 2})
+
+
 def _split_code(split: str) -> int:
-    return {"train": 0, "test": 1}[split]
+    if split not in SPLIT_CODES:
+        raise ValueError(f"split: got {split!r}, expected one of {tuple(SPLIT_CODES)}")
+    return SPLIT_CODES[split]
 
 
 def generated_scenario(

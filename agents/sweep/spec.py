@@ -34,7 +34,8 @@ A sweep file (YAML; only ``budget.timesteps`` is required)::
       mode: max                 # max or min (default: min for mean_latency_ns, else max)
       episodes: 16              # validation episodes (default 16)
       seed: 50000               # their first seed (default 50000)
-      split: train              # family split (default train: the test split is for reports)
+      split: val                # family split (default val: choices are made on the
+                                #   validation split; test is for reports only)
       scenario: kv-store        # default: the trial's scenario
     resources:
       cpus_per_trial: 1
@@ -328,7 +329,7 @@ class Objective(_Section):
     mode: Literal["max", "min"] | None = None
     episodes: Int(1, 1 << 16) = 16  # type: ignore[valid-type]
     seed: Int(0, 2**31 - 1) = VALIDATION_SEED  # type: ignore[valid-type]
-    split: Literal["train", "test"] = "train"
+    split: Literal["train", "val", "test"] = "val"  # envs.families.SELECT_SPLIT
     scenario: Name | None = None
 
 
