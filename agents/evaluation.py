@@ -397,6 +397,7 @@ def write_results(
         seed=seed,
         n_boot=n_boot,
         confidence=confidence,
+        heuristics=deployable_heuristics(),
     )
     if trained_on:
         summary["generalisation"] = report.generalisation_summary(

@@ -17,7 +17,9 @@ Learning at the Edge of the Statistical Precipice" (``rliable``), computed with
   ratios, the latter with an interval stratified by scenario;
 * :func:`headroom_share` -- a policy's share of the headroom between a lower and an
   upper reference (``dram-first`` and the clairvoyant ``planner``), per scenario or
-  across scenarios, with a paired, stratified interval.
+  across scenarios, with a paired, stratified interval;
+* :func:`worst_ratio_to_best` -- robustness: per policy, its mean over the best
+  heuristic's mean on each scenario, and the scenario where that ratio is worst.
 
 Which unit is resampled and what the strata are is the caller's choice
 (:func:`agents.report.summarize_records` documents the one evaluation uses).
@@ -49,6 +51,7 @@ __all__ = [
     "ratio_to_reference",
     "stratified_bootstrap_ci",
     "summarize",
+    "worst_ratio_to_best",
 ]
 
 #: A statistic that reduces along an axis: called as ``statistic(x, axis=-1)``.
@@ -538,3 +541,63 @@ def headroom_share(
     with np.errstate(divide="ignore", invalid="ignore"):
         low, high = bootstrap_ci(idx, stat, n_boot, confidence, seed, method)
     return {"share": share, "ci": (low, high), "headroom": headroom, "n": n, "n_strata": len(pol)}
+
+
+def worst_ratio_to_best(
+    means: Mapping[str, Mapping[str, float | None]],
+    heuristics: Sequence[str],
+    higher_is_better: bool = True,
+) -> dict[str, Any]:
+    """Per policy, its worst ratio to the best heuristic over the scenarios, and where.
+
+    What it is for: robustness, "how much worse than the kernel's best choice can this
+    policy be" (``evaluate.py``'s leaderboard, ``train.py``'s closing table, the
+    generalisation groups), the one place that number is computed.
+
+    ``means[scenario][policy]`` is a policy's mean of the primary metric on a scenario
+    (``None`` or absent: it did not run there). On each scenario the best heuristic is
+    the one of ``heuristics`` with the best mean there (the highest; the lowest when not
+    ``higher_is_better``; ties go to the later name, as ``max`` over ``(mean, name)``),
+    among those with a finite, positive mean; a scenario with none is skipped. A policy's
+    ratio on a scenario is its mean over that heuristic's mean (so a heuristic that is
+    the best there has 1); its worst is the lowest ratio (the highest when not
+    ``higher_is_better``), ties to the first scenario by name.
+
+    Returns:
+        ``{"best": {scenario: {"heuristic": str, "mean": float}},
+        "per_policy": {policy: {"worst_ratio": float, "worst_scenario": str,
+        "best_heuristic": str, "ratios": {scenario: float}, "n_scenarios": int}}}``;
+        a policy with no scenario that has a best heuristic is absent from ``per_policy``.
+    """
+    heur = list(heuristics)
+    sign = 1.0 if higher_is_better else -1.0
+    best: dict[str, tuple[str, float]] = {}
+    for scen in sorted(means):
+        row = means[scen]
+        scored = {
+            h: float(v)
+            for h in heur
+            if (v := row.get(h)) is not None and np.isfinite(v) and float(v) > 0.0
+        }
+        if scored:
+            b = max(scored, key=lambda h: (sign * scored[h], h))
+            best[scen] = (b, scored[b])
+    ratios: dict[str, dict[str, float]] = {}
+    for scen, (_, top) in best.items():
+        for pol, v in means[scen].items():
+            if v is not None and np.isfinite(v):
+                ratios.setdefault(pol, {})[scen] = float(v) / top
+    per_policy: dict[str, Any] = {}
+    for pol, rs in ratios.items():
+        worst = min(rs, key=lambda s: (sign * rs[s], s))
+        per_policy[pol] = {
+            "worst_ratio": rs[worst],
+            "worst_scenario": worst,
+            "best_heuristic": best[worst][0],
+            "ratios": rs,
+            "n_scenarios": len(rs),
+        }
+    return {
+        "best": {s: {"heuristic": h, "mean": m} for s, (h, m) in best.items()},
+        "per_policy": per_policy,
+    }

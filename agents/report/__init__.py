@@ -29,6 +29,9 @@ The package's modules, each re-exported here:
 - :mod:`agents.report.markdown`: :func:`markdown_table`, :func:`headroom_markdown` and
   :func:`leaderboard_markdown` render a summary, :func:`generalisation_markdown` the
   generalisation summary;
+- :mod:`agents.report.robustness`: :func:`robustness_summary` each policy's worst ratio to
+  the best single heuristic over the scenarios, and which scenario (the leaderboard's
+  robustness columns);
 - :mod:`agents.report.generalisation`: :func:`generalisation_summary` sorts a learned
   policy's scenarios into trained, held-out and other, each against the best heuristic;
 - :mod:`agents.report.plots`: :func:`plot_ratio_bars` draws a summary's ratios and
@@ -46,6 +49,7 @@ from .markdown import (
 )
 from .plots import plot_ratio_bars, plot_timeseries
 from .records import LOWER_IS_BETTER, METRICS, TENANT_METRICS, write_csv
+from .robustness import robustness_summary, scenario_means
 from .summary import (
     CI_DESCRIPTION,
     HEADROOM_LOWER,
@@ -71,6 +75,8 @@ __all__ = [
     "markdown_table",
     "plot_ratio_bars",
     "plot_timeseries",
+    "robustness_summary",
+    "scenario_means",
     "summarize_records",
     "write_csv",
 ]

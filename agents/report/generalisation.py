@@ -12,7 +12,8 @@ by what it trained on (``RunConfig.trained_on``):
 Per group it gives the policy's geometric-mean ratio to the reference, that of the
 best single heuristic of the group (the heuristic with the highest geometric mean there)
 and the policy's ratio to it; per scenario, the policy's mean over the best heuristic's
-mean on that scenario, so that a scenario where the policy is the worse choice shows, and
+mean on that scenario (:func:`agents.stats.worst_ratio_to_best`, as the leaderboard's
+robustness columns), so that a scenario where the policy is the worse choice shows, and
 with the records, that ratio's paired bootstrap interval over the scenario's episodes
 (whether the episodes measured enough to tell).
 """
@@ -23,7 +24,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agents.report.records import metric_by_seed
-from agents.stats import geometric_mean, ratio_of_means
+from agents.report.robustness import scenario_means
+from agents.stats import geometric_mean, ratio_of_means, worst_ratio_to_best
 
 __all__ = ["BELOW_TOLERANCE", "GROUPS", "generalisation_summary", "scenario_group"]
 
@@ -103,21 +105,21 @@ def generalisation_summary(
     heur = [h for h in heuristics if h in summary["policies"]]
     values = metric_by_seed(records, summary["metric"]) if records is not None else None
     boot = {"n_boot": n_boot, "confidence": confidence, "seed": seed}
+    means = scenario_means(summary)
+    against_best = worst_ratio_to_best(means, heur)  # each scenario's best heuristic
     out: dict[str, Any] = {}
     for pol, names in trained_on.items():
         if pol not in summary["policies"]:
             continue
+        mine = against_best["per_policy"].get(pol, {}).get("ratios", {})
         per_scen: dict[str, Any] = {}
         for scen in summary["scenarios"]:
-            mine = _mean(summary, scen, pol)
-            if mine is None:
+            if _mean(summary, scen, pol) is None:
                 continue
-            scores = {h: _mean(summary, scen, h) for h in heur}
-            scored = {h: v for h, v in scores.items() if v is not None and v > 0}
             entry: dict[str, Any] = {"group": scenario_group(scen, names)}
-            if scored:
-                best = max(scored, key=lambda h: (scored[h], h))
-                vs = mine / scored[best]
+            if scen in mine:
+                best = against_best["best"][scen]["heuristic"]
+                vs = mine[scen]
                 entry.update(
                     best_heuristic=best, vs_best_heuristic=vs, below=vs < 1.0 - BELOW_TOLERANCE
                 )
@@ -146,14 +148,12 @@ def generalisation_summary(
                         best_heuristic_ratio=geo_h[best],
                         vs_best_heuristic=info["geomean_ratio"] / geo_h[best],
                     )
-            against = {
-                s: float(per_scen[s]["vs_best_heuristic"])
-                for s in scens
-                if "vs_best_heuristic" in per_scen[s]
-            }
-            if against:
-                worst = min(against, key=lambda s: (against[s], s))
-                info.update(worst_scenario=worst, worst_vs_best_heuristic=against[worst])
+            worst = worst_ratio_to_best({s: means[s] for s in scens}, heur)["per_policy"].get(pol)
+            if worst is not None:
+                info.update(
+                    worst_scenario=worst["worst_scenario"],
+                    worst_vs_best_heuristic=worst["worst_ratio"],
+                )
             info["below"] = [s for s in scens if per_scen[s].get("below")]
             groups[g] = info
         out[pol] = {"trained_on": list(names), "per_scenario": per_scen, "groups": groups}

@@ -134,7 +134,9 @@ def leaderboard_markdown(
     Columns: rank, policy, the geometric mean over scenarios of the mean ratio to the
     reference, its stratified-bootstrap interval (``-`` where there is none) and the
     number of scenarios the policy ran; with a headroom section, each policy's
-    headroom share across scenarios.
+    headroom share across scenarios; with a robustness section
+    (:func:`agents.report.robustness_summary`), each policy's worst ratio to the best
+    single heuristic over the scenarios and that scenario (with its best heuristic).
 
     Args:
         summary: output of :func:`agents.report.summarize_records` made with a reference policy.
@@ -155,11 +157,13 @@ def leaderboard_markdown(
     sign = -1.0 if higher_is_better else 1.0
     rows.sort(key=lambda item: (sign * item[1]["geomean_ratio"], item[0]))
     head = summary.get("headroom")
+    rob = summary.get("robustness")
     lines = [
         f"| rank | policy | geomean ratio to {_md_escape(ref)} ({summary['metric']}) "
         f"| {summary['confidence']:.0%} CI | scenarios |"
-        + (f" headroom share ({head['upper']} = 1) |" if head else ""),
-        "|---|---|---|---|---|" + ("---|" if head else ""),
+        + (f" headroom share ({head['upper']} = 1) |" if head else "")
+        + (" worst vs best heuristic | worst scenario (its best heuristic) |" if rob else ""),
+        "|---|---|---|---|---|" + ("---|" if head else "") + ("---|---|" if rob else ""),
     ]
     for rank, (pol, info) in enumerate(rows, start=1):
         ci = info.get("geomean_ratio_ci")
@@ -168,8 +172,19 @@ def leaderboard_markdown(
             f"| {rank} | {_md_escape(pol)} | {_fmt(info['geomean_ratio'], digits)} | "
             f"{ci_text} | {info['n_scenarios']}/{n_total} |"
             + (f" {_share_text(head['per_policy'].get(pol), digits)} |" if head else "")
+            + (f" {_robustness_cells(rob['per_policy'].get(pol), digits)} |" if rob else "")
         )
     return "\n".join(lines) + "\n"
+
+
+def _robustness_cells(entry: Mapping[str, Any] | None, digits: int) -> str:
+    """``ratio | scenario (best heuristic)`` of a robustness entry, ``- | -`` without one."""
+    if entry is None:
+        return "- | -"
+    return (
+        f"{_fmt(entry['worst_vs_best_heuristic'], digits)} | "
+        f"{_md_escape(entry['worst_scenario'])} ({_md_escape(entry['best_heuristic'])})"
+    )
 
 
 def generalisation_markdown(gen: Mapping[str, Any], reference: str, digits: int = 3) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from agents.report.records import metric_by_seed, metric_names, validate_records
+from agents.report.robustness import robustness_summary
 from agents.stats import (
     MIN_HEADROOM,
     geomean_ratio,
@@ -257,6 +258,7 @@ def summarize_records(
     n_boot: int = 2000,
     confidence: float = 0.95,
     method: str = "percentile",
+    heuristics: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Aggregate episode records into a JSON-serialisable summary.
 
@@ -293,7 +295,12 @@ def summarize_records(
          "per_policy": {policy: {"geomean_ratio": float | None,
                                  "geomean_ratio_ci": [lo, hi] | None,
                                  "n_scenarios": int, "scenarios": [...]}},
-         "headroom": {...}}   # only with both "dram-first" and "planner": headroom_summary
+         "headroom": {...},   # only with both "dram-first" and "planner": headroom_summary
+         "robustness": {...}} # only with ``heuristics``: robustness_summary
+
+    ``heuristics`` (evaluation's deployable single heuristics) adds ``"robustness"``
+    (:func:`agents.report.robustness_summary`): per policy its worst ratio to the best of
+    those heuristics over the scenarios, and which scenario.
 
     Raises:
         ValueError: for empty or malformed records, two records of one (scenario, policy,
@@ -341,6 +348,8 @@ def summarize_records(
     headroom = headroom_summary(recs, policies, boot)
     if headroom is not None:
         out["headroom"] = headroom
+    if heuristics is not None:
+        out["robustness"] = robustness_summary(out, heuristics)
     return out
 
 
