@@ -104,11 +104,11 @@ from baselines.placement import SHARE_TOP, share_or_local_to_weights
 from baselines.policies import STATIC_KERNEL, STATIC_RATIOS, HeuristicPolicy
 from envs import core
 from envs.kernel import auto_interleave_weights, gcd_reduce
-from envs.model import Action, with_kernel_rows
+from envs.model import Action, Params, State, with_kernel_rows
 from envs.model import step as model_step
 from envs.spaces import REWARDS, TIERING_MODES, reward_terms
 
-__all__ = ["SEED_SHARES", "Planner"]
+__all__ = ["SEED_SHARES", "Planner", "rollout_scores"]
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -263,28 +263,18 @@ class Planner(HeuristicPolicy):
         w, _, rate = self._decode(x, v, hw)
         B, T, N = seeds.size, params.n_tenants, params.n_nodes
         w = np.broadcast_to(w, (B, self.segments, T, N)) if w.shape[2] == 1 else w
-        wf = w.astype(float)
         steps = np.asarray(inst.episode_steps, dtype=np.int64)
-        peak = inst.machine_totals[2]  # the reward's peak, as the environment's
-        rows = np.arange(B)
-        logsum = np.zeros(B)
-        n = np.zeros(B, dtype=np.int64)
-        ret = np.zeros(B)  # another objective's return
-        for k in range(int(steps.max())):
-            seg = self._segment(np.full(B, k), steps)
-            act = Action(weights=wf[rows, seg], promote_mbps=rate[rows, seg])
-            kin = inst if table is None else with_kernel_rows(inst, table, m[rows, seg])
-            ms, out = model_step(kin, ms, act, check=False)
-            terms = reward_terms(out, peak)
-            if self.objective != "log-geomean":
-                ret += np.where(k < steps, terms[self.objective], 0.0)
-                continue
-            has = (k < steps) & out.tenant_active.any(axis=1)
-            logsum += np.where(has, terms["log-geomean"], 0.0)
-            n += has
-        if self.objective != "log-geomean":
-            return ret
-        return np.where(n > 0, np.exp(logsum / np.maximum(n, 1)), np.nan)
+        return rollout_scores(
+            inst,
+            ms,
+            table,
+            w.astype(float),
+            rate,
+            m,
+            steps,
+            lambda k: self._segment(np.full(B, k), steps),
+            self.objective,
+        )
 
     def _seed_candidates(self, hw: core.Hardware, R: int) -> tuple[F64, F64, I64]:
         """(E, K, S, R) shares, (E, K, S) rate variables and (E, K, S) modes of the seed
@@ -409,3 +399,51 @@ class Planner(HeuristicPolicy):
 
     def _tiering_mode(self) -> NDArray[np.int64] | int:
         return self._mode_now
+
+
+def rollout_scores(
+    inst: Params,
+    ms: State,
+    table: dict[str, NDArray[Any]] | None,
+    weights: F64,
+    rate: F64,
+    modes: I64,
+    steps: I64,
+    segment: Callable[[int], I64],
+    objective: str = "log-geomean",
+) -> F64:
+    """Each instance's score (B,) over its next ``steps`` (B,) intervals from model state ``ms``.
+
+    The instances (``inst``, batch-last :class:`~envs.model.Params`, and ``ms``) run their
+    candidate actions: interval ``k`` (counted from ``ms``) plays segment ``segment(k)``
+    (B,) of the weights ``weights`` (B, S, T, N, floats), rates ``rate`` (B, S, MB/s as the
+    environment runs them) and tiering modes ``modes`` (B, S, indices into ``table``, the
+    environment's :attr:`~envs.core.EnvParams.mode_table`; ``None``: the instances' own
+    kernel), each interval's mode applied as :func:`envs.core.step` applies it. The score
+    is what the planner maximises (``objective``, a reward name): with ``"log-geomean"``
+    the exp of the mean, over the counted intervals with an active tenant, of the per-step
+    log-geomean term (``geomean_perf``; NaN with none), otherwise the sum of the reward's
+    per-step term. The planner scores whole episodes replayed from their seeds with it; the
+    causal ``mpc`` (:mod:`baselines.mpc`) a horizon from the present state.
+    """
+    B = steps.shape[0]
+    peak = inst.machine_totals[2]  # the reward's peak, as the environment's
+    rows = np.arange(B)
+    logsum = np.zeros(B)
+    n = np.zeros(B, dtype=np.int64)
+    ret = np.zeros(B)  # another objective's return
+    for k in range(int(steps.max())):
+        seg = segment(k)
+        act = Action(weights=weights[rows, seg], promote_mbps=rate[rows, seg])
+        kin = inst if table is None else with_kernel_rows(inst, table, modes[rows, seg])
+        ms, out = model_step(kin, ms, act, check=False)
+        terms = reward_terms(out, peak)
+        if objective != "log-geomean":
+            ret += np.where(k < steps, terms[objective], 0.0)
+            continue
+        has = (k < steps) & out.tenant_active.any(axis=1)
+        logsum += np.where(has, terms["log-geomean"], 0.0)
+        n += has
+    if objective != "log-geomean":
+        return ret
+    return np.where(n > 0, np.exp(logsum / np.maximum(n, 1)), np.nan)
