@@ -17,7 +17,10 @@ are compiled once (so an autoreset copies rows instead of compiling).
   ``mixed-2s`` and ``mixed-4cxl`` are its tenants on two other presets.
 - ``gen-<shape>`` and ``unseen-<shape>-<kind>`` come from the scenario generator
   (:mod:`envs.generator`): eight machine shapes, eight tenant kinds, and six held-out
-  (shape, kind) cells that the ``gen-*`` families never draw.
+  (shape, kind) cells that the ``gen-*`` families never draw. ``broad-<shape>`` draws the
+  situations the shipped scenarios show (spill over several CPU nodes, a saturating
+  stream changing its mix, a latecomer under cgroup limits, memory bound to the other
+  socket) on each shape, without the held-out cells and never a shipped scenario.
 """
 
 from __future__ import annotations
@@ -244,6 +247,7 @@ FAMILY_NAMES = (
     *MIXED_SHAPES,
     *generator.generator_family_names(),
     *generator.unseen_family_names(),
+    *generator.broad_family_names(),
 )
 
 
@@ -252,6 +256,16 @@ def _named_family(
     name: str, pool_size: int, chances: tuple[tuple[str, float], ...] = ()
 ) -> ScenarioFamily:
     """One object per (family, pool size, chances), so every env shares its compiled pools."""
+    broad = generator.parse_broad_name(name)
+    if broad is not None:
+        drawn_broad = dict(chances)
+        return ScenarioFamily(
+            name,
+            lambda split, index: generator.broad_scenario(broad, split, index, chances=drawn_broad),
+            pool_size,
+            generator.MAX_TENANTS,
+            generator.MAX_PHASES,
+        )
     parsed = generator.parse_family_name(name)
     if parsed is not None:
         shape, cell = parsed
@@ -274,6 +288,14 @@ def _named_family(
     )
 
 
+def _draws_chances(name: str) -> bool:
+    """Whether family ``name`` is the generator's (``gen-*``, ``unseen-*``, ``broad-*``)."""
+    return (
+        generator.parse_family_name(name) is not None
+        or generator.parse_broad_name(name) is not None
+    )
+
+
 def make_family(
     spec: str | Path | Mapping[str, Any] | Scenario | ScenarioFamily,
     pool_size: int = 512,
@@ -282,7 +304,7 @@ def make_family(
     """A family from a family name, a scenario (name, file, dict) or a family.
 
     ``generator_chances`` (entries of :data:`envs.generator.CHANCES`) draws a generator
-    family (``gen-*``, ``unseen-*``) with other chances; other families and scenarios
+    family (``gen-*``, ``unseen-*``, ``broad-*``) with other chances; other families and scenarios
     do not draw them and ignore it (a ValueError for a bad entry all the same).
     """
     chances = generator.check_chances(generator_chances)
@@ -290,7 +312,7 @@ def make_family(
         return spec
     if isinstance(spec, str) and spec in FAMILY_NAMES:
         changed = tuple((k, v) for k, v in chances.items() if v != generator.CHANCES[k])
-        drawn = changed if generator.parse_family_name(spec) is not None else ()
+        drawn = changed if _draws_chances(spec) else ()
         return _named_family(spec, pool_size, drawn)
     try:
         sc = load_scenario(spec)

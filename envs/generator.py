@@ -26,6 +26,7 @@ Group names expand to lists where families are listed (``train_families``, the
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -35,20 +36,29 @@ from typing import Any
 
 import numpy as np
 
-from envs.scenario import Scenario, hardware_presets, load_scenario
+from envs.scenario import Scenario, hardware_presets, load_scenario, scenario_names
 
 __all__ = [
+    "BROAD_SHAPES",
     "CHANCES",
+    "FEATURES",
     "GROUPS",
     "HELD_OUT",
     "KINDS",
+    "MOTIFS",
     "SHAPES",
+    "broad_family_names",
+    "broad_scenario",
     "check_chances",
+    "content_key",
+    "coverage",
     "expand_family_names",
     "family_name",
+    "features",
     "generated_scenario",
     "generator_family_names",
     "held_out_kinds",
+    "parse_broad_name",
     "unseen_family_names",
 ]
 
@@ -477,6 +487,335 @@ def generated_scenario(
     )
 
 
+# --------------------------------------------------------------------------- broad: the shipped situations
+
+#: The situations a ``broad-<shape>`` scenario is built around (one per scenario, drawn
+#: uniformly among those its shape has), each what a shipped scenario shows, drawn with
+#: its sizes, intensities and placements random, so no shipped scenario is one of them:
+#:
+#: - ``spill``: bandwidth-heavy tenants, one per CPU node (cxl-spill): their working sets
+#:   1.1-1.6x the machine's DRAM, so DRAM fills and the rest follows the fallback lists;
+#: - ``bandwidth``: a stream whose demand is 1.2-3x its local DRAM's peak, its working set
+#:   fitting DRAM, changing its read/write mix once (mlc-bandwidth);
+#: - ``fairness``: a bandwidth-heavy tenant (half the time a stream) filling its socket's
+#:   DRAM (0.9-1.3x), then a
+#:   latency-bound latecomer, with cgroup limits (memory.low on the latecomer, memory.high
+#:   and memory.low on the first) at the chances of :data:`FAIRNESS_LIMITS`, tier-aware
+#:   limits at :data:`FAIRNESS_TIER_AWARE` (tiering-fairness, colocation);
+#: - ``bind``: streams on one socket whose memory is bound to the other socket's DRAM
+#:   (``numactl -m``; fallback-hotspot), two-socket shapes only;
+#: - ``any``: a ``gen-<shape>`` draw (every kind trained on the shape, every chance).
+#:
+#: Other tenants of any trained kind may join a situation (0 to 2, within
+#: :data:`MAX_TENANTS`). A ``broad-<shape>`` family never draws a kind held out on its shape,
+#: so the ``unseen-*`` cells stay unseen for a policy trained on it.
+MOTIFS = ("spill", "bandwidth", "fairness", "bind", "any")
+#: The shapes of the ``broad-*`` families: every generator shape, and one that only they draw
+#: (so the ``generator`` group and the default recipe's families stay as they were): a whole
+#: socket of DDR5 and one A1000, the common single-expander server and the shape of the
+#: tiering-fairness box (issue #49's ``spr-a1000-box``: one socket, SNC off, 8 channels).
+BROAD_SHAPES: dict[str, Shape] = {
+    **SHAPES,
+    "1s-socket-1cxl": Shape(
+        "a whole socket of DDR5-5600 and the A1000", (("socket", 0), ("a1000", 0))
+    ),
+}
+#: Chances of each cgroup limit in the ``fairness`` situation: memory.low on the latecomer
+#: (50-100% of its working set), memory.high on the first tenant (50-90% of its working
+#: set) and memory.low on it (25-50%).
+FAIRNESS_LIMITS: Mapping[str, float] = MappingProxyType(
+    {"latecomer_low": 0.7, "first_high": 0.5, "first_low": 0.3}
+)
+#: Chance that the ``fairness`` situation's limits also act on each tier (tiering-fairness-low-high).
+FAIRNESS_TIER_AWARE = 0.5
+#: Kinds a situation's main tenants are drawn from, those of them trained on the shape:
+#: streams (``spill``, ``bind``; ``bandwidth`` is a ``hog``, the kind of MLC), bandwidth-heavy
+#: first tenants and latency-bound latecomers (``fairness``).
+STREAM_KINDS = ("hog", "hpc")
+BANDWIDTH_KINDS = ("hog", "hpc", "scan")
+LATENCY_KINDS = ("kv", "latency", "web")
+#: Read fractions of the ``bandwidth`` situation's mix change (MLC's W2, W3, W5, all reads).
+MIXES = (1.0, 0.75, 0.6667, 0.5)
+
+
+def motifs(shape: str) -> tuple[str, ...]:
+    """The situations a ``broad-<shape>`` family draws (``bind`` needs two sockets)."""
+    return tuple(m for m in MOTIFS if m != "bind" or BROAD_SHAPES[shape].sockets > 1)
+
+
+def _local_dram(shape: Shape, socket: int) -> list[int]:
+    return [i for i in shape.dram_nodes if shape.nodes[i][1] == socket]
+
+
+def _resize_dram(hw: dict[str, Any], shape: Shape, nodes: list[int], target_gib: float) -> None:
+    """Scale every DRAM node by one factor so that ``nodes`` hold ``target_gib`` together
+    (each kept inside :data:`DRAM_GIB` of its part)."""
+    held = sum(hw["nodes"][i]["capacity_gib"] for i in nodes)
+    f = target_gib / held
+    for i in shape.dram_nodes:
+        lo, hi = DRAM_GIB[shape.nodes[i][0]]
+        cap = hw["nodes"][i]["capacity_gib"] * f
+        hw["nodes"][i]["capacity_gib"] = round(min(max(cap, lo), hi), 1)
+
+
+def _peak_gbps(hw: Mapping[str, Any], nodes: list[int]) -> float:
+    return float(sum(max(hw["nodes"][i]["read_gbps"], hw["nodes"][i]["mixed_gbps"]) for i in nodes))
+
+
+def _streaming(t: dict[str, Any], rng: np.random.Generator) -> None:
+    """Make tenant ``t`` (of a :data:`STREAM_KINDS` kind) a stream: no skew, no think time
+    to speak of, 8 or more misses in flight (MLC, STREAM; within both kinds' ranges)."""
+    t["hotness"] = {"zipf_s": 0.0}
+    t["compute_ns"] = float(rng.uniform(0.0, 10.0))
+    t["mlp"] = max(float(t["mlp"]), float(rng.uniform(8.0, 16.0)))
+
+
+def _saturate(
+    t: dict[str, Any], kind: str, peak_gbps: float, latency_ns: float, factor: float
+) -> None:
+    """Raise ``t``'s threads, then its misses in flight, within its kind's ranges, until its
+    closed-loop demand (``threads x mlp x 64 B / (compute + latency)``) is ``factor`` x
+    ``peak_gbps``."""
+    r = KINDS[kind]
+    need = factor * peak_gbps * (t["compute_ns"] + latency_ns) / 64.0  # threads x mlp
+    t["threads"] = int(min(max(t["threads"], math.ceil(need / t["mlp"])), r["threads"][1]))
+    mlp_hi = r["mlp"][1] if isinstance(r["mlp"], tuple) else max(r["mlp"])
+    t["mlp"] = float(min(max(t["mlp"], need / t["threads"]), mlp_hi))
+
+
+def _shrink(t: dict[str, Any], most_gib: float) -> None:
+    """Cut ``t``'s working set to at most ``most_gib``, its cgroup limits in proportion."""
+    ws = t["working_set_gib"]
+    if ws <= most_gib:
+        return
+    f = most_gib / ws
+    for key in ("working_set_gib", "memory_low_gib", "memory_high_gib"):
+        if key in t:
+            t[key] = round(t[key] * f, 2)
+
+
+def _pin(t: dict[str, Any], hw: Mapping[str, Any], node: int) -> None:
+    t["cpu_node"] = hw["nodes"][node]["name"]
+    t["socket"] = int(hw["nodes"][node]["socket"])
+
+
+def _motif_tenants(
+    motif: str,
+    shape: Shape,
+    hw: dict[str, Any],
+    kinds: list[str],
+    rng: np.random.Generator,
+    episode_s: float,
+    chances: Mapping[str, float],
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The situation's own tenants (placed) and the kernel options it fixes."""
+    pick = lambda pool: pool[int(rng.integers(len(pool)))]  # noqa: E731
+    streams = [k for k in STREAM_KINDS if k in kinds]
+    bw = [k for k in BANDWIDTH_KINDS if k in kinds]
+    lat = [k for k in LATENCY_KINDS if k in kinds]
+    kernel: dict[str, str] = {}
+    out: list[dict[str, Any]] = []
+    if motif == "spill":
+        cpus = list(shape.dram_nodes)
+        n = min(MAX_TENANTS, max(len(cpus), int(rng.integers(1, 4))))
+        for i in range(n):
+            kind = pick(streams)
+            t = _tenant(kind, rng, f"{kind}{i}", episode_s, i == 0, {**chances, "late": 0.0})
+            _streaming(t, rng)
+            _pin(t, hw, cpus[i % len(cpus)])
+            out.append(t)
+        total = sum(t["working_set_gib"] for t in out)
+        if any(p == "a1000" or p == "cz120" for p, _ in shape.nodes):
+            _resize_dram(hw, shape, shape.dram_nodes, total / float(rng.uniform(1.1, 1.6)))
+        else:  # no expander: the tenants' socket's DRAM fills, the other socket takes the rest
+            _resize_dram(hw, shape, _local_dram(shape, 0), total / float(rng.uniform(1.1, 1.6)))
+    elif motif == "bandwidth":
+        kind = "hog"  # never held out: MLC's kind
+        t = _tenant(kind, rng, f"{kind}0", episode_s, True, {**chances, "phase": 0.0})
+        _streaming(t, rng)
+        sock = int(rng.integers(shape.sockets))
+        local = _local_dram(shape, sock)
+        node = local[int(rng.integers(len(local)))]
+        _pin(t, hw, node)
+        latency = float(hw["nodes"][node]["idle_latency_ns"])
+        factor = float(rng.uniform(1.2, 3.0))
+        _saturate(t, kind, _peak_gbps(hw, [node]), latency, factor)
+        room = sum(hw["nodes"][i]["capacity_gib"] for i in local)
+        _shrink(t, room * float(rng.uniform(0.3, 0.9)))
+        first, second = rng.choice(len(MIXES), size=2, replace=False)
+        t["read_fraction"] = MIXES[int(first)]
+        at = round(float(rng.uniform(0.3, 0.7)) * episode_s, 1)
+        t["phases"] = [{"at_s": at, "read_fraction": MIXES[int(second)]}]
+        t.pop("stop_s", None)
+        out.append(t)
+    elif motif == "fairness":
+        kind = pick(bw)
+        first = _tenant(kind, rng, f"{kind}0", episode_s, True, {**chances, "stop": 0.0})
+        if kind in STREAM_KINDS and rng.random() < 0.5:  # a streamer (tiering-fairness)
+            _streaming(first, rng)
+        sock = int(rng.integers(shape.sockets))
+        local = _local_dram(shape, sock)
+        _pin(first, hw, local[int(rng.integers(len(local)))])
+        kind2 = pick(lat)
+        late = _tenant(kind2, rng, f"{kind2}1", episode_s, False, {**chances, "late": 1.0})
+        _pin(late, hw, local[int(rng.integers(len(local)))])
+        _resize_dram(hw, shape, local, first["working_set_gib"] / float(rng.uniform(0.9, 1.3)))
+        for t in (first, late):
+            t.pop("memory_low_gib", None)
+            t.pop("memory_high_gib", None)
+        if rng.random() < FAIRNESS_LIMITS["latecomer_low"]:
+            late["memory_low_gib"] = round(
+                late["working_set_gib"] * float(rng.uniform(0.5, 1.0)), 2
+            )
+        if rng.random() < FAIRNESS_LIMITS["first_low"]:
+            first["memory_low_gib"] = round(
+                first["working_set_gib"] * float(rng.uniform(0.25, 0.5)), 2
+            )
+        if rng.random() < FAIRNESS_LIMITS["first_high"]:
+            first["memory_high_gib"] = round(
+                first["working_set_gib"] * float(rng.uniform(0.5, 0.9)), 2
+            )
+        limited = any(k in t for t in (first, late) for k in ("memory_low_gib", "memory_high_gib"))
+        if limited and rng.random() < FAIRNESS_TIER_AWARE:
+            kernel["memcg_limits"] = "tier_aware"
+        out += [first, late]
+    elif motif == "bind":
+        sock = int(rng.integers(shape.sockets))
+        other = _local_dram(shape, 1 - sock)
+        local = _local_dram(shape, sock)
+        bound = [hw["nodes"][i]["name"] for i in other]
+        room = sum(hw["nodes"][i]["capacity_gib"] for i in other)
+        n = int(rng.integers(1, 3))
+        for i in range(n):
+            kind = pick(streams)
+            t = _tenant(kind, rng, f"{kind}{i}", episode_s, i == 0, {**chances, "late": 0.0})
+            _streaming(t, rng)
+            _pin(t, hw, local[i % len(local)])
+            _shrink(t, room * float(rng.uniform(0.1, 0.45)))
+            t.pop("grow_gib_per_s", None)
+            t["mempolicy"] = {"mode": "bind", "nodes": bound}
+            out.append(t)
+    return out, kernel
+
+
+def broad_scenario(
+    shape: str,
+    split: str,
+    index: int,
+    episode_steps: int = EPISODE_STEPS,
+    chances: Mapping[str, Any] | None = None,
+) -> Scenario:
+    """Scenario ``index`` of a split of ``broad-<shape>``: one of the situations of
+    :data:`MOTIFS` on the shape, never a kind held out on it, never a shipped scenario
+    (a draw that is one is drawn again from the next stream)."""
+    ch = check_chances(chances)
+    if shape not in BROAD_SHAPES:
+        raise ValueError(f"shape: got {shape!r}, expected one of {sorted(BROAD_SHAPES)}")
+    code = _split_code(split)
+    for attempt in range(16):
+        sc = _broad_draw(
+            shape,
+            [0x6E4E, list(BROAD_SHAPES).index(shape), BROAD_STREAM, code, index, attempt],
+            split,
+            index,
+            episode_steps,
+            ch,
+        )
+        if content_key(sc) not in _shipped_keys():
+            return sc
+    raise RuntimeError(f"broad-{shape}-{split}-{index}: 16 draws were shipped scenarios")
+
+
+#: The generator's seed word of the ``broad-*`` families (the ``gen-*`` and ``unseen-*`` ones
+#: use 0 and the held-out cell's number there, all below it).
+BROAD_STREAM = 0xB0AD
+
+
+def _broad_draw(
+    shape: str,
+    entropy: list[int],
+    split: str,
+    index: int,
+    episode_steps: int,
+    ch: Mapping[str, float],
+) -> Scenario:
+    sh = BROAD_SHAPES[shape]
+    rng = np.random.default_rng(entropy)
+    hw = _hardware(sh, rng)
+    intervals, p = zip(*INTERVALS, strict=True)
+    interval = float(rng.choice(intervals, p=p))
+    episode_s = interval * episode_steps
+    allowed = [k for k in KINDS if k not in held_out_kinds(shape)]
+    options = motifs(shape)
+    motif = options[int(rng.integers(len(options)))]
+    tenants, kernel = _motif_tenants(motif, sh, hw, allowed, rng, episode_s, ch)
+    room = MAX_TENANTS - len(tenants)
+    extra = (
+        int(rng.integers(1, MAX_TENANTS + 1))
+        if motif == "any"
+        else int(rng.integers(0, min(2, room) + 1))
+    )
+    for i in range(len(tenants), len(tenants) + extra):
+        kind = allowed[int(rng.integers(len(allowed)))]
+        t = _tenant(kind, rng, f"{kind}{i}", episode_s, i == 0, ch)
+        tenants.append(t)
+    _fit(tenants, hw, episode_s)
+    for t in tenants:
+        if "cpu_node" not in t:
+            _place(t, sh, hw, rng, ch)
+    limited = any("memory_low_gib" in t or "memory_high_gib" in t for t in tenants)
+    if "memcg_limits" not in kernel and limited and rng.random() < ch["tier_aware"]:
+        kernel["memcg_limits"] = "tier_aware"
+    if len(sh.dram_nodes) > 2 and rng.random() < ch["pre_2021"]:
+        kernel["fallback_lists"] = "pre-2021"
+    return load_scenario(
+        {
+            **({"kernel": kernel} if kernel else {}),
+            "name": f"{broad_family_name(shape)}-{split}-{index}",
+            "description": f"generated ({motif}): {sh.what}; envs.generator",
+            "interval_s": interval,
+            "episode_steps": episode_steps,
+            "hardware": hw,
+            "tenants": tenants,
+        }
+    )
+
+
+def content_key(sc: Scenario) -> str:
+    """What a scenario is, without its names and words: machine (nodes, distances, socket
+    link), tenants (every key but the name), interval and kernel options. Two scenarios with
+    the same key are the same problem whatever they are called or however long they run."""
+    d = sc.model_dump(mode="json", exclude={"name", "description", "episode_steps"})
+    d["hardware"].pop("name", None)
+    d["hardware"].pop("description", None)
+    for t in d["tenants"]:
+        t.pop("name", None)
+    return json.dumps(d, sort_keys=True)
+
+
+@cache
+def _shipped_keys() -> frozenset[str]:
+    """:func:`content_key` of every shipped scenario (envs/data/scenarios)."""
+    return frozenset(content_key(load_scenario(n)) for n in scenario_names())
+
+
+def broad_family_name(shape: str) -> str:
+    """``broad-<shape>``."""
+    return f"broad-{shape}"
+
+
+def broad_family_names() -> list[str]:
+    return [broad_family_name(s) for s in BROAD_SHAPES]
+
+
+def parse_broad_name(name: str) -> str | None:
+    """The shape of a ``broad-<shape>`` family name, or None for another name."""
+    for s in BROAD_SHAPES:
+        if name == broad_family_name(s):
+            return s
+    return None
+
+
 def family_name(shape: str, cell: str | None = None) -> str:
     """``gen-<shape>``, or with ``cell`` (a kind held out on ``shape``) ``unseen-<shape>-<cell>``."""
     return f"gen-{shape}" if cell is None else f"unseen-{shape}-{cell}"
@@ -494,6 +833,7 @@ def unseen_family_names() -> list[str]:
 GROUPS: dict[str, list[str]] = {
     "generator": generator_family_names(),
     "unseen": unseen_family_names(),
+    "broad": broad_family_names(),
 }
 
 
@@ -516,3 +856,132 @@ def expand_family_names(names: Iterable[str]) -> list[str]:
             if f not in out:
                 out.append(f)
     return out
+
+
+# --------------------------------------------------------------------------- coverage
+
+#: What a scenario shows, as :func:`features` names it: the machine (``two-sockets``,
+#: ``both-sockets``: tenants run on both; ``snc``: a socket with several DRAM nodes;
+#: ``near-cxl``/``far-cxl``: a tenant on a socket with/without an expander;
+#: ``several-cxl``), the tenants (``stream``: flat and asking more than its local DRAM's
+#: peak bandwidth; ``thread-ramp``, ``rw-phase``: a phase changes its threads, its
+#: read/write mix; ``bind-remote``: memory bound away from its socket's DRAM), the pressure
+#: (``spill``: the tenants of a socket need more than its DRAM; ``spill-multi-dram``: so on
+#: a machine of several DRAM nodes; ``latecomer``: a tenant arrives on a socket whose DRAM
+#: the first tenants fill (90% or more); ``latecomer-limits``: so with a cgroup limit) and
+#: the kernel (``tier-aware`` limits, ``pre-2021`` fallback lists).
+FEATURES = (
+    "two-sockets",
+    "both-sockets",
+    "snc",
+    "near-cxl",
+    "far-cxl",
+    "several-cxl",
+    "stream",
+    "thread-ramp",
+    "rw-phase",
+    "bind-remote",
+    "spill",
+    "spill-multi-dram",
+    "latecomer",
+    "latecomer-limits",
+    "tier-aware",
+    "pre-2021",
+)
+
+
+def _tenant_socket(sc: Scenario, t: Any) -> int:
+    if t.cpu_node is not None:
+        return int(next(n.socket for n in sc.hardware.nodes if n.name == t.cpu_node))
+    return int(t.socket)
+
+
+def _is_stream(sc: Scenario, t: Any) -> bool:
+    """Flat (``zipf_s`` <= 0.1) and asking more than the peak of the DRAM it allocates on
+    first (its CPU node's, else its socket's): threads x mlp x 64 B / (compute + latency)."""
+    hot = t.hotness.model_dump()
+    if hot.get("zipf_s", 1.0) > 0.1:
+        return False
+    nodes = sc.hardware.nodes
+    if t.cpu_node is not None:
+        local = [n for n in nodes if n.name == t.cpu_node]
+    else:
+        local = [n for n in nodes if n.kind == "dram" and n.socket == t.socket]
+    if not local:
+        return False
+    demand = t.threads * t.mlp * 64.0 / (t.compute_ns + min(n.idle_latency_ns for n in local))
+    return bool(demand >= sum(max(n.read_gbps, n.mixed_gbps) for n in local))
+
+
+def features(sc: Scenario) -> set[str]:
+    """The :data:`FEATURES` scenario ``sc`` shows (from its starting parameters and phases)."""
+    nodes = sc.hardware.nodes
+    cxl_sockets = {n.socket for n in nodes if n.kind == "cxl"}
+    dram_at: dict[int, float] = {}
+    dram_nodes: dict[int, int] = {}
+    for n in nodes:
+        if n.kind == "dram":
+            dram_at[n.socket] = dram_at.get(n.socket, 0.0) + n.capacity_gib
+            dram_nodes[n.socket] = dram_nodes.get(n.socket, 0) + 1
+    where = [_tenant_socket(sc, t) for t in sc.tenants]
+    f: set[str] = set()
+    if len({n.socket for n in nodes}) > 1:
+        f.add("two-sockets")
+        if len(set(where)) > 1:
+            f.add("both-sockets")
+    if max(dram_nodes.values()) > 1:
+        f.add("snc")
+    if any(s in cxl_sockets for s in where):
+        f.add("near-cxl")
+    if cxl_sockets and any(s not in cxl_sockets for s in where):
+        f.add("far-cxl")
+    if len([n for n in nodes if n.kind == "cxl"]) > 1:
+        f.add("several-cxl")
+    for s in set(where):
+        ws = sum(t.working_set_gib for t, w in zip(sc.tenants, where, strict=True) if w == s)
+        if ws > dram_at.get(s, 0.0):
+            f.add("spill")
+            if sum(dram_nodes.values()) > 1:
+                f.add("spill-multi-dram")
+    first = min(t.start_s for t in sc.tenants)
+    for s in set(where):
+        here = [t for t, w in zip(sc.tenants, where, strict=True) if w == s]
+        early = sum(t.working_set_gib for t in here if t.start_s == first)
+        if early >= 0.9 * dram_at.get(s, 0.0) and any(t.start_s > first for t in here):
+            f.add("latecomer")
+            if any(t.memory_low_gib > 0 or t.memory_high_gib is not None for t in here):
+                f.add("latecomer-limits")
+    for t, s in zip(sc.tenants, where, strict=True):
+        if _is_stream(sc, t):
+            f.add("stream")
+        if any(p.threads is not None for p in t.phases):
+            f.add("thread-ramp")
+        if any(p.read_fraction is not None for p in t.phases):
+            f.add("rw-phase")
+        local = {n.name for n in nodes if n.kind == "dram" and n.socket == s}
+        if t.mempolicy.mode == "bind" and not local & set(t.mempolicy.nodes):
+            f.add("bind-remote")
+    if sc.kernel is not None and sc.kernel.memcg_limits == "tier_aware":
+        f.add("tier-aware")
+    if sc.kernel is not None and sc.kernel.fallback_lists == "pre-2021":
+        f.add("pre-2021")
+    return f
+
+
+def coverage(family: str, n: int, split: str = "train") -> dict[str, float]:
+    """Share of the first ``n`` scenarios of a split of a generator family (``gen-*``,
+    ``unseen-*``, ``broad-*``) showing each of :data:`FEATURES`."""
+    broad = parse_broad_name(family)
+    parsed = parse_family_name(family)
+    if broad is None and parsed is None:
+        raise ValueError(f"family: got {family!r}, expected a gen-*, unseen-* or broad-* name")
+    counts = dict.fromkeys(FEATURES, 0)
+    for i in range(n):
+        if broad is not None:
+            sc = broad_scenario(broad, split, i)
+        else:
+            shape, cell = parsed  # type: ignore[misc]
+            sc = generated_scenario(shape, split, i, cell=cell)
+        for k in features(sc):
+            counts[k] += 1
+    return {k: v / n for k, v in counts.items()}

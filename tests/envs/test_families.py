@@ -13,7 +13,7 @@ import pytest
 from envs import core
 from envs import generator as G
 from envs.families import FAMILY_NAMES, REPORT_SPLIT, SELECT_SPLIT, SPLITS, make_family
-from envs.scenario import Scenario
+from envs.scenario import Scenario, load_scenario, scenario_names
 
 #: Indices looked at per split for disjointness: every family's default pool is 512, and the
 #: evaluations draw an index of that pool per episode.
@@ -130,3 +130,158 @@ def test_the_val_pool_compiles_and_steps() -> None:
     assert np.all(np.isfinite(reward)) and np.all(np.isfinite(obs))
     train = core.make_params("gen-2s-snc-2cxl", split="train", pool_size=4, max_tenants=4)
     assert params.family is train.family  # one family object, a pool per split
+
+
+# --------------------------------------------------------------------------- coverage: broad-*
+
+#: Draws per family in the coverage tests.
+DRAWS = 200
+
+
+def _nearest_shape(sc: Scenario) -> str:
+    """The broad shape of ``sc``'s machine: the same nodes (kind and socket, in order), and
+    of those the DRAM part nearest in bandwidth (an SNC node or a whole socket)."""
+    import math
+
+    parts = G._parts()
+    layout = [(n.kind, n.socket) for n in sc.hardware.nodes]
+    dram_gbps = max(n.read_gbps for n in sc.hardware.nodes if n.kind == "dram")
+    best, gap = "", math.inf
+    for name, shape in G.BROAD_SHAPES.items():
+        kinds = [(parts[p].get("kind", "dram" if p in G.DRAM_GIB else "cxl"), s)
+                 for p, s in shape.nodes]  # fmt: skip
+        if kinds != layout:
+            continue
+        d = abs(math.log(parts[shape.nodes[0][0]]["read_gbps"] / dram_gbps))
+        if d < gap:
+            best, gap = name, d
+    assert best, f"{sc.name}: no broad shape has its nodes"
+    return best
+
+
+def _kind(tenant_name: str) -> str:
+    return tenant_name.rstrip("0123456789")
+
+
+def _motif(sc: Scenario) -> str:
+    return sc.description.split("(", 1)[1].split(")", 1)[0]
+
+
+def test_the_shipped_scenarios_features() -> None:
+    """What :func:`envs.generator.features` sees in the shipped scenarios it was written for."""
+    f = {n: G.features(load_scenario(n)) for n in scenario_names()}
+    assert {"stream", "rw-phase", "several-cxl"} <= f["mlc-bandwidth"]
+    assert {"two-sockets", "both-sockets", "snc", "near-cxl", "far-cxl", "spill-multi-dram",
+            "stream"} <= f["cxl-spill"]  # fmt: skip
+    assert f["cxl-spill-prefix"] == f["cxl-spill"] | {"pre-2021"}
+    assert {"bind-remote", "snc", "stream"} <= f["fallback-hotspot"]
+    assert "both-sockets" not in f["fallback-hotspot"]  # both tenants run on socket 1
+    assert {"latecomer", "latecomer-limits", "tier-aware"} <= f["tiering-fairness-low-high"]
+    assert "latecomer-limits" not in f["tiering-fairness"] and "latecomer" in f["tiering-fairness"]
+    assert "thread-ramp" in f["llm-inference"] and "stream" not in f["kv-store"]
+    assert f["tiering-fairness-alone"] == {"near-cxl"}
+    assert set().union(*f.values()) == set(G.FEATURES)  # every feature named is shown somewhere
+
+
+@pytest.mark.parametrize("shape", list(G.BROAD_SHAPES))
+def test_broad_draws_every_situation_and_trained_kind_and_no_held_out_one(shape: str) -> None:
+    fam = make_family(f"broad-{shape}", pool_size=8)
+    held = set(G.held_out_kinds(shape))
+    motifs: set[str] = set()
+    kinds: set[str] = set()
+    for i in range(DRAWS):
+        sc = fam.scenario("train", i)
+        motifs.add(_motif(sc))
+        kinds |= {_kind(t.name) for t in sc.tenants}
+        assert [n.name for n in sc.hardware.nodes] == fam.node_names
+        assert 1 <= len(sc.tenants) <= G.MAX_TENANTS
+        assert all(1 + len(t.phases) <= G.MAX_PHASES for t in sc.tenants)
+    assert motifs == set(G.motifs(shape))
+    assert "bind" in motifs or G.BROAD_SHAPES[shape].sockets == 1
+    assert not kinds & held
+    assert kinds == set(G.KINDS) - held
+
+
+def test_broad_draws_what_every_shipped_scenario_shows() -> None:
+    """For each shipped scenario, some of the first DRAWS scenarios of ``broad-<its shape>``
+    show every feature it shows at once, and each feature has a positive share; before
+    ``broad-*``, ``gen-*`` drew some of them never (mlc-bandwidth's mix change on a saturated
+    socket, fallback-hotspot-prefix's remote bind with the old fallback lists)."""
+    shape_of = {n: _nearest_shape(load_scenario(n)) for n in scenario_names()}
+    assert {"1s-4cxl", "2s-snc", "2s-snc-2cxl"} <= set(shape_of.values())
+    drawn = {
+        s: [G.features(G.broad_scenario(s, "train", i)) for i in range(DRAWS)]
+        for s in set(shape_of.values())
+    }
+    for name, shape in shape_of.items():
+        want = G.features(load_scenario(name))
+        assert any(want <= got for got in drawn[shape]), (name, sorted(want))
+    shares = G.coverage("broad-1s-4cxl", DRAWS)
+    assert shares["rw-phase"] > 0.1 and shares["stream"] > 0.3
+    assert G.coverage("gen-1s-4cxl", DRAWS)["rw-phase"] == 0.0  # what broad adds
+
+
+def test_no_generated_scenario_is_a_shipped_one() -> None:
+    shipped = {G.content_key(load_scenario(n)) for n in scenario_names()}
+    assert len(shipped) == len(scenario_names())  # the key tells them apart
+    for family in FAMILY_NAMES:
+        fam = make_family(family, pool_size=8)
+        n = 64 if family.startswith("mixed") else 40
+        for split in SPLITS:
+            for i in range(n):
+                assert G.content_key(fam.scenario(split, i)) not in shipped, (family, split, i)
+
+
+def test_a_broad_draw_that_is_a_shipped_scenario_is_drawn_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = G.broad_scenario("2s-snc", "train", 5)
+    shipped = frozenset({G.content_key(first)})
+    monkeypatch.setattr(G, "_shipped_keys", lambda: shipped)
+    again = G.broad_scenario("2s-snc", "train", 5)
+    assert again.name == first.name and G.content_key(again) != G.content_key(first)
+    monkeypatch.setattr(G, "_shipped_keys", lambda: _Everything())
+    with pytest.raises(RuntimeError, match="16 draws were shipped scenarios"):
+        G.broad_scenario("2s-snc", "train", 5)
+
+
+class _Everything:
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("family", G.broad_family_names())
+def test_broad_scenarios_are_valid_and_step(family: str) -> None:
+    """Each one loads back through the scenario validator as itself; its pool compiles and
+    steps with finite outputs."""
+    fam = make_family(family, pool_size=8)
+    for i in range(40):
+        sc = fam.scenario("val", i)
+        assert load_scenario(sc.model_dump(mode="json", exclude_none=True)) == sc
+        dram = [n.capacity_gib for n in sc.hardware.nodes if n.kind == "dram"]
+        assert all(8.0 <= c <= 476.8 for c in dram)
+        for t in sc.tenants:
+            r = G.KINDS[_kind(t.name)]
+            lo, hi = r["threads"]
+            assert lo <= t.threads <= hi, (sc.name, t.name)
+            assert 0 < t.working_set_gib <= r["working_set_gib"][1]
+            assert t.memory_low_gib <= t.working_set_gib
+    params = core.make_params(family, split="val", pool_size=4, max_tenants=4)
+    state, obs = core.reset(params, np.arange(4, dtype=np.uint64))
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        act = rng.uniform(-1, 1, size=(4, params.codec.size)).astype(np.float32)
+        state, obs, reward = core.step(params, state, act)[:3]
+        assert np.all(np.isfinite(reward)) and np.all(np.isfinite(obs)), family
+
+
+def test_broad_is_a_group_and_takes_chances() -> None:
+    assert G.expand_family_names(["broad"]) == G.broad_family_names()
+    plain = make_family("broad-2s-2cxl", pool_size=8)
+    low = make_family("broad-2s-2cxl", pool_size=8, generator_chances={"memory_low": 1.0})
+    assert low is not plain
+    lows = [t.memory_low_gib > 0 for i in range(30) for t in low.scenario("train", i).tenants]
+    base = [t.memory_low_gib > 0 for i in range(30) for t in plain.scenario("train", i).tenants]
+    assert np.mean(lows) > np.mean(base)
+    with pytest.raises(ValueError, match="shape: got '3s'"):
+        G.broad_scenario("3s", "train", 0)
