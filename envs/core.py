@@ -255,6 +255,11 @@ class Hardware:
     write_gbps: F64
     firmware_gbps: F64
     idle_latency_ns: F64
+    #: (B, T, N) each tenant slot's allocation fallback list, nearest node first: its CPU
+    #: node's zonelist as the kernel builds it from the NUMA distances (the preferred node's
+    #: for MPOL_PREFERRED; -1 for the nodes a bind mask excludes), the first phase's
+    #: (``Params.fallback``); None where unknown (a host's view, deploy.py)
+    tenant_fallback: NDArray[np.int64] | None = None
 
     @property
     def machine_read_gbps(self) -> F64:
@@ -318,6 +323,7 @@ def _hardware(p: Params) -> Hardware:
             firmware_bandwidth(c.mem_read, c.mem_write, c.link_read, c.link_write).T
         ),
         idle_latency_ns=_frozen(c.idle_ns.T),
+        tenant_fallback=_frozen(np.moveaxis(p.fallback, -1, 0)),
     )
 
 
