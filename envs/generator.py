@@ -86,6 +86,22 @@ def _parts() -> dict[str, dict[str, Any]]:
         "socket": dict(four["dram0"]),
         # a CZ120-class expander (PCIe Gen5 x8), with the remote parameters of cxl-spill
         "cz120": {k: v for k, v in spill["nodes"][4].items() if k != "name"},
+        # a whole socket of 8 DDR5-4800 channels, SNC off (broad-1s-socket-1cxl only): the
+        # fitted SNC node's per-channel bandwidths x 8 / 2, its latency curve, no remote side
+        # (derived as issue #49's tiering-fairness box, spr-a1000-box, derives its DRAM)
+        "socket-4800": {
+            **{k: v for k, v in a1000["dram0"].items() if not k.startswith("remote_")},
+            **{
+                k: round(4.0 * float(a1000["dram0"][k]), 2)
+                for k in (
+                    "read_gbps",
+                    "write_gbps",
+                    "mixed_gbps",
+                    "random_read_gbps",
+                    "random_write_gbps",
+                )
+            },
+        },
     }
 
 
@@ -109,7 +125,7 @@ class Shape:
 
     @property
     def dram_nodes(self) -> list[int]:
-        return [i for i, (p, _) in enumerate(self.nodes) if p in ("snc", "socket")]
+        return [i for i, (p, _) in enumerate(self.nodes) if p in DRAM_GIB]
 
 
 #: The machine shapes (at most 6 nodes: the agent's padded node count).
@@ -148,7 +164,7 @@ SHAPES: dict[str, Shape] = {
 
 #: DRAM per node (GiB, log-uniform): from kv-store's 8 GiB to a whole node (an SNC node's
 #: 256 GiB as in tiering-fairness; a socket's 8 x 64 GB).
-DRAM_GIB = {"snc": (8.0, 256.0), "socket": (16.0, 476.8)}
+DRAM_GIB = {"snc": (8.0, 256.0), "socket": (16.0, 476.8), "socket-4800": (16.0, 476.8)}
 #: CXL capacity per expander (GiB): tiering-fairness's 64 GiB, a 128 GB and a 256 GB module.
 CXL_GIB = (64.0, 119.2, 238.4)
 #: Control interval (s) and how often each is drawn: 1 s (most scenarios), 2 s (kv-store),
@@ -512,12 +528,13 @@ def generated_scenario(
 MOTIFS = ("spill", "bandwidth", "fairness", "bind", "any")
 #: The shapes of the ``broad-*`` families: every generator shape, and one that only they draw
 #: (so the ``generator`` group and the default recipe's families stay as they were): a whole
-#: socket of DDR5 and one A1000, the common single-expander server and the shape of the
-#: tiering-fairness box (issue #49's ``spr-a1000-box``: one socket, SNC off, 8 channels).
+#: socket of DDR5-4800 (SNC off, 8 channels) and one A1000, the common single-expander server
+#: and the shape of the tiering-fairness box (issue #49's ``spr-a1000-box``).
 BROAD_SHAPES: dict[str, Shape] = {
     **SHAPES,
     "1s-socket-1cxl": Shape(
-        "a whole socket of DDR5-5600 and the A1000", (("socket", 0), ("a1000", 0))
+        "a whole socket of DDR5-4800 (8 channels, SNC off) and the A1000",
+        (("socket-4800", 0), ("a1000", 0)),
     ),
 }
 #: Chances of each cgroup limit in the ``fairness`` situation: memory.low on the latecomer

@@ -93,10 +93,11 @@ def _local(node: dict) -> dict:
 
 
 def _matching_shape(sc: object) -> str | None:
-    """The generator shape whose nodes (kind, socket and fitted parameters) ``sc`` runs on."""
+    """The generator shape whose nodes (kind, socket and fitted parameters) ``sc`` runs on
+    (a ``gen-*`` shape, or the one only ``broad-*`` draws)."""
     parts = G._parts()
     nodes = [n.model_dump(exclude_none=True) for n in sc.hardware.nodes]  # type: ignore[attr-defined]
-    for name, shape in G.SHAPES.items():
+    for name, shape in G.BROAD_SHAPES.items():
         if len(shape.nodes) != len(nodes):
             continue
         ok = True
@@ -123,7 +124,7 @@ def _matching_shape(sc: object) -> str | None:
 
 @pytest.mark.parametrize("name", scenario_names())
 def test_every_shipped_scenario_is_a_point_of_the_generator(name: str) -> None:
-    """Its machine is a generator shape (capacities in range), its interval one the
+    """Its machine is a generator shape (``gen-*``'s or ``broad-*``'s; capacities in range), its interval one the
     generator draws, and every tenant's starting parameters lie in some kind's ranges that
     the generator trains on that shape (episode length and phase schedules aside)."""
     sc = load_scenario(name)
