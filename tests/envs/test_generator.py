@@ -66,10 +66,10 @@ def test_group_names_expand_in_order_without_repeats() -> None:
         make_family("generator")
 
 
-def _within(value: float, spec: object, slack: float = 1e-9) -> bool:
+def _within(value: float, spec: list[float] | tuple[float, float], slack: float = 1e-9) -> bool:
     if isinstance(spec, list):
         return value in spec
-    lo, hi = spec  # type: ignore[misc]
+    lo, hi = spec
     return lo - slack <= value <= hi + slack
 
 
