@@ -19,9 +19,19 @@ Families (one per node layout, so a batch can mix their scenarios):
   shape (with other tenants) and the kind (on other shapes), never the two together,
   so a result on these is a result on problems the policy never met.
 
+- ``broad-<shape>``: the situations the shipped scenarios show (:data:`MOTIFS`: spill
+  over every CPU node, a stream saturating its DRAM and changing its read/write mix, a
+  latecomer on DRAM a first tenant filled, under cgroup limits, memory bound to the other
+  socket's DRAM), drawn on every shape and on one more (:data:`BROAD_SHAPES`), never with a
+  held-out cell and never a shipped scenario itself (:func:`content_key`): those stay a
+  test set. :func:`features` names what a scenario shows and :func:`coverage` counts it.
+
+Every family has three splits from disjoint seeds: ``train``, ``val`` (every choice made
+while training reads it) and ``test`` (reports only); docs/training.md, "Splits".
+
 Group names expand to lists where families are listed (``train_families``, the
-``--scenarios`` of ``evaluate.py``): ``generator`` is every ``gen-*`` family and
-``unseen`` every ``unseen-*`` one.
+``--scenarios`` of ``evaluate.py``): ``generator`` is every ``gen-*`` family,
+``unseen`` every ``unseen-*`` one and ``broad`` every ``broad-*`` one.
 """
 
 from __future__ import annotations
