@@ -218,7 +218,7 @@ class Reference:
     ("scenario", "kw", "min_rounds"),
     [
         ("kv-store", {}, 1),  # one round, then kept
-        ("tiering-fairness", {"trial_steps": 3, "change_threshold": 0.03}, 2),
+        ("tiering-fairness", {"trial_steps": 3, "settle_steps": 1, "change_threshold": 0.03}, 2),
     ],
 )
 def test_follows_its_algorithm_step_for_step_on_the_environment(
@@ -271,9 +271,9 @@ def test_retests_when_the_kept_heuristic_measures_a_change() -> None:
     assert int(pol.rounds[0]) == 1 and pol.current() == ["tpp"]
     # the behaviour changes: tpp drops to 0.5, caption becomes the clear winner
     changed = _payoff(pol, "caption", good=0.95, bad=0.5)
-    acted = [h.step(changed)[1][0] for _ in range(3)]
+    acted = [h.step(changed)[1][0] for _ in range(1 + pol.trial_steps)]
     assert int(pol.rounds[0]) == 2 and pol.testing[0]
-    assert acted[-1] == "tpp"  # a round starts with the candidate in force
+    assert acted == ["tpp"] * (1 + pol.trial_steps)  # the round starts with the incumbent
     for _ in range(_round_steps(pol)):
         h.step(changed)
     assert pol.current() == ["caption"] and not pol.testing[0]
