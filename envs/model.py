@@ -54,6 +54,7 @@ from envs.kernel import (
     GB_PER_GIB,
     GIB,
     LINE_BYTES,
+    PAGE_BYTES,
     PAGES_PER_GIB,
     SCAN_DELAY_MS,
     SCAN_PERIOD_MAX_MS,
@@ -312,6 +313,9 @@ class Params:
     link_knee_ns: F64  # (B,)
     link_knee_exp: F64  # (B,)
     random: F64  # (T, P, B) 1 where the tenant's access is random
+    # page references (docs/validation.md, "Page references per pass"); added after the fields above
+    touch_lines: F64  # (T, P, B) lines of a page one touch reads (line accesses per reference)
+    passes: F64  # (T, P, B) 1 where the tenant makes passes (periodic references), else Poisson
 
     @property
     def batch_size(self) -> int:
@@ -371,7 +375,7 @@ class Params:
             "grow_gib_per_s", "working_set_gib", "churn_per_s", "local_dram", "memory_high_gib",
             "memory_low_gib", "toptier_share", "threads", "mlp", "compute_ns", "read_fraction",
             "socket", "random", "node_socket", "threshold_period_s", "threshold_adapt",
-            "migrate_cpu_us",
+            "migrate_cpu_us", "touch_lines", "passes",
         )  # fmt: skip
         out = {name: np.ascontiguousarray(getattr(self, name)) for name in names}
         out["peak_rd"], out["peak_wr"] = (
@@ -662,6 +666,21 @@ def bucket_access_shares(
     return share / share.sum()
 
 
+def makes_passes(access: str, share: F64) -> bool:
+    """Whether a tenant walks its pages in passes: sequential access over uniform hotness
+    (every bucket's share of the accesses is its share of the pages), so each page is
+    referenced once per pass, periodically, rather than at random times."""
+    return access == "sequential" and bool(np.allclose(share, _WIDTHS, rtol=1e-9, atol=1e-12))
+
+
+def touch_lines(lines_per_op: float | None, passes: bool) -> float:
+    """Line accesses per reference of a page: the tenant's ``lines_per_op``, else 64 (a
+    whole 4 KiB page of 64-byte lines) for a tenant that makes passes and 1 otherwise."""
+    if lines_per_op is not None:
+        return float(lines_per_op)
+    return float(PAGE_BYTES // LINE_BYTES) if passes else 1.0
+
+
 def _node_arrays(sc: Scenario) -> dict[str, np.ndarray]:
     nodes = sc.hardware.nodes
     total = sum(n.capacity_gib for n in nodes)
@@ -847,8 +866,11 @@ def compile_params(
         "memory_low_gib",
         "churn_per_s",
         "random",
+        "touch_lines",
+        "passes",
     )
     tab = {k: np.zeros((bsz, T, P)) for k in keys}
+    tab["touch_lines"][:] = 1.0
     tab["threads"][:] = 1.0
     high = np.full((bsz, T, P), np.inf)
     sock = np.zeros((bsz, T, P), dtype=np.int64)
@@ -890,6 +912,9 @@ def compile_params(
                 if st["memory_high_gib"] is not None:
                     high[b, i, ph] = st["memory_high_gib"]
                 share[b, i, ph] = bucket_access_shares(st["hotness"], st["working_set_gib"])
+                passes = makes_passes(st["access"], share[b, i, ph])
+                tab["passes"][b, i, ph] = float(passes)
+                tab["touch_lines"][b, i, ph] = touch_lines(st["lines_per_op"], passes)
                 cpu = tenant_cpu_node(sc.hardware, t, st["socket"])
                 sock[b, i, ph] = hw_nodes[cpu].socket
                 local[b, i, ph] = lists[cpu][0]  # the CPU node itself (it has memory)
@@ -970,6 +995,8 @@ def compile_params(
         numa_mof=last(mof),
         **link_fields,
         random=last(tab["random"]),
+        touch_lines=last(tab["touch_lines"]),
+        passes=last(tab["passes"]),
     )
     return params
 
@@ -1227,7 +1254,8 @@ class Candidates:
     plentiful: NDArray[np.bool_]  # (N, B) pgdat_free_space_enough on the node
     scan_gib: F64  # (T, B) address space the NUMA-balancing scanner covered this interval
     scan_bounds: tuple[F64, F64] | None  # task_scan_min/max (T, B) ms; None: no per-task scan
-    access_rate: F64  # (T, K, B) accesses per page per second of each bucket
+    access_rate: F64  # (T, K, B) references per page per second of each bucket
+    passes: F64  # (T, B) 1 where a tenant's references are periodic (a pass), else Poisson
     # the placement's sums they were found on (reclaim starts from that placement)
     tenant_node: F64  # (T, N, B) GiB of each tenant on each node
     used: F64  # (N, B)
@@ -1345,6 +1373,7 @@ def promotion_candidates(
     c = p.contiguous
     tenant_node, used, dram_use = np.empty((T, N, B)), np.empty((N, B)), np.empty((T, B))
     per_page, plentiful = np.empty((T, K, B)), np.empty((N, B), np.bool_)
+    passes = np.empty((T, B))
     h = np.empty((T, K, B), np.float32)
     # accesses: last interval's throughput; in a tenant's first interval, before it has
     # one, its throughput alone in local DRAM (the only estimate there is); the scan
@@ -1357,7 +1386,8 @@ def promotion_candidates(
         *(np.ascontiguousarray(a) for a in (tn.phase, tn.active)), local,
         *(np.ascontiguousarray(a) for a in (state.throughput, state.solo_gbps)),
         *(np.ascontiguousarray(a) for a in (tn.bucket_size, state.threshold_ms)),
-        c["scan_period_s"], tenant_node, used, dram_use, per_page, plentiful, h,
+        c["scan_period_s"], c["touch_lines"], c["passes"], tenant_node, used, dram_use,
+        per_page, passes, plentiful, h,
     )  # fmt: skip
     # sampling noise of the scanner: log-normal per tenant and interval, mean 1 (float32)
     noise = _lognormal32(state.key, state.t, T, p.detect_noise, 11)  # (T, B)
@@ -1402,6 +1432,7 @@ def promotion_candidates(
             "scan_gib": scan_gib,
             "scan_bounds": bounds if per_task else None,
             "access_rate": per_page,
+            "passes": passes,
             "tenant_node": tenant_node,
             "used": used,
             "dram_use": dram_use,
@@ -1454,6 +1485,7 @@ def lru_reclaim(
     access_rate: F64,
     dt: F64,
     scan_pps: F64 | None = None,
+    passes: F64 | None = None,
 ) -> tuple[F64, F64, F64]:
     """The reference check on one DRAM node's anon LRUs while its kswapd scans them.
 
@@ -1463,8 +1495,9 @@ def lru_reclaim(
     such a page finds it referenced, which is a pass's share of the interval's looks
     (all of them when a pass is longer than the interval ``dt``); ``protected`` and
     ``usage`` (T, B) GiB: each cgroup's ``memory.low`` in force and the usage it
-    protects; ``access_rate`` (T, K, B) accesses per page per second; ``scan_pps`` (B,)
-    ``R`` where the batch is a part of ``p``'s (default ``p.kswapd_scan_pps``). Returns the GiB
+    protects; ``access_rate`` (T, K, B) references per page per second; ``scan_pps`` (B,)
+    ``R`` where the batch is a part of ``p``'s (default ``p.kswapd_scan_pps``); ``passes``
+    (T, B) 1 where a tenant's references are periodic (default none). Returns the GiB
     per second of scanning that the check lets go from each bucket (T, K, B), the pages
     a whole pass would reclaim (B,) and the seconds a pass takes (B,).
 
@@ -1489,9 +1522,14 @@ def lru_reclaim(
       or under it). A pass (``balance_pgdat``, priorities 12 to 1, ``size >> priority``
       each) looks at about the whole inactive list once, so the list's age is a pass's
       length ``sum(scan) / R``, times ``inactive / scan`` for a protected cgroup.
-    - the check: a page of a bucket accessed at ``a`` per second is referenced within
-      the age with probability ``1 - exp(-a * age)`` (:func:`access_probability`);
-      the share ``exp(-a * age)`` of what is looked at is let go.
+    - the check (``folio_referenced_one``: the PTE's young bit, set by any access since
+      the last look): a page of a bucket referenced at ``a`` per second at random times
+      is referenced within the age with probability ``1 - exp(-a * age)``; a page of a
+      tenant that makes passes, referenced once per pass of ``P = 1 / a`` seconds, with
+      probability ``min(1, age / P)`` (:func:`envs.reclaim.exposure`,
+      :func:`access_probability`). The rest of what is looked at is let go. A reference
+      is a touch of the page: ``Params.touch_lines`` of its line accesses (a tenant's
+      ``lines_per_op``; 64 for a pass, which reads the whole page at once).
 
     Pages are 4 KiB folios, as ``R`` counts them. With THP a folio is 512 pages: per
     folio looked at the check sees 512 times the accesses and, at the same folios per
@@ -1511,7 +1549,11 @@ def lru_reclaim(
     place = np.ascontiguousarray(on_m[:, :, None], dtype=float)  # (T, K, 1, B): node 0
     low, usage = np.broadcast_arrays(protected, usage)
     h = np.empty(on_m.shape, np.float32)
-    _reclaim.lru_args(place, access_rate, low, usage, R, h)
+    periodic = np.zeros(low.shape) if passes is None else np.broadcast_to(passes, low.shape)
+    _reclaim.lru_args(
+        place, np.ascontiguousarray(access_rate, dtype=float),
+        np.ascontiguousarray(periodic, dtype=float), low, usage, R, h,
+    )  # fmt: skip
     rate = np.empty(on_m.shape)
     per_pass, pass_s = np.empty(B), np.empty(B)
     dt = np.broadcast_to(np.asarray(dt, dtype=float), (B,))
@@ -1583,7 +1625,8 @@ def reclaim_and_demote(
             tenant_node0, dram_use0, high, tot_high, low,
             c["is_cxl"], c["demote_target"], c["capacity_gib"], c["wm_low"], c["wm_high"],
             c["wm_promo"], c["demotion"], c["demote_wm_frac"], c["kswapd_gibps"],
-            c["kswapd_scan_pps"], c["memcg_mode"], cand.access_rate, kswapd, excess, usage, h,
+            c["kswapd_scan_pps"], c["memcg_mode"], cand.access_rate, cand.passes, kswapd,
+            excess, usage, h,
         )  # fmt: skip
         if busy == 0:
             continue  # kswapd asleep, no memory.high reclaim: nothing changes

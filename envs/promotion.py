@@ -29,7 +29,7 @@ from envs.kernel import (
     threshold_after_period,
 )
 from envs.placement import dram_sum, node_pages
-from envs.reclaim import from_tanh, migration_free_gib, tanh_arg
+from envs.reclaim import exposure, from_tanh, migration_free_gib, tanh_arg
 
 _W = 256  # lanes: batch elements side by side
 LINES_PER_GB = 1e9 / LINE_BYTES
@@ -58,13 +58,16 @@ def _placement_sums(place, is_cxl, b0, nb, tenant_node, used, dram_use):  # prag
 @jit
 def accesses(  # pragma: no cover (compiled)
     place, is_cxl, capacity, wm_promo, access_share, phase, active, local, throughput,
-    solo_gbps, bucket_size, threshold_ms, scan_period_s,
-    tenant_node, used, dram_use, access_rate, plentiful, h,
+    solo_gbps, bucket_size, threshold_ms, scan_period_s, touch_lines, passes,
+    tenant_node, used, dram_use, access_rate, passes_t, plentiful, h,
 ):  # fmt: skip
     """The placement's sums (``tenant_node``, ``used``, ``dram_use``), each bucket's
-    accesses per page per second (``access_rate`` (T, K, B)), whether each node has
+    references per page per second (``access_rate`` (T, K, B): its line accesses per
+    page per second over the tenant's ``touch_lines``), whether each tenant's references
+    are periodic (``passes_t`` (T, B), from ``passes`` (T, P, B)), whether each node has
     plenty of free memory (``plentiful`` (N, B)) and the tanh's arguments of the chance
-    of a hint fault within the scan window (``h`` (T, K, B) float32), written."""
+    of a hint fault within the scan window (``h`` (T, K, B) float32,
+    :func:`envs.reclaim.exposure`), written."""
     T, K, N, B = place.shape
     lines, window = np.empty((T, _W)), np.empty((T, _W))
     for b0 in range(0, B, _W):
@@ -77,12 +80,14 @@ def accesses(  # pragma: no cover (compiled)
                 pl[i] = pgdat_free_space_enough(cap[i] - u[i], wm[i], cap[i])
         for t in range(T):
             ph, on, loc, x = phase[t, b0:e], active[t, b0:e], local[t, b0:e], throughput[t, b0:e]
-            ln, win = lines[t], window[t]
+            ln, win, ps = lines[t], window[t], passes_t[t, b0:e]
             for i in range(nb):
                 b = b0 + i
-                # last interval's throughput; in a tenant's first, its throughput alone
+                # last interval's throughput; in a tenant's first, its throughput alone;
+                # as references: line accesses over the lines one reference reads
                 gbps = x[i] if x[i] > 0 else solo_gbps[t, ph[i], b]
-                ln[i] = (gbps if on[i] else 0.0) * LINES_PER_GB
+                ln[i] = (gbps if on[i] else 0.0) * LINES_PER_GB / touch_lines[t, ph[i], b]
+                ps[i] = passes[t, ph[i], b]
                 n = loc[i]
                 win[i] = scan_period_s[b] if plentiful[n, b] else threshold_ms[n, b] / 1000.0
             for k in range(K):
@@ -91,7 +96,7 @@ def accesses(  # pragma: no cover (compiled)
                     share = access_share[t, ph[i], k, b0 + i]
                     r = ln[i] * share / max(size[i] * PAGES_PER_GIB, 1.0)
                     rate[i] = r
-                    hh[i] = tanh_arg(r * win[i])
+                    hh[i] = tanh_arg(exposure(r * win[i], ps[i]))
 
 
 @jit

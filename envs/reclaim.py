@@ -5,7 +5,8 @@ and :func:`envs.model.reclaim_and_demote`, which drive these kernels).
 Each kernel loops over the batch and runs every element on its own numbers, in the
 order the mechanism's description gives (sums over tenants and buckets in index order),
 so that an element's results do not depend on the rest of the batch. The reference
-check's ``1 - exp(-x)`` is :func:`envs.model.access_probability`, whose float32 tanh is
+check's ``1 - exp(-x)`` (``x`` the page's exposure, :func:`exposure`) is
+:func:`envs.model.access_probability`, whose float32 tanh is
 numpy's (not libm's, which rounds differently): a DRAM node's reclaim is therefore two
 kernels with numpy's tanh between them, :func:`look` (who reclaims, how much, and the
 tanh's arguments) and :func:`take` (what the check lets go, the take, the move).
@@ -39,6 +40,19 @@ from envs.placement import node_pages
 def tanh_arg(x: float) -> np.float32:
     """The float32 argument of :func:`envs.model.access_probability`'s tanh: ``x / 2``."""
     return np.float32(0.5 * x)
+
+
+@ufunc("float64(float64, float64)")
+def exposure(x: float, periodic: float) -> float:
+    """The Poisson exposure ``-ln(1 - p)`` of a page's chance ``p`` of a reference within
+    a window, ``x`` its references expected in the window (its references per second
+    times the window): ``x`` itself for references at random times (``p = 1 - exp(-x)``),
+    and ``-ln(1 - min(1, x))`` (inf from ``x = 1`` on) for a page referenced once per
+    pass of ``P`` seconds at a phase the window does not know (``periodic`` > 0), whose
+    ``p = min(1, window / P)``. :func:`envs.model.access_probability` of it is ``p``."""
+    if periodic > 0.0:
+        return -np.log1p(-min(x, 1.0))
+    return x
 
 
 @ufunc("float64(float32)")
@@ -203,18 +217,22 @@ def _lru_look(  # pragma: no cover (compiled)
 
 
 @inline
-def _lru_args(access_rate, b0, nb, inactive, scan, pass_s, age, h):  # pragma: no cover (compiled)
-    """The tanh's arguments (T, K, B float32) of the reference check within each list's age."""
+def _lru_args(  # pragma: no cover (compiled)
+    access_rate, passes, b0, nb, inactive, scan, pass_s, age, h
+):
+    """The tanh's arguments (T, K, B float32) of the reference check within each list's
+    age: ``access_rate`` (T, K, B) references per page per second, ``passes`` (T, B) 1
+    where they are periodic (:func:`exposure`)."""
     T, K, _ = access_rate.shape
     e = b0 + nb
     for t in range(T):
-        ina, sc = inactive[t], scan[t]
+        ina, sc, ps = inactive[t], scan[t], passes[t, b0:e]
         for i in range(nb):
             age[i] = pass_s[i] * ina[i] / sc[i] if sc[i] > 0 else 0.0
         for k in range(K):
             ar, hh = access_rate[t, k, b0:e], h[t, k, b0:e]
             for i in range(nb):
-                hh[i] = tanh_arg(ar[i] * age[i])
+                hh[i] = tanh_arg(exposure(ar[i] * age[i], ps[i]))
 
 
 @inline
@@ -253,7 +271,7 @@ def _lru_rates(  # pragma: no cover (compiled)
 
 
 @jit
-def lru_args(place, access_rate, low, usage, scan_pps, h):  # pragma: no cover (compiled)
+def lru_args(place, access_rate, passes, low, usage, scan_pps, h):  # pragma: no cover (compiled)
     """:func:`envs.model.lru_reclaim`'s first half on node 0 of ``place`` (T, K, 1, B)."""
     T, K, _, B = place.shape
     size, inactive, scan = np.empty((3, T, _W))
@@ -263,7 +281,7 @@ def lru_args(place, access_rate, low, usage, scan_pps, h):  # pragma: no cover (
         nb = min(_W, B - b0)
         _node_lanes(place, 0, b0, nb, on)
         _lru_look(on, b0, nb, low, usage, scan_pps, size, inactive, scan, pass_pages, pass_s)
-        _lru_args(access_rate, b0, nb, inactive, scan, pass_s, age, h)
+        _lru_args(access_rate, passes, b0, nb, inactive, scan, pass_s, age, h)
 
 
 @jit
@@ -301,7 +319,7 @@ def look(  # pragma: no cover (compiled)
     m, place, used, failures, dem_from, need_room, promo_on, dt, charged,
     tenant_node0, dram_use0, high, tot_high, low,
     is_cxl, demote_target, capacity, wm_low, wm_high, wm_promo,
-    demotion, demote_wm_frac, kswapd_gibps, scan_pps, memcg_mode, access_rate,
+    demotion, demote_wm_frac, kswapd_gibps, scan_pps, memcg_mode, access_rate, passes,
     kswapd, excess, usage, h,
 ):  # fmt: skip
     """Who reclaims on DRAM node ``m`` and how much: kswapd's GiB (``kswapd`` (B,)),
@@ -366,7 +384,7 @@ def look(  # pragma: no cover (compiled)
                 us[i] = tu[i] if mm[i] == 0 else du[i]
         _node_lanes(place, m, b0, nb, on)
         _lru_look(on, b0, nb, low, usage, scan_pps, size, inactive, scan, pass_pages, pass_s)
-        _lru_args(access_rate, b0, nb, inactive, scan, pass_s, age, h)
+        _lru_args(access_rate, passes, b0, nb, inactive, scan, pass_s, age, h)
     return busy
 
 

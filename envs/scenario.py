@@ -185,6 +185,8 @@ TimeS = Annotated[float, Field(ge=0, le=MAX_TIME_S, allow_inf_nan=False), _NUMBE
 IntervalS = Annotated[float, Field(gt=0, le=MAX_INTERVAL_S, allow_inf_nan=False), _NUMBER]
 ChurnPerS = Annotated[float, Field(ge=0, le=MAX_CHURN_PER_S, allow_inf_nan=False), _NUMBER]
 ZipfS = Annotated[float, Field(ge=0, le=MAX_ZIPF_S, allow_inf_nan=False), _NUMBER]
+#: lines of one 4 KiB page (64 of 64 bytes) that one touch of the page reads
+LinesPerOp = Annotated[float, Field(ge=1, le=64, allow_inf_nan=False), _NUMBER]
 Threads = Annotated[int, Field(ge=1, le=MAX_THREADS), _INTEGER]
 Socket = Annotated[int, Field(ge=0, le=MAX_SOCKET), _INTEGER]
 Steps = Annotated[int, Field(ge=1, le=MAX_EPISODE_STEPS), _INTEGER]
@@ -518,6 +520,7 @@ class _TenantKeys(_Strict):
     churn_per_s: ChurnPerS | None = None
     grow_gib_per_s: GiBRate | None = None
     access: Access | None = None
+    lines_per_op: LinesPerOp | None = None
 
 
 class PhaseSpec(_TenantKeys):
@@ -538,7 +541,15 @@ class TenantSpec(_Strict):
     - ``cpu_node``: the node whose CPUs run its threads (default: the first node
       with CPUs on ``socket``); its socket is the tenant's socket;
     - ``mempolicy``: ``{mode, nodes}``, see :data:`MempolicyMode` (default local);
-    - ``access``: ``sequential`` (default) or ``random``, see :data:`Access`.
+    - ``access``: ``sequential`` (default) or ``random``, see :data:`Access`;
+    - ``lines_per_op``: how many of a page's 64 lines one touch of the page reads
+      (1..64), which turns its line accesses into page references for reclaim's
+      reference check and the hint faults (docs/validation.md, "Page references per pass").
+      Default (null): 64 for a tenant that makes passes (sequential access over
+      uniform hotness: a pass reads every line of a page at once), else 1 (every line
+      access its own reference, the model before the key existed). A workload's
+      lines per operation is rarely published: give it as a range
+      (``scripts/tiering_fairness.py --lines``).
     """
 
     name: Name
@@ -556,6 +567,7 @@ class TenantSpec(_Strict):
     churn_per_s: ChurnPerS = 0.0
     grow_gib_per_s: GiBRate = 0.0
     access: Access = "sequential"
+    lines_per_op: LinesPerOp | None = None
     weights: Weights | None = None
     phases: list[PhaseSpec] = Field(default_factory=list)
     cpu_node: Name | None = None

@@ -11,8 +11,18 @@ variants at kswapd scan throughputs ``R`` of 0.2M, 0.5M and 1M pages/s (the boun
 of ``../shared/calibration/reclaim.md`` and the default between them) and prints the
 latecomer's performance relative to alone beside the published figures.
 
+The box (hardware preset ``spr-a1000-box``) does not publish its DRAM channel count,
+and the latecomer's workload not its lines per operation (how many of a page's 64
+lines one touch reads, which sets how often reclaim's reference check and the hint
+faults see its pages referenced). ``--channels 4,6,8`` runs the variants with the
+DRAM node at each channel count (each channel the calibrated SNC node's per-channel
+bandwidth; 2 is the narrow node of spr-a1000), ``--lines 1,8,64`` with the
+latecomer's ``lines_per_op`` at each value; both print the same table as ``--range``.
+
     python -m scripts.tiering_fairness                                  # kernel defaults
     python -m scripts.tiering_fairness --range                          # R across its bounds
+    python -m scripts.tiering_fairness --channels 4,6,8                 # the box's bounds
+    python -m scripts.tiering_fairness --lines 1,8,64                   # latecomer's lines/op
     python -m scripts.tiering_fairness memcg_limits=dram numa_scan=fixed  # TierGym before
 """
 
@@ -20,12 +30,15 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 import numpy as np
+import yaml
 
 from envs import KernelConfig, Simulator, load_scenario
-from envs.kernel import MAX_RECLAIM_RETRIES, PROMOTE_RATE_LIMIT_MBPS
+from envs.kernel import GIB, MAX_RECLAIM_RETRIES, PROMOTE_RATE_LIMIT_MBPS
+from envs.scenario import Scenario, hardware_presets
 
 VARIANTS = (
     "tiering-fairness-alone",
@@ -35,16 +48,51 @@ VARIANTS = (
 )
 RATE_MBPS = PROMOTE_RATE_LIMIT_MBPS  # the kernel default, 65536 MB/s
 LATECOMER = "latecomer"
+STREAMER_GIB = 256  # the streamer's working set: its pass is this over its throughput
 #: kswapd scan throughputs R (4 KiB pages/s) of the range: reclaim.md's bounds and the default
 SCAN_RANGE = (200_000.0, 500_000.0, 1_000_000.0)
 #: the latecomer's performance relative to alone on the measured box, per variant (the
 #: tiering-fairness RFC's experiment as issue #11 summarises it; never fitted)
 PUBLISHED = ("1", "-25.9% (0.741)", "-11.1% (0.889)", "under 1% (> 0.99)")
+#: the box's DRAM channels: published bounds (4 x 64 GB .. 8 x 32 GB) and the preset's 8
+BOX = "spr-a1000-box"
+BOX_CHANNELS = 8
+CHANNEL_RANGE = (4, 6, 8)
+#: the latecomer's lines per operation: one line (a pointer chase) to a whole page
+LINES_RANGE = (1.0, 8.0, 64.0)
+_SCENARIOS = Path(__file__).resolve().parent.parent / "envs" / "data" / "scenarios"
+_BANDWIDTH = ("read_gbps", "write_gbps", "mixed_gbps", "random_read_gbps", "random_write_gbps")
 
 
-def run_variants(kernel: KernelConfig | None = None) -> dict[str, Any]:
+def box_dram(channels: float) -> dict[str, float]:
+    """The box's DRAM node at ``channels`` channels: each bandwidth key of the preset's
+    (8 channels) scaled by ``channels / 8``."""
+    if not channels > 0:
+        raise ValueError(f"--channels: got {channels}, expected a number of channels > 0")
+    node = next(n for n in hardware_presets()[BOX]["nodes"] if n["kind"] == "dram")
+    return {k: float(node[k]) * channels / BOX_CHANNELS for k in _BANDWIDTH}
+
+
+def variant(name: str, channels: float | None = None, lines: float | None = None) -> Scenario:
+    """Variant ``name`` with the box's DRAM at ``channels`` channels and the latecomer's
+    ``lines_per_op`` at ``lines`` (None: as shipped)."""
+    if channels is None and lines is None:
+        return load_scenario(name)
+    data = yaml.safe_load((_SCENARIOS / f"{name}.yaml").read_text())
+    if channels is not None:
+        data["hardware"] = {"preset": BOX, "nodes": {"dram0": box_dram(channels)}}
+    if lines is not None:
+        for t in data["tenants"]:
+            if t["name"] == LATECOMER:
+                t["lines_per_op"] = float(lines)
+    return load_scenario(data)
+
+
+def run_variants(
+    kernel: KernelConfig | None = None, channels: float | None = None, lines: float | None = None
+) -> dict[str, Any]:
     """Per-step latecomer series (steps, variants) and the streamer's DRAM GiB."""
-    scs = [load_scenario(v) for v in VARIANTS]
+    scs = [variant(v, channels, lines) for v in VARIANTS]
     sim = Simulator(scs, batch_size=len(VARIANTS), kernel=kernel)
     p = sim.params
     B, T, N = p.batch_size, p.n_tenants, p.n_nodes
@@ -60,6 +108,7 @@ def run_variants(kernel: KernelConfig | None = None) -> dict[str, Any]:
         "active",
         "streamer_dram_gib",
         "streamer_perf",
+        "streamer_gbps",
         "kswapd_failures",
     )
     rec: dict[str, Any] = {k: np.zeros((steps, B)) for k in keys}
@@ -73,6 +122,9 @@ def run_variants(kernel: KernelConfig | None = None) -> dict[str, Any]:
         rec["kswapd_failures"][s] = sim.state.kswapd_failures[dram, rows]
         other = np.where(np.arange(T)[None] != late[:, None], out.tenant_dram_resident_gib, 0)
         rec["streamer_dram_gib"][s] = other.sum(1)
+        rec["streamer_gbps"][s] = np.where(
+            np.arange(T)[None] != late[:, None], out.tenant_throughput_gbps, 0
+        ).sum(1)
         rec["streamer_perf"][s] = np.where(
             np.arange(T)[None] != late[:, None], out.tenant_norm_perf, 0
         ).sum(1)
@@ -99,41 +151,103 @@ def gave_up_s(rec: dict[str, Any], b: int) -> float:
     return float(rec["time_s"][hit[0]]) if hit.size else float("inf")
 
 
-def print_range(recs: dict[float, dict[str, Any]]) -> None:
-    """The latecomer relative to alone per variant and R, then its DRAM GiB at the end."""
+def print_range(recs: dict[Any, dict[str, Any]], label: str = "R (pages/s)") -> None:
+    """The latecomer relative to alone per variant and value of the range, then its DRAM
+    GiB at the end."""
+
+    def name(r: Any) -> str:
+        return f"{r / 1e6:g}M" if label.startswith("R ") else f"{r:g}"
+
     print("latecomer's mean performance relative to alone")
-    print("| R (pages/s) | " + " | ".join(VARIANTS[1:]) + " |")
+    print(f"| {label} | " + " | ".join(VARIANTS[1:]) + " |")
     print("|---" * len(VARIANTS) + "|")
     print("| published | " + " | ".join(PUBLISHED[1:]) + " |")
     for r, rec in recs.items():
         cells = [f"{rec['rel_alone'][b]:.3f}" for b in range(1, len(VARIANTS))]
-        print(f"| {r / 1e6:g}M | " + " | ".join(cells) + " |")
+        print(f"| {name(r)} | " + " | ".join(cells) + " |")
     print()
     print("latecomer's DRAM GiB at the end / when kswapd gave up on DRAM (s)")
-    print("| R (pages/s) | " + " | ".join(VARIANTS[1:]) + " |")
+    print(f"| {label} | " + " | ".join(VARIANTS[1:]) + " |")
     print("|---" * len(VARIANTS) + "|")
     for r, rec in recs.items():
         cells = [
             f"{rec['dram_gib'][-1, b]:.1f} / {gave_up_s(rec, b):g}" for b in range(1, len(VARIANTS))
         ]
-        print(f"| {r / 1e6:g}M | " + " | ".join(cells) + " |")
+        print(f"| {name(r)} | " + " | ".join(cells) + " |")
+
+
+def _fail(message: str) -> NoReturn:
+    """A one-line usage error on stderr, exit status 2."""
+    print(f"tiering_fairness: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _numbers(flag: str, text: str) -> tuple[float, ...]:
+    """``--flag 4,6,8``'s numbers, or a one-line error naming the flag."""
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        _fail(f"{flag}: got {text!r}, expected numbers separated by commas")
+    if not values or not all(np.isfinite(values)) or min(values) <= 0:
+        _fail(f"{flag}: got {text!r}, expected numbers > 0")
+    return values
 
 
 def main(argv: list[str]) -> None:
-    fields = {f: v for f, v in (a.split("=", 1) for a in argv if a != "--range")}
+    ranges: dict[str, tuple[float, ...]] = {}
+    rest: list[str] = []
+    it = iter(argv)
+    for a in it:
+        if a in ("--channels", "--lines"):
+            text = next(it, None)
+            if text is None:
+                _fail(f"{a}: expected a comma-separated list of numbers after it")
+            ranges[a] = _numbers(a, text)
+        elif a != "--range":
+            rest.append(a)
+    for a in rest:
+        if "=" not in a:
+            _fail(
+                f"argument {a!r}: expected --range, --channels N,.., --lines N,.. "
+                "or KernelConfig FIELD=VALUE"
+            )
+    fields = dict(a.split("=", 1) for a in rest)
     base = KernelConfig()
+    for k in fields:
+        if not hasattr(base, k):
+            _fail(f"argument {k}=: expected a KernelConfig field")
     kw = {k: type(getattr(base, k))(v) for k, v in fields.items()}
+    if "--channels" in ranges:
+        if "--lines" in ranges and len(ranges["--lines"]) > 1:
+            _fail("--channels with --lines: give --lines one value")
+        lines = ranges["--lines"][0] if "--lines" in ranges else None
+        recs = {
+            c: run_variants(KernelConfig(**kw), channels=c, lines=lines)
+            for c in ranges["--channels"]
+        }
+        print_range(recs, "DRAM channels")
+        return
+    if "--lines" in ranges:
+        recs = {x: run_variants(KernelConfig(**kw), lines=x) for x in ranges["--lines"]}
+        print_range(recs, "latecomer lines/op")
+        return
     if "--range" in argv:
         print_range(run_range(kernel=KernelConfig(**kw)))
         return
     rec = run_variants(KernelConfig(**kw))
-    print("| variant | latecomer perf | relative to alone | streamer perf | streamer DRAM GiB |")
-    print("|---|---|---|---|---|")
+    print(
+        "| variant | latecomer perf | relative to alone | streamer perf | streamer DRAM GiB"
+        " | streamer pass (s) |"
+    )
+    print("|---|---|---|---|---|---|")
+    ws = float(STREAMER_GIB) * GIB / 1e9  # GB
     for b, v in enumerate(VARIANTS):
+        gbps = float(np.median(rec["streamer_gbps"][:, b]))
         streamer = (
             f"{rec['streamer_mean_perf'][b]:.3f} | {rec['streamer_dram_gib'][-1, b]:.1f}"
+            f" | {ws / gbps:.2f}"
             if rec["streamer_dram_gib"][-1, b] > 0
-            else "- | -"  # the alone variant has no streamer
+            else "- | - | -"  # the alone variant has no streamer
         )
         print(f"| {v} | {rec['mean_perf'][b]:.3f} | {rec['rel_alone'][b]:.3f} | {streamer} |")
 

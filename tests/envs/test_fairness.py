@@ -151,15 +151,18 @@ def test_memory_high_on_total_usage_demotes_and_throttles() -> None:
 
 def test_memory_high_on_total_usage_spares_a_cgroup_that_does_not_charge() -> None:
     """Without new charges nothing runs mem_cgroup_handle_over_high: after the first
-    interval's allocation (demoted, over high) promotion brings the pages back, past
-    memory.high (16 GiB), and nothing demotes them again."""
+    interval's allocation (demoted, over high) promotion brings the pages back, toward
+    and past memory.high (16 GiB), and nothing demotes them again. The tenant streams
+    (a 2.5 s pass over its 24 GiB), so a scanned page faults within the 1 s scan window
+    with probability 1 / 2.5 (issue #49): 7.4 GiB are back after 20 s, 13 after 60."""
     sc = _over_high_scenario("total")
     sc["tenants"][0]["churn_per_s"] = 0.0
+    sc["episode_steps"] = 60
     _, outs = _run(sc)
     dram = np.array([o.tenant_dram_resident_gib[0, 0] for o in outs])
     assert (np.diff(dram[1:]) > 0).all()
-    assert dram[-1] > 17.0
-    assert outs[-1].tenant_norm_perf[0, 0] > 0.7
+    assert 6.0 < dram[19] < 9.0 and dram[-1] > 12.0
+    assert outs[-1].tenant_norm_perf[0, 0] > outs[19].tenant_norm_perf[0, 0] + 0.1
 
 
 def test_scenario_memcg_limits_overrides_the_kernel_option() -> None:
@@ -237,12 +240,19 @@ def variants() -> dict[str, Any]:
     return _variants()
 
 
-def test_tiering_fairness_stacked_is_far_below_alone(variants: dict[str, Any]) -> None:
-    """The latecomer stacked on the streamer keeps under 60% of its performance alone: it
-    runs from CXL (before the reference check it reached DRAM and kept 70%)."""
+def test_tiering_fairness_stacked_is_below_alone(variants: dict[str, Any]) -> None:
+    """On the published box (spr-a1000-box) the latecomer stacked on the streamer loses
+    performance against alone, and memory.low then memory.high tier-aware each give some
+    of it back: the published direction (-25.9%, -11.1%, under 1%). At the default
+    kswapd scan throughput the streamer's pass (about 3.4 s: 16 threads of 10 misses
+    stream ~80 GB/s) is longer than the inactive list's age (2.6 s), so kswapd lets a
+    quarter of the streamer's pages go at each look and the latecomer reaches DRAM."""
     rel = variants["rel_alone"]
     assert rel[0] == 1.0
-    assert 0.5 < rel[1] < 0.65  # measured 0.582
+    assert 0.85 < rel[1] < 0.97  # measured 0.928 (issue #49)
+    assert rel[1] <= rel[2] + 1e-9 and rel[2] < rel[3]
+    assert rel[3] > 0.95  # measured 0.966
+    assert variants["dram_gib"][-1, 1] > 13.9
 
 
 @pytest.fixture(scope="module")
@@ -251,39 +261,41 @@ def scan_range() -> dict[float, dict[str, Any]]:
     return dict(mod.run_range())
 
 
-def test_tiering_fairness_latecomer_stays_on_cxl_across_the_scan_range(
+def test_tiering_fairness_trap_holds_where_the_age_exceeds_the_streamer_s_pass(
     scan_range: dict[float, dict[str, Any]],
 ) -> None:
-    """At every kswapd scan throughput of its bounds (0.2M, 0.5M, 1M pages/s), the streamer's
-    pages are all referenced within the inactive list's age (1.3-6.6 s against a page read
-    many times a second), so kswapd demotes nothing, gives up on DRAM (16 fruitless passes)
-    within two minutes, promotions fail for want of free memory above HIGH, and the
-    latecomer stays on CXL, stacked or with memory.low on both (which scans the streamer
-    at half the rate and only makes kswapd give up sooner). memory.high tier-aware holds
-    the streamer to 204.8 GiB of DRAM, so the latecomer allocates into DRAM at once."""
+    """Per page and per pass (issue #49): at 0.2M pages/s the inactive list ages in 6.6 s,
+    longer than the streamer's ~3.4 s pass, so every streamer page kswapd looks at was
+    referenced (min(1, age / pass) = 1), kswapd gives up on DRAM within two minutes and
+    the latecomer stays on CXL, stacked or with memory.low; at 0.5M and 1M pages/s (2.6
+    and 1.3 s) a look lets 1 - age / pass of the streamer's pages go, kswapd never gives
+    up and the latecomer ends in DRAM. memory.high tier-aware holds the streamer to
+    204.8 GiB of DRAM, so the latecomer allocates into DRAM at once at every R."""
     mod = importlib.import_module("scripts.tiering_fairness")
     assert sorted(scan_range) == [2e5, 5e5, 1e6]
-    for rec in scan_range.values():
-        on = rec["time_s"] > 60
+    on = scan_range[2e5]["time_s"] > 60
+    for r, rec in scan_range.items():
         for b in (1, 2):  # stacked, memory.low
-            assert (rec["dram_gib"][on, b] < 0.5).all()
-            assert mod.gave_up_s(rec, b) <= 120.0
-        assert mod.gave_up_s(rec, 2) <= mod.gave_up_s(rec, 1)
-        assert abs(rec["rel_alone"][2] - rec["rel_alone"][1]) < 0.01  # low does not rescue
+            if r == 2e5:
+                assert (rec["dram_gib"][on, b] < 0.5).all()
+                assert mod.gave_up_s(rec, b) <= 120.0
+            else:
+                assert rec["dram_gib"][-1, b] > 13.9
+                assert mod.gave_up_s(rec, b) == float("inf")
         assert (rec["dram_gib"][on, 3] > 13.9).all()  # low + high tier-aware: in DRAM
-        assert rec["rel_alone"][3] > rec["rel_alone"][1] + 0.1
+        rel = rec["rel_alone"]  # memory.low: as stacked or better (within half a point)
+        assert rel[2] > rel[1] - 0.005 and max(rel[1], rel[2]) < rel[3]
 
 
 def test_tiering_fairness_low_high_tier_aware_helps(variants: dict[str, Any]) -> None:
     """memory.high 256 GiB on the streamer, tier-aware: its DRAM is held to 256 * 256/320 =
     204.8 GiB, 51 GiB of it streams from CXL, and the latecomer allocates into the DRAM
-    left free: it gains 17% of its performance alone (0.752 against 0.582 on CXL; its
-    remaining loss is the streamer's load on DRAM). The streamer pays: stacked it had all
-    of its pages in DRAM and the DRAM's bandwidth nearly to itself."""
+    left free from its start (0.966 of alone against 0.928 stacked). The streamer pays:
+    stacked it had nearly all of its pages in DRAM."""
     sdram = variants["streamer_dram_gib"][variants["time_s"] >= 120, 3]
     assert (sdram <= 204.8 + 1e-6).all() and (sdram > 204.0).all()
     rel = variants["rel_alone"]
-    assert rel[3] > rel[1] + 0.1  # measured 0.752 against 0.582
+    assert rel[3] > rel[1] + 0.02
     assert variants["streamer_mean_perf"][3] < variants["streamer_mean_perf"][1] - 0.1
 
 
