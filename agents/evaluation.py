@@ -25,12 +25,13 @@ from typing import Any
 import numpy as np
 
 from agents import report
-from agents.config import ENV_KEYS, TrainingError
+from agents.config import TrainingError
 from agents.report import METRICS
 from agents.rollout import make_params, rollout
 from agents.runs import load_trained, trained_on
-from agents.view import LearnedPolicy, PolicyError
+from agents.view import LearnedPolicy, PolicyError, environment_config, view_settings
 from baselines import catalogue, make_policy
+from envs.config import default
 from envs.families import make_family
 from envs.policy import RecordsPolicy, as_policy
 
@@ -113,15 +114,19 @@ def deployable_heuristics() -> list[str]:
 
 
 def evaluation_env_kwargs(env: Mapping[str, Any]) -> dict[str, Any]:
-    """A run's env settings as evaluation uses them: the environment's and the view's, not
-    the task's scenario and split, nor the training pool's size (evaluation draws the test
-    split's own pool, the one the references are scored on), nor the chances the training
-    drew the generator's families with (evaluation draws them as documented)."""
-    return {
-        k: v
-        for k, v in env.items()
-        if k in ENV_KEYS and k not in ("scenario", "split", "pool_size", "generator_chances")
-    }
+    """A run's env settings as evaluation uses them: the environment's and the view's, with
+    the task's scenario and split, the training pool's size and the chances the training drew
+    the generator's families with back at the environment's defaults (evaluation draws the
+    scenario it is asked for, the test split's own pool, the one the references are scored
+    on, and the generator's families as documented)."""
+    config = environment_config(
+        env,
+        scenario=default("scenario"),
+        split=default("split"),
+        pool_size=default("pool_size"),
+        generator_chances=default("generator_chances"),
+    )
+    return {**config.given(), **view_settings(env)}
 
 
 def check_runs(

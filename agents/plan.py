@@ -19,7 +19,7 @@ from agents import persist
 from agents.config import Recipe, RunConfig, RunOptions, TrainingError
 from agents.config.load import resolve
 from agents.models import build_model
-from agents.view import agent_layout, core_kwargs, make_interface
+from agents.view import agent_layout, environment_config, make_interface
 from envs.core import EnvParams, make_params
 
 __all__ = ["RunPlan", "make_plan", "plan_run", "with_policy_layout"]
@@ -95,7 +95,7 @@ def with_policy_layout(
 
 
 def _params(env: Mapping[str, Any], family: str) -> EnvParams:
-    return make_params(**core_kwargs({**env, "scenario": family, "pool_size": CHECK_POOL}))
+    return make_params(environment_config(env, scenario=family, pool_size=CHECK_POOL))
 
 
 def _spaces(interface: Any, params: EnvParams) -> tuple[Any, Any]:

@@ -41,6 +41,7 @@ its whole grid in one call).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -50,7 +51,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from agents.view import core_kwargs
+from agents.view import environment_config
 from baselines import make_policy  # the registry lives with the heuristics
 from envs import core
 from envs.core import EnvParams, Metrics, ScenarioSpec, kernel_config
@@ -158,24 +159,25 @@ def make_params(
     Raises:
         ValueError: ``env_kwargs`` names a ``kernel`` that differs from the policy's.
     """
-    kw = dict(env_kwargs or {})
+    given = env_kwargs or {}
+    # scores come from the policy's own metrics (no twins); a trained model's view (base
+    # policy, padding) is the policy's business
+    config = environment_config(
+        given, scenario=scenario, split=given.get("split", split), reward_baseline=None
+    )
     policy = None if policy is None else as_policy(policy)
     pk: KernelConfig | None = None if policy is None else policy.kernel
     if pk is not None:
-        asked = kw.get("kernel")
-        if asked is not None and kernel_config(asked) != pk:
+        if config.kernel is not None and kernel_config(config.kernel) != pk:
             raise ValueError(
-                f"env_kwargs['kernel'] = {kw['kernel']!r} differs from the policy's kernel {pk!r}; "
-                "a heuristic sets its own kernel configuration (drop env_kwargs['kernel'])"
+                f"env_kwargs['kernel'] = {config.kernel!r} differs from the policy's kernel "
+                f"{pk!r}; a heuristic sets its own kernel configuration (drop env_kwargs['kernel'])"
             )
-        kw["kernel"] = pk
+        config = dataclasses.replace(config, kernel=pk)
     modes = None if policy is None else policy.tiering_modes
-    if modes is not None and "tiering_modes" not in kw:
-        kw["tiering_modes"] = list(modes)
-    kw.setdefault("split", split)
-    kw.pop("reward_baseline", None)  # scores come from the policy's own metrics: no twins
-    kw = core_kwargs(kw)  # a trained model's view (base policy, padding) is the policy's business
-    return core.make_params(scenario=scenario, **kw)
+    if modes is not None and "tiering_modes" not in given:
+        config = dataclasses.replace(config, tiering_modes=list(modes))
+    return core.make_params(config)
 
 
 def run_episodes(

@@ -55,7 +55,7 @@ from agents.runs import (
     save_final,
     write_config,
 )
-from agents.view import core_kwargs, make_training_vec_env
+from agents.view import environment_config, make_training_vec_env
 from baselines import catalogue
 from envs.core import EnvParams, make_params
 from envs.families import REPORT_SPLIT, SELECT_SPLIT
@@ -335,7 +335,7 @@ def train(
         venv, norm = _training_env(cfg)
         params = venv.params
     else:  # the imitation phase alone: no training env, only its spaces and parameters
-        params = make_params(**core_kwargs(cfg.env))
+        params = make_params(environment_config(cfg.env))
     env = norm if norm is not None else venv
     warm = None
     if resume_from is not None:

@@ -12,15 +12,33 @@ environment's docstring lists them (:func:`arguments_text`), ``docs/env.md``'s t
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from envs.families import SPLITS
+from envs.generator import check_chances
 from envs.model import KernelConfig
-from envs.spaces import OBSERVATIONS, REWARDS, TIERING_MODES
+from envs.spaces import ACTION_TYPES, OBSERVATIONS, REWARDS, TIERING_MODES, WEIGHTS
 
-__all__ = ["EnvConfig", "arguments_table", "arguments_text", "field_names"]
+__all__ = [
+    "MAX_POOL",
+    "MAX_PROMOTE_MBPS",
+    "MAX_TENANTS",
+    "EnvConfig",
+    "arguments_table",
+    "arguments_text",
+    "default",
+    "field_names",
+    "meaning",
+]
+
+#: The most tenant slots, instances per pool and MB/s of the promotion scale an
+#: environment takes (the compiled model's arrays are sized by the first two).
+MAX_TENANTS = 1024
+MAX_POOL = 1 << 16
+MAX_PROMOTE_MBPS = 1e7
 
 
 def _arg(default: Any, shown: str, meaning: str) -> Any:
@@ -42,7 +60,10 @@ class EnvConfig:
         "`envs.families.ScenarioFamily`)",
     )
     split: str = _arg(
-        "train", '`"train"`', '`"train"` or `"test"`: a family\'s two disjoint pools of machines'
+        "train",
+        '`"train"`',
+        'a name of `envs.families.SPLITS`: a family\'s disjoint pools of machines (`"train"` '
+        'to train on, `"test"` to report)',
     )
     max_tenants: int | None = _arg(
         None,
@@ -107,27 +128,41 @@ class EnvConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.split not in SPLITS:
-            raise ValueError(f"split: got {self.split!r}, expected one of {SPLITS}")
-        if self.reward not in REWARDS:
-            raise ValueError(f"reward: got {self.reward!r}, expected one of {list(REWARDS)}")
-        if self.observation not in OBSERVATIONS:
-            raise ValueError(
-                f"observation: got {self.observation!r}, expected one of {list(OBSERVATIONS)}"
-            )
-        if self.max_tenants is not None and (
-            isinstance(self.max_tenants, bool)
-            or not isinstance(self.max_tenants, int)
-            or self.max_tenants < 1
+        """Each field's check (the one place it is written): a ``ValueError`` naming it."""
+        for name, choices in (
+            ("split", SPLITS),
+            ("reward", REWARDS),
+            ("weights", WEIGHTS),
+            ("action_type", ACTION_TYPES),
+            ("observation", OBSERVATIONS),
         ):
-            raise ValueError(f"max_tenants: got {self.max_tenants!r}, expected an integer >= 1")
+            if getattr(self, name) not in choices:
+                raise ValueError(
+                    f"{name}: got {getattr(self, name)!r}, expected one of {list(choices)}"
+                )
+        if self.max_tenants is not None:
+            _integer("max_tenants", self.max_tenants, MAX_TENANTS)
+        _integer("pool_size", self.pool_size, MAX_POOL)
+        if not (_number(self.jitter) and 0.0 <= self.jitter < 1.0):
+            raise ValueError(f"jitter: got {self.jitter!r}, expected a number 0 <= jitter < 1")
+        if not (_number(self.max_promote_mbps) and 1.0 < self.max_promote_mbps <= MAX_PROMOTE_MBPS):
+            raise ValueError(
+                f"max_promote_mbps: got {self.max_promote_mbps!r}, expected a number > 1 and "
+                f"<= {MAX_PROMOTE_MBPS:g} MB/s"
+            )
         if self.tiering_modes is not None:
             modes = self.tiering_modes
-            if isinstance(modes, str) or any(m not in TIERING_MODES for m in modes):
+            if (
+                isinstance(modes, str)
+                or any(m not in TIERING_MODES for m in modes)
+                or len(set(modes)) != len(modes)
+            ):
                 raise ValueError(
-                    f"tiering_modes: got {modes!r}, expected a list of names of "
+                    f"tiering_modes: got {modes!r}, expected a list of distinct names of "
                     f"{list(TIERING_MODES)}"
                 )
+        if self.generator_chances is not None:
+            check_chances(self.generator_chances)
 
     @classmethod
     def of(cls, *args: Any, **kwargs: Any) -> EnvConfig:
@@ -162,6 +197,25 @@ class EnvConfig:
         }
 
 
+def _number(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
+
+
+def _integer(name: str, v: Any, top: int) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= top:
+        raise ValueError(f"{name}: got {v!r}, expected an integer >= 1 and <= {top}")
+
+
+def default(name: str) -> Any:
+    """The default of the environment's argument ``name``."""
+    return _FIELDS[name].default
+
+
+def meaning(name: str) -> str:
+    """What the environment's argument ``name`` means (Markdown, as ``docs/env.md`` shows it)."""
+    return str(_FIELDS[name].metadata["meaning"])
+
+
 def field_names() -> list[str]:
     """The environment's arguments, in their order."""
     return [f.name for f in dataclasses.fields(EnvConfig)]
@@ -183,3 +237,6 @@ def arguments_text(indent: str = "    ") -> str:
             f"{indent}- ``{f.name}`` (default {f.metadata['shown']}): {f.metadata['meaning']};"
         )
     return "\n".join(lines)
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(EnvConfig)}

@@ -56,10 +56,12 @@ from envs.kernel import MAX_WEIGHT, gcd_reduce
 from envs.model import Action, KernelConfig, Outputs
 
 __all__ = [
+    "ACTION_TYPES",
     "OBSERVATIONS",
     "RATE_LEVELS_MBPS",
     "REWARDS",
     "TIERING_MODES",
+    "WEIGHTS",
     "WEIGHT_LEVELS",
     "ActionCodec",
     "ObservationEncoder",
@@ -77,6 +79,12 @@ REWARDS = ("log-geomean", "throughput", "weighted-speedup", "harmonic")
 #: tenant's cgroup limits (CGROUP_DESCRIPTORS); "host": only what a Linux host shows
 #: (:mod:`envs.host`'s definitions, what ``deploy.py`` reads on a real machine)
 OBSERVATIONS = ("full", "basic", "cgroup", "host")
+
+#: How the weights of the action apply: one row per tenant slot, or one row for all of them.
+WEIGHTS = ("per-tenant", "global")
+
+#: The action space: ``Box(-1, 1)`` entries, or ``MultiDiscrete`` levels of them.
+ACTION_TYPES = ("box", "discrete")
 
 #: The kernel's tiering modes an agent may select (:class:`~envs.model.KernelConfig`
 #: fields set over the environment's own configuration, ``"default"``). What sets the
@@ -204,10 +212,12 @@ class ActionCodec:
             raise ValueError(
                 f"tiering_modes: got {list(self.modes)}, expected distinct names of {list(TIERING_MODES)}"
             )
-        if self.weights not in ("per-tenant", "global"):
-            raise ValueError(f"weights: got {self.weights!r}, expected 'per-tenant' or 'global'")
-        if self.action_type not in ("box", "discrete"):
-            raise ValueError(f"action_type: got {self.action_type!r}, expected 'box' or 'discrete'")
+        if self.weights not in WEIGHTS:
+            raise ValueError(f"weights: got {self.weights!r}, expected one of {list(WEIGHTS)}")
+        if self.action_type not in ACTION_TYPES:
+            raise ValueError(
+                f"action_type: got {self.action_type!r}, expected one of {list(ACTION_TYPES)}"
+            )
         if not (math.isfinite(self.max_promote_mbps) and self.max_promote_mbps > 1.0):
             raise ValueError(
                 f"max_promote_mbps: got {self.max_promote_mbps}, expected a number > 1 MB/s"

@@ -33,7 +33,6 @@ from agents.config.recipe import (
     policy_names,
 )
 from agents.config.run import (
-    ENV_KEYS,
     RESUME_OVERRIDES,
     EvaluateOptions,
     RunConfig,
@@ -45,7 +44,6 @@ from agents.config.run import (
 
 __all__ = [
     "ALGOS",
-    "ENV_KEYS",
     "FORMAT_VERSION",
     "ON_POLICY",
     "RESUME_OVERRIDES",

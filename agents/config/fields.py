@@ -16,6 +16,8 @@ from pydantic import (
     ValidationError,
 )
 
+from envs import config as env_config
+
 FORMAT_VERSION = 2
 ALGOS = ("ppo", "a2c", "sac", "td3", "recurrent-ppo")
 ON_POLICY = frozenset({"ppo", "a2c", "recurrent-ppo"})
@@ -94,6 +96,16 @@ def _finite(v: Any) -> Any:
         if not math.isfinite(x):
             raise ValueError("expected a finite number")
     return v
+
+
+def env_field(name: str, note: str = "", given: bool = False) -> Any:
+    """A recipe's or a command line's field for the environment's argument ``name``, described
+    as :class:`envs.config.EnvConfig` describes it (and ``note``): unset (``None``, the
+    environment's default), or with ``given`` set to the environment's default. Its value is
+    checked by ``EnvConfig`` (the one place a check is written)."""
+    value = env_config.default(name) if given else None
+    text = env_config.meaning(name).replace("`", "") + note
+    return Field(value, description=text)
 
 
 def Int(ge: int | None = None, le: int | None = None) -> Any:

@@ -24,12 +24,13 @@ from agents.config.fields import (
     Num,
     PlainMap,
     _Strict,
+    env_field,
 )
 from agents.config.imitation import ImitationSettings
 from agents.config.view import MIXINGS, RESIDUAL_CODECS, ViewConfig, base_names
 from baselines import catalogue
-from envs.generator import check_chances, expand_family_names
-from envs.spaces import OBSERVATIONS, TIERING_MODES
+from envs.config import EnvConfig, field_names
+from envs.generator import expand_family_names
 
 # ============================================================================ recipe parts
 
@@ -129,30 +130,22 @@ FamilyNames = Annotated[NameList, AfterValidator(expand_family_names)]
 
 class EnvSettings(_Strict):
     """The environment and the agent's view of it (:mod:`agents.view`); unset keys keep
-    the environment's defaults."""
+    the environment's defaults. The environment's values are checked by
+    :class:`envs.config.EnvConfig`, which declares them; the view's by :class:`ViewConfig`."""
 
-    max_tenants: Int(1, 1024) | None = Field(
-        None, description="tenant slots (default: the scenario's maximum; --max-tenants)"
+    max_tenants: Int() | None = env_field("max_tenants")
+    max_promote_mbps: Num() | None = env_field("max_promote_mbps")
+    kernel: PlainMap | None = env_field("kernel")
+    jitter: Num() | None = env_field("jitter")
+    pool_size: Int() | None = env_field("pool_size")
+    tiering_modes: NameList | None = env_field("tiering_modes")
+    observation: Name = env_field("observation", given=True)
+    reward_baseline: Name | None = env_field(
+        "reward_baseline",
+        "; training only, evaluation scores each policy alone",
     )
-    max_promote_mbps: Num(gt=0, le=1e7) | None = None
-    kernel: PlainMap | None = Field(None, description="kernel options (envs.kernel)")
-    jitter: Num(ge=0, lt=1) | None = None
-    pool_size: Int(1, 1 << 16) | None = None
-    tiering_modes: list[Literal[tuple(TIERING_MODES)]] | None = Field(
-        None, description="the tiering modes the agent may pick each interval"
-    )
-    observation: Literal[OBSERVATIONS] = Field(
-        "full", description="the observation layout (envs.spaces.OBSERVATIONS)"
-    )
-    reward_baseline: Name | None = Field(
-        None,
-        description="a heuristic whose twin on the same episode seed the reward is measured "
-        "against (the paired reward; training only, evaluation scores each policy alone)",
-    )
-    generator_chances: dict[str, Num(ge=0, le=1)] | None = Field(
-        None,
-        description="chances to draw the generator's families with instead of "
-        "envs.generator.CHANCES (training only, evaluation draws those)",
+    generator_chances: dict[str, Num()] | None = env_field(
+        "generator_chances", "; training only, evaluation draws envs.generator.CHANCES"
     )
     base_policy: Name | NameList | None = Field(
         None, description="a heuristic (residual actions over it) or several (the agent mixes them)"
@@ -173,19 +166,18 @@ class EnvSettings(_Strict):
         "(generator, unseen) stands for its families",
     )
 
-    @field_validator("tiering_modes")
-    @classmethod
-    def _distinct(cls, v: Any) -> Any:
-        if v is not None and len(set(v)) != len(v):
-            raise ValueError("the modes must be distinct")
-        return v
+    @model_validator(mode="after")
+    def _environment(self) -> EnvSettings:
+        try:  # EnvConfig's checks: a ValueError naming the setting
+            self.environment()
+        except ValueError as exc:
+            raise ValueError(f"env.{exc}") from None
+        return self
 
-    @field_validator("generator_chances")
-    @classmethod
-    def _known_chances(cls, v: Any) -> Any:
-        if v is not None:
-            check_chances(v)  # a ValueError naming an unknown chance
-        return v
+    def environment(self, **task: Any) -> EnvConfig:
+        """The environment's settings of the recipe (and ``task``'s), typed."""
+        own = {n: getattr(self, n) for n in field_names() if n in type(self).model_fields}
+        return EnvConfig.of(**task, **{k: v for k, v in own.items() if v is not None})
 
     @field_validator("base_policy")
     @classmethod

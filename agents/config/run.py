@@ -15,20 +15,23 @@ from pydantic import (
 
 from agents.config.fields import FORMAT_VERSION, METRICS, Int, Name, _Strict
 from agents.config.flags import POSITIONAL
-from agents.config.recipe import EnvSettings, FineTuneSettings, Recipe
+from agents.config.recipe import FineTuneSettings, Recipe
 from baselines import catalogue
+from envs.config import MAX_TENANTS, default
+from envs.families import SPLITS
 from envs.scenario import scenario_names
-from envs.spaces import REWARDS
+from envs.spaces import ACTION_TYPES, REWARDS, WEIGHTS
 
 
 class Task(_Strict):
-    """What the run trains for (the flags ``--scenario``, ``--split``, ``--reward``, ...)."""
+    """What the run trains for (the flags ``--scenario``, ``--split``, ``--reward``, ...): the
+    environment's arguments of those names (:class:`envs.config.EnvConfig`)."""
 
     scenario: Name
-    split: Literal["train", "test"]
+    split: Literal[SPLITS]
     reward: Literal[REWARDS]
-    weights: Literal["per-tenant", "global"]
-    action_type: Literal["box", "discrete"]
+    weights: Literal[WEIGHTS]
+    action_type: Literal[ACTION_TYPES]
 
 
 # ============================================================================ flags and runs
@@ -40,18 +43,19 @@ class RunOptions(_Strict):
     ``None``: the recipe's value (or the rule in the field's description)."""
 
     recipe: Name = Field("ppo-finetune", description="recipe name (agents/recipes/) or YAML file")
-    scenario: Name = Field("mixed", description="scenario name, YAML file or family")
-    split: Literal["train", "test"] = Field("train", description="family split to train on")
+    scenario: Name = Field(default("scenario"), description="scenario name, YAML file or family")
+    split: Literal[SPLITS] = Field(default("split"), description="family split to train on")
     reward: Literal[REWARDS] = Field(
-        "log-geomean", description="the objective: the RL reward and the imitation labels' score"
+        default("reward"),
+        description="the objective: the RL reward and the imitation labels' score",
     )
-    weights: Literal["per-tenant", "global"] = Field(
-        "per-tenant", description="per-tenant weights or one global vector"
+    weights: Literal[WEIGHTS] = Field(
+        default("weights"), description="per-tenant weights or one global vector"
     )
-    action_type: Literal["box", "discrete"] = Field(
-        "box", description="Box(-1, 1) actions or MultiDiscrete"
+    action_type: Literal[ACTION_TYPES] = Field(
+        default("action_type"), description="Box(-1, 1) actions or MultiDiscrete"
     )
-    max_tenants: Int(1, 1024) | None = Field(
+    max_tenants: Int(1, MAX_TENANTS) | None = Field(
         None, description="tenant slots (default: the scenario's maximum)"
     )
     timesteps: Int(1) | None = Field(
@@ -140,7 +144,7 @@ class EvaluateOptions(_Strict):
     )
     episodes: Int(1, 1 << 16) = Field(16, description="episodes per scenario and policy")
     seed: Int(0, 2**31 - 1) = Field(0, description="seed; episode i runs with seed + i")
-    split: Literal["train", "test"] = Field("test", description="family split")
+    split: Literal[SPLITS] = Field("test", description="family split")
     reference: Name = Field("dram-first", description="policy the ratios are taken against")
     metric: Literal[METRICS] = Field("geomean_perf", description="primary metric")
     output: Path = Field(Path("results"), description="output folder")
@@ -179,9 +183,6 @@ class SweepOptions(_Strict):
     )
     no_progress: bool = Field(False, description="no trial lines or progress bar")
 
-
-#: Keyword arguments of the environments that a run records (and evaluation must reuse).
-ENV_KEYS = (*Task.model_fields, *EnvSettings.model_fields)
 
 #: Options a resumed run can change; the rest define the training and stay as recorded.
 RESUME_OVERRIDES = (
@@ -252,7 +253,7 @@ class RunConfig(_Strict):
     @property
     def env(self) -> dict[str, Any]:
         """The environment's settings: the task, then the recipe's ``env`` (what evaluation
-        and a saved model record, :data:`ENV_KEYS`)."""
+        and a saved model record)."""
         return {**self.task.given(), **self.recipe.env.given()}
 
     @property

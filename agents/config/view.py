@@ -22,6 +22,7 @@ setting it is about (``residual_codec: 'share' needs base_policy ...``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from envs.config import EnvConfig
+
 __all__ = [
     "DEFAULT_RESIDUAL_SCALE",
     "MIXINGS",
@@ -37,7 +40,9 @@ __all__ = [
     "RESIDUAL_KEYS",
     "ViewConfig",
     "base_names",
+    "environment_config",
     "residual_base_mask",
+    "view_settings",
 ]
 
 #: Env settings of the agent's view (the rest go to :func:`envs.core.make_params`).
@@ -59,6 +64,22 @@ MIXINGS = ("soft", "hard")
 #: How the residual adjusts the weights (``residual_codec``; the first is the default): ``box``
 #: entry by entry on the codec's log scale, ``share`` one DRAM share per weight row.
 RESIDUAL_CODECS = ("box", "share")
+
+
+def environment_config(settings: Mapping[str, Any], **changes: Any) -> EnvConfig:
+    """The environment's arguments among a run's env settings, typed (the other settings are
+    the view's, :data:`RESIDUAL_KEYS`), with ``changes`` in place of some of them.
+
+    Raises:
+        ValueError: a setting that is neither the environment's nor the view's, or a bad value.
+    """
+    own = EnvConfig.of(**{k: v for k, v in settings.items() if k not in RESIDUAL_KEYS})
+    return dataclasses.replace(own, **changes) if changes else own
+
+
+def view_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The view's settings among a run's env settings (:data:`RESIDUAL_KEYS`)."""
+    return {k: v for k, v in settings.items() if k in RESIDUAL_KEYS}
 
 
 def base_names(base_policy: str | Sequence[str] | None) -> list[str]:

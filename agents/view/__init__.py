@@ -24,7 +24,9 @@ from agents.config.view import (
     RESIDUAL_KEYS,
     ViewConfig,
     base_names,
+    environment_config,
     residual_base_mask,
+    view_settings,
 )
 from agents.view.interface import (
     AgentInterface,
@@ -35,7 +37,7 @@ from agents.view.interface import (
 )
 from agents.view.padding import NODE_DESCRIPTORS, PaddedLayout, padded_sizes
 from agents.view.policy import LearnedPolicy, PolicyError
-from agents.view.vec_env import AgentVecEnv, ConcatVecEnv, core_kwargs, make_training_vec_env
+from agents.view.vec_env import AgentVecEnv, ConcatVecEnv, make_training_vec_env
 from baselines.placement import SHARE_TOP, dram_share
 
 __all__ = [
@@ -55,11 +57,12 @@ __all__ = [
     "agent_layout",
     "agent_spaces",
     "base_names",
-    "core_kwargs",
     "dram_share",
+    "environment_config",
     "make_interface",
     "make_training_vec_env",
     "padded_sizes",
     "privileged_width",
     "residual_base_mask",
+    "view_settings",
 ]

@@ -17,17 +17,12 @@ from numpy.typing import NDArray
 from stable_baselines3.common.vec_env import VecMonitor
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvStepReturn, VecEnvWrapper
 
-from agents.config.view import RESIDUAL_KEYS
+from agents.config.view import environment_config
 from agents.view.interface import AgentInterface, make_interface
 from envs.core import EnvParams, coming_tenants
 from envs.sb3 import TierGymVecEnv
 
-__all__ = ["AgentVecEnv", "ConcatVecEnv", "core_kwargs", "make_training_vec_env"]
-
-
-def core_kwargs(env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """``env_kwargs`` without the view's settings: what :func:`envs.core.make_params` takes."""
-    return {k: v for k, v in env_kwargs.items() if k not in RESIDUAL_KEYS}
+__all__ = ["AgentVecEnv", "ConcatVecEnv", "make_training_vec_env"]
 
 
 class AgentVecEnv(VecEnvWrapper):
@@ -169,7 +164,7 @@ class ConcatVecEnv(VecEnv):
 
 
 def _one_env(num_envs: int, env_kwargs: Mapping[str, Any]) -> VecEnv:
-    venv: VecEnv = TierGymVecEnv(num_envs=num_envs, **core_kwargs(env_kwargs))
+    venv: VecEnv = TierGymVecEnv(num_envs=num_envs, **environment_config(env_kwargs).given())
     agent = make_interface(env_kwargs)
     return AgentVecEnv(venv, agent) if agent.active else venv
 

@@ -166,11 +166,11 @@ def test_a_saved_model_round_trips(
     from agents import persist
     from agents.models import build_model, save_model
     from agents.runs import load_trained
-    from agents.view import core_kwargs
+    from agents.view import environment_config
     from envs.sb3 import make_vec_env
 
     cfg = _cfg(algo, short_scenario, hp)
-    model = build_model(cfg.recipe, make_vec_env(4, **core_kwargs(cfg.env)), seed=3)
+    model = build_model(cfg.recipe, make_vec_env(4, **environment_config(cfg.env).given()), seed=3)
     model.learn(32)
     path = tmp_path / "model.zip"
     save_model(path, model, cfg)

@@ -641,10 +641,10 @@ def test_pad_then_unpad_is_the_identity(weights: str) -> None:
 
 def test_agent_layout_is_the_saved_models() -> None:
     """``policy_kwargs.layout`` of the default recipe, as its saved model records it."""
-    from agents.view import agent_layout, core_kwargs, make_interface
+    from agents.view import agent_layout, environment_config, make_interface
 
     env = {**DEFAULT_VIEW, "scenario": "mixed"}
-    params = core.make_params(**core_kwargs({**env, "pool_size": 8}))
+    params = core.make_params(environment_config(env, pool_size=8))
     assert agent_layout(params, make_interface(env)) == {
         "nodes": 6,
         "node_features": 8,
