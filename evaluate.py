@@ -19,6 +19,13 @@ Examples::
     python evaluate.py                                    # every heuristic on every shipped scenario
     python evaluate.py --scenarios kv-store,mixed --policies dram-first,tpp,runs/mixed__imitation__0__...
     python evaluate.py --policies static:3:1@256,numa-tiering --episodes 64 --output results/kv
+    python evaluate.py --scenarios mixed --policies runs/mixed__host-ppo__0__...    # + the host heuristics
+
+``--references`` adds policies beside ``--policies`` (after them, repeats dropped): names,
+``host`` (the catalogue's heuristics a Linux host can run, ``names(host=True)`` of
+``baselines/catalogue.py``) or ``none``. Without it, a run trained on the host view
+(``observation="host"``, what ``deploy.py`` runs) among ``--policies`` is compared with
+the heuristics a host can run, and nothing is added otherwise.
 
 Outputs (in ``--output``): ``results.json`` (one record per scenario, policy
 and episode seed, plus the summary), ``results.csv``, ``table.md``,
@@ -36,21 +43,42 @@ files; a stable-baselines3 pickle ``model.zip`` is refused.
 from __future__ import annotations
 
 import sys
+from typing import Any
+
+from pydantic import Field
 
 from agents import report
 from agents.config import EvaluateOptions
+from agents.config.fields import Name
 from agents.config.flags import flag_parser, parse_flags
 from agents.distributed import ray_runner  # --workers / --ray-address: Ray tasks
-from agents.evaluation import check_output_dir, leaderboard_text, run_comparison
+from agents.evaluation import check_output_dir, leaderboard_text, load_policy, run_comparison
+from baselines import catalogue
 from envs.generator import expand_family_names
 from envs.jit import get_threads
 
+#: ``--references`` values that stand for a list: the heuristics a host can run, or none.
+HOST_REFERENCES = "host"
+NO_REFERENCES = "none"
 
-def parse_args(argv: list[str]) -> EvaluateOptions:
-    """The checked options (one flag per field of :class:`agents.config.EvaluateOptions`)."""
-    return parse_flags(EvaluateOptions, flag_parser(EvaluateOptions, "evaluate.py", __doc__), argv)[
-        0
-    ]
+
+class EvaluateFlags(EvaluateOptions):
+    """``evaluate.py``'s command line: :class:`agents.config.EvaluateOptions` and
+    ``--references``."""
+
+    references: Name | None = Field(
+        None,
+        description="comma-separated policies compared beside --policies (added after them, "
+        f"repeats dropped), '{HOST_REFERENCES}' (the catalogue's heuristics a Linux host can "
+        f"run: {','.join(catalogue.names(host=True))}) or '{NO_REFERENCES}' (default: "
+        f"'{HOST_REFERENCES}' when a --policies entry is a run trained on the host view, "
+        "observation='host'; otherwise none)",
+    )
+
+
+def parse_args(argv: list[str]) -> EvaluateFlags:
+    """The checked options (one flag per field of :class:`EvaluateFlags`)."""
+    return parse_flags(EvaluateFlags, flag_parser(EvaluateFlags, "evaluate.py", __doc__), argv)[0]
 
 
 def validate_args(args: EvaluateOptions) -> tuple[list[str], list[str]]:
@@ -63,6 +91,46 @@ def validate_args(args: EvaluateOptions) -> tuple[list[str], list[str]]:
     if not scenarios:
         raise ValueError(f"--scenarios {args.scenarios!r}: expected at least one scenario")
     return policies, scenarios
+
+
+def is_host_view(env_kwargs: dict[str, Any]) -> bool:
+    """Whether a loaded policy's env settings are the host view's (a trained run that
+    ``deploy.py`` may run on a host)."""
+    return env_kwargs.get("observation") == "host"
+
+
+def with_references(
+    policies: list[str], references: str | None
+) -> list[str | tuple[Any, dict[str, Any]]]:
+    """``policies`` (trained runs loaded once, here) and then the ``--references`` that are
+    not among them: a list of names, ``host`` (:func:`baselines.catalogue.names` with
+    ``host=True``), ``none``, or by default ``host`` if a trained run among ``policies``
+    has the host view and none otherwise.
+
+    Raises:
+        ValueError: a policy that does not load, or an empty ``--references`` entry.
+    """
+    loaded: list[str | tuple[Any, dict[str, Any]]] = []
+    host_run = False
+    for spec in policies:
+        if spec.split("=", 1)[-1] in catalogue.names() or spec.startswith("static:"):
+            loaded.append(spec)  # a heuristic: built by the comparison
+            continue
+        pair = load_policy(spec)
+        host_run |= is_host_view(pair[1])
+        loaded.append(pair)
+    if references is None:
+        references = HOST_REFERENCES if host_run else NO_REFERENCES
+    if references == NO_REFERENCES:
+        return loaded
+    if references == HOST_REFERENCES:
+        extra = catalogue.names(host=True)
+    else:
+        extra = [r.strip() for r in references.split(",")]
+        if not all(extra):
+            raise ValueError(f"--references {references!r}: an empty entry")
+    given = {p.split("=", 1)[0] for p in policies}  # a heuristic's name, or a LABEL=
+    return loaded + [r for r in extra if r not in given]
 
 
 def one_line(exc: BaseException) -> str:
@@ -78,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(argv)
         policies, scenarios = validate_args(args)
         summary = run_comparison(
-            policies,
+            with_references(policies, args.references),
             scenarios,
             args.episodes,
             args.output,

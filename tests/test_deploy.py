@@ -553,3 +553,152 @@ def test_replay_needs_no_knob_files(tmp_path: Path, capsys: pytest.CaptureFixtur
     code, lines, err = run(["--policy", "interleave", "--replay", str(rec)], capsys)
     assert code == 0 and err == [], err
     assert f"{WI_DIR}/node0: ? -> 1; {WI_DIR}/node1: ? -> 1" in lines[1]
+
+
+# ----------------------------------------------------------------------------- host-ppo
+
+
+def _plan_of(line: str, verb: str) -> dict[str, tuple[str, str]]:
+    """``{path: (old, new)}`` of an interval's line (``... | VERB: a: x -> y; b: ...``)."""
+    tail = line.rsplit(" | ", 1)[1]
+    if tail == "nothing to write":
+        return {}
+    assert tail.startswith(f"{verb}: "), line
+    out = {}
+    for w in tail.removeprefix(f"{verb}: ").split("; "):
+        path, change = w.split(": ", 1)
+        old, new = change.split(" -> ")
+        out[path] = (old, new)
+    return out
+
+
+@pytest.mark.slow
+def test_a_trained_host_ppo_policy_deploys_on_a_fixture_host(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The ``host-ppo`` recipe, trained for 4,096 steps through ``train.py`` on ``mixed``
+    (two nodes, like the fixture host), runs through ``deploy.py``: the dry run changes no
+    byte and prints what it would write; ``--apply`` writes exactly that (the model's own
+    decision on the host view of the fixture: its weights' ratio, its rate and the
+    tiering bit, its demotion mode) and restores every original."""
+    import numpy as np
+
+    import train
+    from agents.evaluation import load_policy
+    from envs.host import host_view
+    from envs.spaces import ActionCodec
+
+    run_dir = tmp_path / "run"
+    assert train.main([
+        "--recipe", "host-ppo", "--scenario", "mixed", "--weights", "global",
+        "--timesteps", "4096", "--num-envs", "8", "--set", "n_steps=64",
+        "--set", "batch_size=128", "--set", "env.pool_size=8", "--eval-interval", "0",
+        "--compare-episodes", "0", "--run-dir", str(run_dir), "--no-progress", "--quiet",
+    ]) == 0  # fmt: skip
+    meta = json.loads((run_dir / "tiergym.json").read_text())
+    assert meta["env"]["observation"] == "host" and meta["env"]["weights"] == "global"
+
+    cgroups = "tenants/a,tenants/b"
+    root = host(tmp_path / "h", cgroups=cgroup_files())
+    before = tree(root)
+    argv = ["--policy", str(run_dir), "--root", str(root), "--cgroups", cgroups]
+    code, lines, err = run([*argv, "--steps", "2", "--interval", "0.01"], capsys)
+    assert code == 0 and err == [], err
+    assert tree(root) == before  # the dry run changes no byte
+    assert lines[0].startswith(f"deploy {run_dir}") and "dry run" in lines[0]
+    planned = _plan_of(lines[1], "would write")
+    assert planned == _plan_of(lines[2], "would write") and planned  # nothing was written
+
+    # the model's own decision on the host view of the fixture, decoded independently
+    policy, env = load_policy(str(run_dir))
+    snap = HostReader(root, cgroups.split(",")).read()
+    obs = host_view(snap, HostReader(root).machine().is_slow, int(env["max_tenants"]))
+    act, _ = policy.model.predict(obs[None], deterministic=True)
+    codec = ActionCodec(
+        int(env["max_tenants"]), 2, "global", "box", 65536.0, ("default", "no-demotion")
+    )
+    model_action, weights = codec.decode(np.asarray(act).reshape(1, -1))
+    rate = float(model_action.promote_mbps[0])
+    mode = codec.modes[int(codec.decode_mode(np.asarray(act).reshape(1, -1))[0])]
+    want_demotion = "false" if mode == "no-demotion" else "true"
+    assert planned.get(DEMOTION, ("", "false"))[1] == want_demotion
+    if rate > 0:
+        assert planned[PROMOTE_RATE][1] == str(max(round(rate), 1))
+        assert planned[NUMA_BALANCING][1] == "2"
+    else:
+        assert PROMOTE_RATE not in planned and NUMA_BALANCING not in planned  # 0 stays 0
+    w = weights[0, 0]
+    if w.max() > 0 and w.min() > 0:  # both nodes interleaved: the written weights' ratio
+        w0, w1 = (int(planned.get(f"{WI_DIR}/node{n}", ("", "1"))[1]) for n in (0, 1))
+        assert w0 / w1 == pytest.approx(w[0] / w[1], rel=0.02)
+
+    seen: dict[str, str] = {}
+    applied: list[str] = []
+
+    def out(line: str) -> None:
+        if line.startswith("[1]"):
+            seen.update({rel: (root / rel).read_text().strip() for rel in planned})
+        applied.append(line)
+
+    journal = tmp_path / "j.json"
+    assert deploy.main([*argv, "--steps", "1", "--apply", "--journal", str(journal)], out=out) == 0
+    assert _plan_of(applied[1], "wrote") == planned  # what the dry run said, written
+    assert seen == {rel: new for rel, (_, new) in planned.items()}  # each file holds it
+    assert applied[2].startswith(f"restored {len(planned)} file(s)")
+    assert tree(root) == before  # every original back
+    assert json.loads(journal.read_text())["restored"]
+
+
+# ----------------------------------------------------------------------------- evaluate.py
+
+
+def test_evaluate_compares_a_host_view_run_with_the_host_heuristics(tmp_path: Path) -> None:
+    """``evaluate.py``'s references: a run on the host view among --policies brings the
+    catalogue's heuristics a host can run (``names(host=True)``); any other run brings
+    nothing (the command lines before ``--references`` mean what they meant);
+    ``--references`` names them, ``host`` or ``none``."""
+    import evaluate
+
+    hosted = make_run(tmp_path, "hosted", observation="host", weights="global")
+    full = make_run(tmp_path, "full")
+    host_names = catalogue.names(host=True)
+    assert "colloid" in host_names and "caption" not in host_names
+
+    def names_of(policies: list[str], references: str | None) -> list[str]:
+        out = evaluate.with_references(policies, references)
+        return [p if isinstance(p, str) else p[0].name for p in out]
+
+    assert names_of([str(hosted)], None) == ["hosted", *host_names]
+    assert names_of([str(full)], None) == ["full"]
+    assert names_of([str(full), "tpp"], "host") == ["full", "tpp"] + [
+        n for n in host_names if n != "tpp"
+    ]
+    assert names_of([str(hosted)], "none") == ["hosted"]
+    assert names_of([f"mine={hosted}", "dram-first"], "dram-first,caption") == [
+        "mine",
+        "dram-first",
+        "caption",
+    ]
+    with pytest.raises(ValueError, match="--references 'tpp,': an empty entry"):
+        evaluate.with_references(["tpp"], "tpp,")
+    args = evaluate.parse_args(["--policies", str(hosted), "--references", "host"])
+    assert args.references == "host" and args.reference == "dram-first"
+
+
+@pytest.mark.slow
+def test_evaluate_main_with_a_host_view_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python evaluate.py --policies RUN`` with a host-view RUN: the results hold the run
+    and every host heuristic, the ratios against dram-first (one of them)."""
+    import evaluate
+
+    hosted = make_run(tmp_path, "hosted", observation="host", weights="global")
+    out = tmp_path / "out"
+    argv = ["--scenarios", "colocation", "--policies", str(hosted), "--episodes", "1"]
+    code = evaluate.main([*argv, "--no-plots", "--no-progress", "--output", str(out)])
+    assert code == 0, capsys.readouterr().err
+    doc = json.loads((out / "results.json").read_text())
+    policies = list(dict.fromkeys(r["policy"] for r in doc["records"]))
+    assert policies == ["hosted", *catalogue.names(host=True)]
+    assert "hosted" in capsys.readouterr().out
