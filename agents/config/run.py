@@ -80,7 +80,9 @@ class RunOptions(_Strict):
         description="RL steps between evaluations on held-out seeds, also at step 0 "
         "(default: 20 points over the budget; 0: off)",
     )
-    eval_episodes: Int(1, 1 << 16) = Field(64, description="episodes per evaluation")
+    eval_episodes: Int(1, 1 << 16) = Field(
+        64, description="validation-split episodes per held-out evaluation during training"
+    )
     checkpoint_interval: Int(0) | None = Field(
         None, description="RL steps between checkpoints (default: a quarter of the budget)"
     )
@@ -144,7 +146,9 @@ class EvaluateOptions(_Strict):
     )
     episodes: Int(1, 1 << 16) = Field(16, description="episodes per scenario and policy")
     seed: Int(0, 2**31 - 1) = Field(0, description="seed; episode i runs with seed + i")
-    split: Literal[SPLITS] = Field("test", description="family split")
+    split: Literal[SPLITS] = Field(
+        "test", description="family split (val for choices: ablations, settings; test for reports)"
+    )
     reference: Name = Field("dram-first", description="policy the ratios are taken against")
     metric: Literal[METRICS] = Field("geomean_perf", description="primary metric")
     output: Path = Field(Path("results"), description="output folder")

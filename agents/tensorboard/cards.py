@@ -72,7 +72,7 @@ def hyperparameter_markdown(
     if eval_seed is not None:
         rows.append(
             f"| evaluation | every {cfg.eval_interval:,} steps and at step 0 (0 = off): "
-            f"{cfg.eval_episodes} episodes of the test split, seeds {eval_seed}.."
+            f"{cfg.eval_episodes} episodes of the validation split, seeds {eval_seed}.."
             f"{eval_seed + cfg.eval_episodes - 1}, deterministic actions, metric {METRIC} |"
         )
     if references:
@@ -192,7 +192,7 @@ def guide_markdown(
         f"(`{reward}`) is marked `(trained)`.",
         "",
         f"**Evaluation** ({evaluation}): the deterministic policy runs {eval_episodes} "
-        f"episodes of the **test** split, seeds {eval_seed}..{last_seed} (episode i has seed "
+        f"episodes of the **val** (validation) split, seeds {eval_seed}..{last_seed} (episode i has seed "
         f"{eval_seed} + i; in a family the seed also draws the machine and tenants). "
         f"`{METRIC}` of an episode is the exp of its mean per-step log geometric mean of the "
         f"active tenants' normalised performance; `{EVAL}` is the mean over the "

@@ -255,7 +255,7 @@ def describe(tag: str) -> str | None:
     if tag == EVAL:
         return (
             f"Mean {METRIC} (geometric mean of tenants' normalised performance per episode) "
-            "over the held-out test-split evaluation episodes, of the policy of this run "
+            "over the held-out validation-split evaluation episodes, of the policy of this run "
             "folder: the learned policy in the run's own TensorBoard folder, a reference "
             "heuristic in the sub-folder named after it (scored once on the same episodes: "
             "a flat line)."

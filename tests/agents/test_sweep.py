@@ -274,7 +274,7 @@ def test_sweep_file_defaults_and_paths(tmp_path: Path) -> None:
     spec = load_sweep(path)
     assert (spec.name, spec.recipe, spec.scenario, spec.seeds) == ("defaults", "ppo", "mixed", 0)
     assert (spec.reports, spec.metric, spec.mode, spec.n_trials()) == (1, "geomean_perf", "max", 1)
-    assert spec.objective.seed == 50_000 and spec.objective.split == "train"
+    assert spec.objective.seed == 50_000 and spec.objective.split == "val"
     path.write_text(
         "recipe: [mine.yml, ppo]\nscheduler: median\nbudget: {timesteps: 100}\n"
         "objective: {metric: mean_latency_ns}\n"

@@ -43,7 +43,7 @@ def test_unknown_argument_is_named_everywhere() -> None:
 @pytest.mark.parametrize(
     ("kw", "match"),
     [
-        ({"split": "val"}, "split: got 'val'"),
+        ({"split": "validation"}, "split: got 'validation'"),
         ({"reward": "speed"}, "reward: got 'speed'"),
         ({"observation": "all"}, "observation: got 'all'"),
         ({"max_tenants": 0}, "max_tenants: got 0"),
