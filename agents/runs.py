@@ -103,9 +103,7 @@ def run_dir_path(root: Path, scenario: str, recipe: str, seed: int, run_dir: Pat
 def write_config(run_dir: Path, cfg: RunConfig, argv: list[str], append: bool = False) -> None:
     """``config.yml`` and ``command.txt`` (a resume appends its command line)."""
     text = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
-    tmp = run_dir / ".config.yml.tmp"
-    tmp.write_text(text)
-    tmp.replace(run_dir / "config.yml")
+    persist.atomic_write_text(run_dir / "config.yml", text)
     with open(run_dir / "command.txt", "a" if append else "w") as f:
         f.write(shlex.join([sys.executable, *argv]) + "\n")
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from agents.persist import atomic_write_text
 from agents.rollout import run_episodes
 from baselines.policies import STATIC_KERNEL, STATIC_RATIOS, HeuristicPolicy
 from envs.core import EnvParams, Hardware, make_params
@@ -227,9 +228,7 @@ class StaticBest(HeuristicPolicy):
             result["key"] = desc
             if path is not None:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".{os.getpid()}.tmp")
-                tmp.write_text(json.dumps(result, indent=1))
-                tmp.replace(path)
+                atomic_write_text(path, json.dumps(result, indent=1))
         self.result = result
         self.weights = np.asarray(result["weights"], dtype=np.int64)
         self.rate_mbps = float(result["rate_mbps"])

@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import sys
 import time
 import warnings
@@ -45,6 +44,7 @@ import agents
 import baselines
 import envs
 from agents.evaluation import mean_score
+from agents.persist import atomic_write_text
 from agents.rollout import rollout
 from agents.static_best import StaticBest
 from agents.view import LearnedPolicy
@@ -296,17 +296,10 @@ def _finished_cells(
     return results
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 def _save_cell(out: Path, cell: Cell, key: str | None, recs: _Records) -> None:
     """Write a finished cell's file (whole or not at all): its key, the cell, its records."""
-    _write_atomic(
-        _cell_path(out, cell),
-        json.dumps({"key": key, "cell": cell.__dict__, "records": recs}),
+    atomic_write_text(
+        _cell_path(out, cell), json.dumps({"key": key, "cell": cell.__dict__, "records": recs})
     )
 
 

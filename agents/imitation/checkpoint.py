@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -37,6 +36,7 @@ from numpy.typing import NDArray
 from agents.config.imitation import ImitationSettings
 from agents.imitation.dataset import Chunk, EpisodeTargets, Labelled
 from agents.imitation.experts import Plans, ShareTargets
+from agents.persist import atomic_write, atomic_write_text
 
 __all__ = ["Checkpoint", "CheckpointError", "checkpoint_key", "labelled_states"]
 
@@ -111,20 +111,6 @@ def labelled_states(folder: Path | str, exclude: Sequence[str] = ()) -> NDArray[
             "phase's checkpoint holds the states the anchor is taken on)"
         )
     return np.concatenate(out)
-
-
-def _atomic(path: Path, write: Any) -> None:
-    """Write ``path`` through a temporary file in its folder, then rename it into place."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def _labelled_arrays(got: Labelled) -> dict[str, NDArray]:
@@ -214,11 +200,11 @@ class Checkpoint:
 
     # ------------------------------------------------------------------ files
     def _write_json(self, path: Path, body: Mapping[str, Any]) -> None:
-        _atomic(path, lambda f: f.write(json.dumps(body, indent=1).encode()))
+        atomic_write_text(path, json.dumps(body, indent=1))
 
     def _write_npz(self, path: Path, arrays: Mapping[str, NDArray]) -> None:
         # deflated: the recorded observations shrink about 8x, for about a second a round
-        _atomic(path, lambda f: np.savez_compressed(f, **cast(dict[str, Any], arrays)))
+        atomic_write(path, lambda f: np.savez_compressed(f, **cast(dict[str, Any], arrays)))
 
     def _done(self, name: str) -> dict[str, Any] | None:
         """The JSON of a finished piece ``name`` (None: not written yet)."""

@@ -35,7 +35,16 @@ being opened. This module imports nothing of the project.
 """
 
 # relative imports: the package re-exports its modules (tests/test_layers.py follows the modules)
-from .files import FORMAT, META_NAME, VERSION, WEIGHTS_NAME, ModelFileError, UntrustedFileError
+from .files import (
+    FORMAT,
+    META_NAME,
+    VERSION,
+    WEIGHTS_NAME,
+    ModelFileError,
+    UntrustedFileError,
+    atomic_write,
+    atomic_write_text,
+)
 from .model import (
     SpacesOnlyEnv,
     archive_kind,
@@ -64,6 +73,8 @@ __all__ = [
     "SpacesOnlyEnv",
     "UntrustedFileError",
     "archive_kind",
+    "atomic_write",
+    "atomic_write_text",
     "load_replay_buffer",
     "load_rng",
     "load_vecnormalize",

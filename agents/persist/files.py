@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -17,10 +18,6 @@ MAX_META_BYTES = 4 << 20
 MAX_WEIGHTS_BYTES = 4 << 30
 MAX_JSON_BYTES = 16 << 20
 MAX_EP_INFO = 100_000
-# members of an archive written by stable-baselines3's save (``data`` holds cloudpickled objects)
-SB3_MEMBERS = {"data", "policy.pth", "pytorch_variables.pth", "_stable_baselines3_version"}
-
-
 # members of an archive written by stable-baselines3's save (``data`` holds cloudpickled objects)
 SB3_MEMBERS = {"data", "policy.pth", "pytorch_variables.pth", "_stable_baselines3_version"}
 
@@ -44,16 +41,25 @@ def _q(path: Path | str) -> str:
 # ------------------------------------------------------------------------------------ spaces
 
 
-def _atomic_write(path: Path, write: Any) -> None:
-    """Write through a temporary file in the same folder, then rename (whole or not at all)."""
+def atomic_write(path: Path | str, write: Callable[[BinaryIO], object]) -> None:
+    """Write ``path`` whole or not at all: ``write(f)`` fills a temporary file in the same
+    folder, which is flushed to disk and renamed into place."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        write(tmp)
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def atomic_write_text(path: Path | str, text: str) -> None:
+    """:func:`atomic_write` of a text (UTF-8)."""
+    atomic_write(path, lambda f: f.write(text.encode()))
 
 
 def _load_npz(path: Path, what: str) -> dict[str, np.ndarray]:

@@ -8,7 +8,7 @@ import zipfile
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
@@ -26,9 +26,9 @@ from agents.persist.files import (
     WEIGHTS_NAME,
     ModelFileError,
     UntrustedFileError,
-    _atomic_write,
     _int_list,
     _q,
+    atomic_write,
 )
 
 
@@ -180,12 +180,12 @@ def write_model(path: Path, model: Any, meta: Mapping[str, Any], num_timesteps: 
     buf = io.BytesIO()
     torch.save(tensors, buf)
 
-    def write(tmp: Path) -> None:
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+    def write(f: BinaryIO) -> None:
+        with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_DEFLATED) as zf:
             zf.writestr(META_NAME, text)
             zf.writestr(WEIGHTS_NAME, buf.getvalue())
 
-    _atomic_write(Path(path), write)
+    atomic_write(path, write)
 
 
 def _getattr_path(obj: Any, dotted: str) -> Any:

@@ -15,10 +15,11 @@ import torch
 from agents.persist.files import (
     MAX_JSON_BYTES,
     ModelFileError,
-    _atomic_write,
     _int_list,
     _load_npz,
     _q,
+    atomic_write,
+    atomic_write_text,
 )
 
 
@@ -44,12 +45,7 @@ def save_vecnormalize(path: Path, norm: Any) -> None:
             obs_var=np.asarray(norm.obs_rms.var, dtype=np.float64),
             obs_count=np.asarray(norm.obs_rms.count, dtype=np.float64),
         )
-
-    def write(tmp: Path) -> None:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)  # type: ignore[arg-type]
-
-    _atomic_write(Path(path), write)
+    atomic_write(path, lambda f: np.savez(f, **arrays))  # type: ignore[arg-type]
 
 
 def _scalar(z: Mapping[str, np.ndarray], key: str, p: Path, what: str) -> float:
@@ -123,12 +119,7 @@ def save_replay_buffer(path: Path, rb: Any) -> None:
             arrays[name] = a[:n]
         elif a is not None:
             raise ModelFileError(f"replay buffer {type(rb).__name__}: {name} is not an array")
-
-    def write(tmp: Path) -> None:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)  # type: ignore[arg-type]
-
-    _atomic_write(Path(path), write)
+    atomic_write(path, lambda f: np.savez(f, **arrays))  # type: ignore[arg-type]
 
 
 def load_replay_buffer(path: Path, rb: Any) -> None:
@@ -190,7 +181,7 @@ def save_rng(path: Path, model: Any) -> None:
         "torch": torch.get_rng_state().tolist(),
         "action_space": None if space_rng is None else space_rng.bit_generator.state,
     }
-    _atomic_write(Path(path), lambda tmp: Path(tmp).write_text(json.dumps(doc)))
+    atomic_write_text(path, json.dumps(doc))
 
 
 def load_rng(path: Path, model: Any) -> None:

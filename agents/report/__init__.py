@@ -39,44 +39,21 @@ The package's modules, each re-exported here:
 """
 
 # Relative imports: a package's own re-exports are not import edges in
-# tests/test_layers.py; the modules below carry the edges with absolute imports.
-from .generalisation import generalisation_summary
-from .markdown import (
-    generalisation_markdown,
-    headroom_markdown,
-    leaderboard_markdown,
-    markdown_table,
-)
-from .plots import plot_ratio_bars, plot_timeseries
-from .records import LOWER_IS_BETTER, METRICS, TENANT_METRICS, write_csv
-from .robustness import robustness_summary, scenario_means
-from .summary import (
-    CI_DESCRIPTION,
-    HEADROOM_LOWER,
-    HEADROOM_METRIC,
-    HEADROOM_UPPER,
-    headroom_summary,
-    summarize_records,
-)
+# tests/test_layers.py; the modules below carry the edges with absolute imports. Each
+# module's ``__all__`` is its public names, re-exported here as they are.
+from . import generalisation, markdown, plots, records, robustness, summary
+from .generalisation import *  # noqa: F403
+from .markdown import *  # noqa: F403
+from .plots import *  # noqa: F403
+from .records import *  # noqa: F403
+from .robustness import *  # noqa: F403
+from .summary import *  # noqa: F403
 
 __all__ = [
-    "CI_DESCRIPTION",
-    "HEADROOM_LOWER",
-    "HEADROOM_METRIC",
-    "HEADROOM_UPPER",
-    "LOWER_IS_BETTER",
-    "METRICS",
-    "TENANT_METRICS",
-    "generalisation_markdown",
-    "generalisation_summary",
-    "headroom_markdown",
-    "headroom_summary",
-    "leaderboard_markdown",
-    "markdown_table",
-    "plot_ratio_bars",
-    "plot_timeseries",
-    "robustness_summary",
-    "scenario_means",
-    "summarize_records",
-    "write_csv",
+    *generalisation.__all__,
+    *markdown.__all__,
+    *plots.__all__,
+    *records.__all__,
+    *robustness.__all__,
+    *summary.__all__,
 ]

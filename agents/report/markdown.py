@@ -16,7 +16,12 @@ from typing import Any
 from agents.report.generalisation import BELOW_TOLERANCE
 from agents.report.records import LOWER_IS_BETTER
 
-__all__ = ["headroom_markdown", "leaderboard_markdown", "markdown_table"]
+__all__ = [
+    "generalisation_markdown",
+    "headroom_markdown",
+    "leaderboard_markdown",
+    "markdown_table",
+]
 
 
 def _md_escape(text: str) -> str:

@@ -19,6 +19,7 @@ from torch.utils.tensorboard import SummaryWriter
 from agents.config import RunOptions, TrainingError
 from agents.evaluation import load_policy, mean_score
 from agents.interrupts import InterruptGuard
+from agents.persist import atomic_write_text
 from agents.rollout import rollout
 from agents.runs import checkpoint_steps, latest_checkpoint
 from agents.sweep.plan import (
@@ -139,9 +140,7 @@ class SweepTrial(tune.Trainable):
 
     def _record(self, stage: dict[str, Any]) -> None:
         self.state["stages"].append(stage)
-        tmp = self.state_file.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.state, indent=1))
-        tmp.replace(self.state_file)
+        atomic_write_text(self.state_file, json.dumps(self.state, indent=1))
 
     def step(self) -> dict[str, Any]:
         k = self.iteration + 1

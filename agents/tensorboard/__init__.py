@@ -18,79 +18,12 @@ The package's modules, each re-exported here:
 """
 
 # Relative imports: a package's own re-exports are not import edges in
-# tests/test_layers.py; the modules below carry the edges with absolute imports.
-from .cards import guide_markdown, hparam_values, hyperparameter_markdown, warm_start_markdown
-from .custom_scalars import (
-    COMPARISON_CHART,
-    LEARNING_CHART,
-    MARGIN_CHART,
-    layout,
-    write_custom_scalars,
-)
-from .logger import DescribedTensorBoardFormat, make_logger
-from .tags import (
-    ACTION_PROMOTE,
-    DEMOTION,
-    ENV_SPS,
-    EPISODE_RETURN,
-    EVAL,
-    EVAL_SECONDS,
-    EXPLAINED_VARIANCE,
-    METRIC,
-    NODE_QUANTITIES,
-    PROMOTION,
-    REWARD_TERMS,
-    SLOT_QUANTITIES,
-    SOLVER_MAX,
-    SOLVER_MEAN,
-    START,
-    THROUGHPUT,
-    action_local_first_tag,
-    action_page_tag,
-    describe,
-    eval_tag,
-    node_tag,
-    ratio_tags,
-    reference_run,
-    reward_tag,
-    slot_tag,
-)
+# tests/test_layers.py; the modules below carry the edges with absolute imports. Each
+# module's ``__all__`` is its public names, re-exported here as they are.
+from . import cards, custom_scalars, logger, tags
+from .cards import *  # noqa: F403
+from .custom_scalars import *  # noqa: F403
+from .logger import *  # noqa: F403
+from .tags import *  # noqa: F403
 
-__all__ = [
-    "ACTION_PROMOTE",
-    "COMPARISON_CHART",
-    "DEMOTION",
-    "ENV_SPS",
-    "EPISODE_RETURN",
-    "EVAL",
-    "EVAL_SECONDS",
-    "EXPLAINED_VARIANCE",
-    "LEARNING_CHART",
-    "MARGIN_CHART",
-    "METRIC",
-    "NODE_QUANTITIES",
-    "PROMOTION",
-    "REWARD_TERMS",
-    "SLOT_QUANTITIES",
-    "SOLVER_MAX",
-    "SOLVER_MEAN",
-    "START",
-    "THROUGHPUT",
-    "DescribedTensorBoardFormat",
-    "action_local_first_tag",
-    "action_page_tag",
-    "describe",
-    "eval_tag",
-    "guide_markdown",
-    "hparam_values",
-    "hyperparameter_markdown",
-    "layout",
-    "make_logger",
-    "node_tag",
-    "ratio_tags",
-    "reference_run",
-    "reward_tag",
-    "slot_tag",
-    "warm_start_markdown",
-    "write_custom_scalars",
-]
+__all__ = [*cards.__all__, *custom_scalars.__all__, *logger.__all__, *tags.__all__]
