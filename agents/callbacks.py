@@ -63,6 +63,31 @@ def _tensorboard_writer(logger: Any) -> Any:
     return None
 
 
+#: The per-node metrics (batch, nodes) by quantity (:data:`agents.tensorboard.NODE_QUANTITIES`;
+#: ``capacity_used_frac`` is computed).
+_NODE_FIELDS = {
+    "bandwidth_GBps": "node_bandwidth_gbps",
+    "latency_ns": "node_latency_ns",
+    "utilization_frac": "node_utilization",
+    "capacity_used_GiB": "node_capacity_used_gib",
+}
+#: The per-tenant-slot metrics (batch, slots) by quantity (:data:`agents.tensorboard.SLOT_QUANTITIES`).
+_SLOT_FIELDS = {
+    "norm_perf_vs_alone": "tenant_norm_perf",
+    "dram_access_frac": "tenant_dram_access_share",
+    "latency_ns": "tenant_latency_ns",
+    "dram_resident_GiB": "tenant_dram_resident_gib",
+}
+#: The per-instance metrics (batch,) logged as one mean each, and their tags.
+_SCALAR_FIELDS = {
+    "promote_rate_mbps": tb.ACTION_PROMOTE,
+    "promotion_mbps": tb.PROMOTION,
+    "demotion_mbps": tb.DEMOTION,
+    "total_throughput_gbps": tb.THROUGHPUT,
+    "solver_residual": tb.SOLVER_MEAN,
+}
+
+
 class EnvMetricsCallback(BaseCallback):
     """Aggregates the environment's batched info into the ``env/`` namespace, once per rollout.
 
@@ -94,6 +119,11 @@ class EnvMetricsCallback(BaseCallback):
         self.node_names = list(node_names)
         self.n_tenants = n_tenants
         self.reward = reward
+        #: the batch-wide metrics logged as one mean each, by their tag
+        self._scalar_tags = {
+            **_SCALAR_FIELDS,
+            **{f"reward_{t}": tb.reward_tag(t, reward) for t in tb.REWARD_TERMS},
+        }
         self._sums: dict[str, NDArray[np.float64]] = {}
         self._counts: dict[str, NDArray[np.float64]] = {}
         self._residual_max = -np.inf
@@ -114,21 +144,14 @@ class EnvMetricsCallback(BaseCallback):
         if m is None:
             return True
         n = m["total_throughput_gbps"].shape[0]
-        self._add("node_bw", m["node_bandwidth_gbps"].sum(0), n)
-        self._add("node_lat", m["node_latency_ns"].sum(0), n)
-        self._add("node_util", m["node_utilization"].sum(0), n)
-        used = m["node_capacity_used_gib"]
-        self._add("node_used", used.sum(0), n)
-        self._add("node_used_frac", (used / np.maximum(m["node_capacity_gib"], 1e-12)).sum(0), n)
+        for q, field in _NODE_FIELDS.items():
+            self._add(f"node/{q}", m[field].sum(0), n)
+        used = m["node_capacity_used_gib"] / np.maximum(m["node_capacity_gib"], 1e-12)
+        self._add("node/capacity_used_frac", used.sum(0), n)
         act = m["tenant_active"]
         n_act = act.sum(0)
-        for key, field in (
-            ("slot_perf", "tenant_norm_perf"),
-            ("slot_share", "tenant_dram_access_share"),
-            ("slot_lat", "tenant_latency_ns"),
-            ("slot_dram_gib", "tenant_dram_resident_gib"),
-        ):
-            self._add(key, np.where(act, m[field], 0.0).sum(0), n_act)
+        for q, field in _SLOT_FIELDS.items():
+            self._add(f"slot/{q}", np.where(act, m[field], 0.0).sum(0), n_act)
         self._add("all_perf", np.where(act, m["tenant_norm_perf"], 0.0).sum(), act.sum())
         w = m["interleave_weights"]  # (B, T, N) integers; all 0 = local-first
         wsum = w.sum(axis=2)
@@ -136,15 +159,9 @@ class EnvMetricsCallback(BaseCallback):
         frac = w / np.maximum(wsum, 1)[..., None]
         self._add("page_frac", np.where(inter[..., None], frac, 0.0).sum(0), inter.sum(0)[:, None])
         self._add("local_first", (act & (wsum == 0)).sum(0), n_act)
-        self._add("promote_limit", m["promote_rate_mbps"].sum(), n)
-        self._add("promotion", m["promotion_mbps"].sum(), n)
-        self._add("demotion", m["demotion_mbps"].sum(), n)
-        self._add("throughput", m["total_throughput_gbps"].sum(), n)
-        res = m["solver_residual"]
-        self._add("residual", res.sum(), n)
-        self._residual_max = max(self._residual_max, float(res.max()))
-        for term in tb.REWARD_TERMS:
-            self._add(f"reward_{term}", m[f"reward_{term}"].sum(), n)
+        for field in self._scalar_tags:
+            self._add(field, m[field].sum(), n)
+        self._residual_max = max(self._residual_max, float(m["solver_residual"].max()))
         # TierGymVecEnv's documented timers (VecEnvWrapper forwards attribute reads)
         timer = getattr(self.training_env, "env_seconds", None)
         if timer is not None:
@@ -162,22 +179,11 @@ class EnvMetricsCallback(BaseCallback):
 
     def _on_rollout_end(self) -> None:
         if self._sums:
-            for key, q in (
-                ("node_bw", "bandwidth_GBps"),
-                ("node_lat", "latency_ns"),
-                ("node_util", "utilization_frac"),
-                ("node_used", "capacity_used_GiB"),
-                ("node_used_frac", "capacity_used_frac"),
-            ):
-                for j, v in enumerate(self._mean(key)):
-                    self._log(tb.node_tag(self.node_names[j], q), v)
-            for key, q in (
-                ("slot_perf", "norm_perf_vs_alone"),
-                ("slot_share", "dram_access_frac"),
-                ("slot_lat", "latency_ns"),
-                ("slot_dram_gib", "dram_resident_GiB"),
-            ):
-                for t, v in enumerate(self._mean(key)):
+            for q in tb.NODE_QUANTITIES:
+                for node, v in zip(self.node_names, self._mean(f"node/{q}"), strict=True):
+                    self._log(tb.node_tag(node, q), v)
+            for q in tb.SLOT_QUANTITIES:
+                for t, v in enumerate(self._mean(f"slot/{q}")):
                     self._log(tb.slot_tag(t, q), v)
             self._log(tb.slot_tag("s", "norm_perf_vs_alone"), float(self._mean("all_perf")))
             page = self._mean("page_frac")
@@ -186,17 +192,9 @@ class EnvMetricsCallback(BaseCallback):
                     self._log(tb.action_page_tag(t, node), page[t, j])
             for t, v in enumerate(self._mean("local_first")):
                 self._log(tb.action_local_first_tag(t), v)
-            for key, tag in (
-                ("promote_limit", tb.ACTION_PROMOTE),
-                ("promotion", tb.PROMOTION),
-                ("demotion", tb.DEMOTION),
-                ("throughput", tb.THROUGHPUT),
-                ("residual", tb.SOLVER_MEAN),
-            ):
-                self._log(tag, float(self._mean(key)))
+            for field, tag in self._scalar_tags.items():
+                self._log(tag, float(self._mean(field)))
             self._log(tb.SOLVER_MAX, self._residual_max)
-            for term in tb.REWARD_TERMS:
-                self._log(tb.reward_tag(term, self.reward), float(self._mean(f"reward_{term}")))
         self._sums.clear()
         self._counts.clear()
         self._residual_max = -np.inf
@@ -280,7 +278,34 @@ class HeldOutEvaluation:
         return out
 
 
-class EvalAgainstReferences(BaseCallback):
+class _AtRolloutBoundaries(BaseCallback):
+    """Calls :meth:`_at_boundary` at every rollout start and at the end of training, where the
+    policy has trained on every step before ``num_timesteps`` (not when training stopped
+    mid-rollout: that rollout is not trained on)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._in_rollout = False
+
+    def _at_boundary(self) -> None:
+        raise NotImplementedError
+
+    def _on_rollout_start(self) -> None:
+        self._in_rollout = True
+        self._at_boundary()
+
+    def _on_rollout_end(self) -> None:
+        self._in_rollout = False
+
+    def _on_training_end(self) -> None:
+        if not self._in_rollout:
+            self._at_boundary()
+
+    def _on_step(self) -> bool:
+        return True
+
+
+class EvalAgainstReferences(_AtRolloutBoundaries):
     """Scores the current policy on held-out seeds at step 0 and on a grid of ``interval`` steps.
 
     ``evaluate(model)`` returns the learned policy's score, or one value per
@@ -336,7 +361,6 @@ class EvalAgainstReferences(BaseCallback):
         self.n_boot = n_boot
         self.confidence = confidence
         self._next = interval
-        self._in_rollout = False
         self.history: list[tuple[int, float]] = []
         self.seconds = 0.0
         means = {
@@ -421,27 +445,13 @@ class EvalAgainstReferences(BaseCallback):
             for k, mean in self._ref_means.items():
                 fmt.write_run(tb.reference_run(k), {tb.EVAL: mean}, self.num_timesteps)
 
-    def _maybe_record(self) -> None:
+    def _at_boundary(self) -> None:
         if self.interval > 0 and self.num_timesteps >= self._next:
             self._next = _next_on_grid(self.num_timesteps, self.interval)
             self._record()
 
-    def _on_rollout_start(self) -> None:
-        self._in_rollout = True
-        self._maybe_record()
 
-    def _on_rollout_end(self) -> None:
-        self._in_rollout = False
-
-    def _on_training_end(self) -> None:
-        if not self._in_rollout:  # not when stopped mid-rollout: that step is not trained on
-            self._maybe_record()
-
-    def _on_step(self) -> bool:
-        return True
-
-
-class LogUpdateAtItsStep(BaseCallback):
+class LogUpdateAtItsStep(_AtRolloutBoundaries):
     """Writes what an on-policy update logged (``train/``) at the step it trained on.
 
     stable-baselines3 dumps its logs after a rollout and before the update, so
@@ -452,31 +462,13 @@ class LogUpdateAtItsStep(BaseCallback):
     checkpoint's step is then written before the checkpoint is.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._in_rollout = False
-
-    def _dump(self) -> None:
+    def _at_boundary(self) -> None:
         if self.logger.name_to_value:
             with warnings.catch_warnings():
                 # the update's values may all be TensorBoard-only (excluded from stdout):
                 # then SB3's stdout table has nothing to print and warns; nothing is lost
                 warnings.filterwarnings("ignore", "Tried to write empty key-value dict")
                 self.logger.dump(self.num_timesteps)
-
-    def _on_rollout_start(self) -> None:
-        self._in_rollout = True
-        self._dump()
-
-    def _on_rollout_end(self) -> None:
-        self._in_rollout = False
-
-    def _on_training_end(self) -> None:
-        if not self._in_rollout:
-            self._dump()
-
-    def _on_step(self) -> bool:
-        return True
 
 
 class TensorBoardRunCard(BaseCallback):

@@ -66,15 +66,9 @@ def static_weight_grid(
         if w.any():
             rows.append(w)
     rows.append(auto_interleave_weights(np.asarray(bandwidth_gbps, dtype=float), weightiness))
-    out: list[NDArray[np.int64]] = []
-    seen: set[tuple[int, ...]] = set()
-    for w in rows:
-        r = gcd_reduce(w)
-        key = tuple(int(v) for v in r)
-        if key not in seen:
-            seen.add(key)
-            out.append(r)
-    return np.stack(out)
+    grid = np.stack([gcd_reduce(w) for w in rows])
+    _, first = np.unique(grid, axis=0, return_index=True)
+    return grid[np.sort(first)]
 
 
 def default_cache_dir() -> Path:

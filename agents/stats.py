@@ -313,12 +313,7 @@ def summarize(
     """
     arr = _as_finite_1d(values, name="values")
     groups = _group_by_strata(arr, strata)
-    kw: dict[str, Any] = {
-        "n_boot": n_boot,
-        "confidence": confidence,
-        "seed": seed,
-        "method": method,
-    }
+    kw: dict[str, Any] = dict(n_boot=n_boot, confidence=confidence, seed=seed, method=method)
     return {
         "mean": float(np.mean(arr)),
         "mean_ci": stratified_bootstrap_ci(groups, np.mean, **kw),
@@ -439,6 +434,12 @@ def geometric_mean(x: ArrayLike) -> float:
     return float(scipy.stats.gmean(arr))
 
 
+def _geomean_of_means(strata: Sequence[NDArray[np.float64]]) -> Any:
+    """The geometric mean over strata of each stratum's mean (along the last axis)."""
+    logs = [np.log(np.mean(x, axis=-1)) for x in strata]
+    return np.exp(np.mean(np.stack(logs, axis=-1), axis=-1))
+
+
 def geomean_ratio(
     ratios_by_stratum: Mapping[Any, ArrayLike] | Sequence[ArrayLike],
     n_boot: int = 2000,
@@ -466,13 +467,9 @@ def geomean_ratio(
         # a replicate could then have a negative mean ratio, and no geometric mean
         raise ValueError("ratios must be non-negative for an interval on the geometric mean")
 
-    def stat(xs: list[NDArray[np.float64]]) -> Any:
-        logs = [np.log(np.mean(x, axis=-1)) for x in xs]
-        return np.exp(np.mean(np.stack(logs, axis=-1), axis=-1))
-
     with np.errstate(divide="ignore"):  # a replicate of a stratum's zeros gives log(0)
-        point = float(stat(strata))
-        low, high = bootstrap_ci(strata, stat, n_boot, confidence, seed, method)
+        point = float(_geomean_of_means(strata))
+        low, high = bootstrap_ci(strata, _geomean_of_means, n_boot, confidence, seed, method)
     return {
         "geomean": point,
         "ci": (low, high),
@@ -521,21 +518,18 @@ def headroom_share(
     if any(np.any(a <= 0) for a in (*pol, *up)):
         raise ValueError("headroom_share: ratios must be positive")
 
-    def g(arrs: list[NDArray[np.float64]]) -> Any:
-        return np.exp(np.mean(np.stack([np.log(np.mean(a, axis=-1)) for a in arrs], -1), -1))
-
-    headroom = float(g(up)) - 1.0
+    headroom = float(_geomean_of_means(up)) - 1.0
     n = int(sum(a.size for a in pol))
     if headroom < MIN_HEADROOM:
         return {"share": None, "ci": None, "headroom": headroom, "n": n, "n_strata": len(pol)}
-    share = (float(g(pol)) - 1.0) / headroom
+    share = (float(_geomean_of_means(pol)) - 1.0) / headroom
     # resample episode indices, so a policy's episode and the planner's stay paired
     idx = [np.arange(a.size, dtype=np.float64) for a in pol]
 
     def stat(ix: list[NDArray[np.float64]]) -> Any:
         take = [i.astype(np.int64) for i in ix]
-        gp = g([a[t] for a, t in zip(pol, take, strict=True)])
-        gu = g([a[t] for a, t in zip(up, take, strict=True)])
+        gp = _geomean_of_means([a[t] for a, t in zip(pol, take, strict=True)])
+        gu = _geomean_of_means([a[t] for a, t in zip(up, take, strict=True)])
         return (gp - 1.0) / (gu - 1.0)
 
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -28,26 +28,22 @@ from __future__ import annotations
 
 from agents.config.imitation import ImitationSettings, PlanSearch
 
-from .bc import fit_targets
-from .checkpoint import CheckpointError
-from .dagger import warm_start
-from .dataset import EpisodeTargets, Labelled, label_episodes, policy_observations
-from .experts import LabelFollower, Plans, ShareTargets, plan_actions
-from .objective import check_objective
+# each module's ``__all__`` is its public names, re-exported here as they are
+from . import bc, checkpoint, dagger, dataset, experts, objective
+from .bc import *  # noqa: F403
+from .checkpoint import *  # noqa: F403
+from .dagger import *  # noqa: F403
+from .dataset import *  # noqa: F403
+from .experts import *  # noqa: F403
+from .objective import *  # noqa: F403
 
 __all__ = [
-    "CheckpointError",
-    "EpisodeTargets",
     "ImitationSettings",
-    "LabelFollower",
-    "Labelled",
     "PlanSearch",
-    "Plans",
-    "ShareTargets",
-    "check_objective",
-    "fit_targets",
-    "label_episodes",
-    "plan_actions",
-    "policy_observations",
-    "warm_start",
+    *bc.__all__,
+    *checkpoint.__all__,
+    *dagger.__all__,
+    *dataset.__all__,
+    *experts.__all__,
+    *objective.__all__,
 ]

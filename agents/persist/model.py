@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import operator
 import zipfile
 from collections import deque
 from collections.abc import Mapping
@@ -160,7 +161,7 @@ def write_model(path: Path, model: Any, meta: Mapping[str, Any], num_timesteps: 
     names, variables = model._get_torch_save_params()
     tensors = {
         "params": model.get_parameters(),
-        "variables": {n: _getattr_path(model, n).detach().cpu() for n in variables},
+        "variables": {n: operator.attrgetter(n)(model).detach().cpu() for n in variables},
     }
     doc = {
         "format": FORMAT,
@@ -186,12 +187,6 @@ def write_model(path: Path, model: Any, meta: Mapping[str, Any], num_timesteps: 
             zf.writestr(WEIGHTS_NAME, buf.getvalue())
 
     atomic_write(path, write)
-
-
-def _getattr_path(obj: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def archive_kind(path: Path) -> str:
@@ -324,7 +319,7 @@ def restore_model_state(
     try:
         model.set_parameters(params, exact_match=True, device="cpu")
         for name, value in variables.items():
-            target = _getattr_path(model, name)
+            target = operator.attrgetter(name)(model)
             if target.shape != value.shape:
                 raise ValueError(
                     f"{name}: shape {tuple(value.shape)}, expected {tuple(target.shape)}"

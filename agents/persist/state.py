@@ -22,6 +22,9 @@ from agents.persist.files import (
     atomic_write_text,
 )
 
+#: VecNormalize's numeric settings, saved and restored as they are.
+_NORM_SETTINGS = ("clip_obs", "clip_reward", "gamma", "epsilon")
+
 
 def save_vecnormalize(path: Path, norm: Any) -> None:
     """VecNormalize's statistics and settings as ``vecnormalize.npz``."""
@@ -30,10 +33,7 @@ def save_vecnormalize(path: Path, norm: Any) -> None:
         "ret_var": np.asarray(norm.ret_rms.var, dtype=np.float64),
         "ret_count": np.asarray(norm.ret_rms.count, dtype=np.float64),
         "returns": np.asarray(norm.returns, dtype=np.float64),
-        "clip_obs": np.asarray(norm.clip_obs, dtype=np.float64),
-        "clip_reward": np.asarray(norm.clip_reward, dtype=np.float64),
-        "gamma": np.asarray(norm.gamma, dtype=np.float64),
-        "epsilon": np.asarray(norm.epsilon, dtype=np.float64),
+        **{k: np.asarray(getattr(norm, k), dtype=np.float64) for k in _NORM_SETTINGS},
         "norm_obs": np.asarray(bool(norm.norm_obs)),
         "norm_reward": np.asarray(bool(norm.norm_reward)),
     }
@@ -93,10 +93,8 @@ def load_vecnormalize(path: Path, norm: Any) -> None:
         norm.obs_rms.mean = _array(z, "obs_mean", shape, p, what)
         norm.obs_rms.var = _array(z, "obs_var", shape, p, what)
         norm.obs_rms.count = _scalar(z, "obs_count", p, what)
-    norm.clip_obs = _scalar(z, "clip_obs", p, what)
-    norm.clip_reward = _scalar(z, "clip_reward", p, what)
-    norm.gamma = _scalar(z, "gamma", p, what)
-    norm.epsilon = _scalar(z, "epsilon", p, what)
+    for key in _NORM_SETTINGS:
+        setattr(norm, key, _scalar(z, key, p, what))
     if norm.ret_rms.count < 0 or not 0 < norm.gamma <= 1 or norm.epsilon <= 0:
         raise ModelFileError(f"{what} file {_q(p)}: count, gamma or epsilon out of range")
 

@@ -313,12 +313,7 @@ def summarize_records(
     names = metric_names(recs)
     scenarios = _sorted_unique(str(r["scenario"]) for r in recs)
     policies = _policy_order(recs, reference)
-    boot: dict[str, Any] = {
-        "n_boot": n_boot,
-        "confidence": confidence,
-        "seed": seed,
-        "method": method,
-    }
+    boot: dict[str, Any] = dict(n_boot=n_boot, confidence=confidence, seed=seed, method=method)
     groups = _group_records(recs, scenarios)
     per_scenario: dict[str, dict[str, Any]] = {}
     pair_ratios: dict[str, dict[str, np.ndarray]] = {p: {} for p in policies}

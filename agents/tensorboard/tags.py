@@ -48,7 +48,6 @@ __all__ = [
     "action_local_first_tag",
     "action_page_tag",
     "describe",
-    "eval_tag",
     "node_tag",
     "ratio_tags",
     "reference_run",
@@ -134,15 +133,6 @@ def reward_tag(term: str, trained: str | None) -> str:
     """
     mark = trained is not None and trained.replace("-", "_") == term
     return f"env/reward/{term}" + (" (trained)" if mark else "")
-
-
-def eval_tag(policy: str) -> str:
-    """The tag of ``policy``'s mean :data:`METRIC` on the held-out episodes: :data:`EVAL`
-    whichever the policy (what tells the policies apart is the run folder the value is
-    written in: the run's own for the learned policy, :func:`reference_run` for a
-    reference)."""
-    del policy  # one tag for every policy
-    return EVAL
 
 
 def reference_run(reference: str) -> str:

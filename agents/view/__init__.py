@@ -28,41 +28,29 @@ from agents.config.view import (
     residual_base_mask,
     view_settings,
 )
-from agents.view.interface import (
-    AgentInterface,
-    agent_layout,
-    agent_spaces,
-    make_interface,
-    privileged_width,
-)
-from agents.view.padding import NODE_DESCRIPTORS, PaddedLayout, padded_sizes
-from agents.view.policy import LearnedPolicy, PolicyError
-from agents.view.vec_env import AgentVecEnv, ConcatVecEnv, make_training_vec_env
+
+# each module's ``__all__`` is its public names, re-exported here as they are
+from agents.view import interface, padding, policy, vec_env
+from agents.view.interface import *  # noqa: F403
+from agents.view.padding import *  # noqa: F403
+from agents.view.policy import *  # noqa: F403
+from agents.view.vec_env import *  # noqa: F403
 from baselines.placement import SHARE_TOP, dram_share
 
 __all__ = [
     "DEFAULT_RESIDUAL_SCALE",
     "MIXINGS",
-    "NODE_DESCRIPTORS",
     "RESIDUAL_CODECS",
     "RESIDUAL_KEYS",
     "SHARE_TOP",
-    "AgentInterface",
-    "AgentVecEnv",
-    "ConcatVecEnv",
-    "LearnedPolicy",
-    "PaddedLayout",
-    "PolicyError",
     "ViewConfig",
-    "agent_layout",
-    "agent_spaces",
     "base_names",
     "dram_share",
     "environment_config",
-    "make_interface",
-    "make_training_vec_env",
-    "padded_sizes",
-    "privileged_width",
     "residual_base_mask",
     "view_settings",
+    *interface.__all__,
+    *padding.__all__,
+    *policy.__all__,
+    *vec_env.__all__,
 ]
