@@ -401,20 +401,15 @@ class EvalAgainstReferences(_AtRolloutBoundaries):
         # env/ means, say) stays for stable-baselines3's own dump, so no tag gets two
         # points at one step
         log = self.logger
-        pending = (
-            dict(log.name_to_value),
-            dict(log.name_to_count),
-            dict(log.name_to_excluded),
-        )
-        log.name_to_value.clear()
-        log.name_to_count.clear()
-        log.name_to_excluded.clear()
+        held = (log.name_to_value, log.name_to_count, log.name_to_excluded)
+        pending = [dict(d) for d in held]
+        for d in held:
+            d.clear()
         try:
             self._evaluate_and_dump()
         finally:
-            log.name_to_value.update(pending[0])
-            log.name_to_count.update(pending[1])
-            log.name_to_excluded.update(pending[2])
+            for d, saved in zip(held, pending, strict=True):
+                d.update(saved)
 
     def _evaluate_and_dump(self) -> None:
         t0 = time.perf_counter()

@@ -16,7 +16,6 @@ the output folder is checked, before the first episode.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -28,7 +27,7 @@ from agents import report
 from agents.config import TrainingError
 from agents.report import METRICS
 from agents.rollout import make_params, rollout
-from agents.runs import load_trained, trained_on
+from agents.runs import check_folder, load_trained, trained_on
 from agents.view import LearnedPolicy, PolicyError, environment_config, view_settings
 from baselines import catalogue, make_policy
 from envs.config import default
@@ -260,21 +259,10 @@ def mean_score(records: Sequence[Mapping[str, Any]], metric: str = "geomean_perf
 
 def check_output_dir(output: str | Path, what: str = "output folder") -> Path:
     """A folder results can be written to (existing, or creatable); nothing is created."""
-    out = Path(output)
-    for p in [out, *out.parents]:
-        if p.exists() and not p.is_dir():
-            where = "is an existing file" if p == out else f"is inside {str(p)!r}, a file"
-            raise ValueError(f"{what} {str(out)!r} {where}; expected a folder")
-    if out.is_dir():
-        if not os.access(out, os.W_OK | os.X_OK):
-            raise ValueError(f"{what} {str(out)!r} is not writable")
-        for name in RESULT_FILES:
-            if (out / name).exists() and not (out / name).is_file():
-                raise ValueError(f"{what} {str(out)!r}: {name} exists and is not a file")
-        return out
-    parent = next(p for p in out.parents if p.exists())
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"{what} {str(out)!r}: cannot create it, {str(parent)!r} is not writable")
+    out = check_folder(Path(output), what)
+    for name in RESULT_FILES:
+        if (out / name).exists() and not (out / name).is_file():
+            raise ValueError(f"{what} {str(out)!r}: {name} exists and is not a file")
     return out
 
 

@@ -45,6 +45,7 @@ from agents.config.load import read_text, yaml_mapping
 from agents.models import read_model_file, save_model
 
 __all__ = [
+    "check_folder",
     "checkpoint_steps",
     "checkpoints",
     "latest_checkpoint",
@@ -60,44 +61,38 @@ __all__ = [
 ]
 
 
-def _first_file_ancestor(path: Path) -> Path | None:
+def check_folder(path: Path, what: str) -> Path:
+    """A folder to write into, existing and writable or creatable (no file in the way, a
+    writable parent); nothing is created. The error names ``what`` (a flag) and the path."""
     for p in [path, *path.parents]:
         if p.exists() and not p.is_dir():
-            return p
-    return None
-
-
-def check_new_dir(path: Path, flag: str, must_be_empty: bool = True) -> None:
-    """A folder that can be created (or is empty): no file in the way, a writable parent."""
-    blocker = _first_file_ancestor(path)
-    if blocker is not None:
-        what = "is an existing file" if blocker == path else f"is inside {str(blocker)!r}, a file"
-        raise TrainingError(f"{flag} {str(path)!r}: {what}; expected a folder")
+            where = "is an existing file" if p == path else f"is inside {str(p)!r}, a file"
+            raise TrainingError(f"{what} {str(path)!r} {where}; expected a folder")
     if path.is_dir():
-        if must_be_empty and any(path.iterdir()):
-            raise TrainingError(
-                f"run folder {str(path)!r} already exists and is not empty; use --resume {path} "
-                "or another --run-dir"
-            )
-        if not os.access(path, os.W_OK):
-            raise TrainingError(f"{flag} {str(path)!r}: the folder is not writable")
-        return
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise TrainingError(f"{what} {str(path)!r} is not writable")
+        return path
     parent = next(p for p in path.parents if p.exists())
     if not os.access(parent, os.W_OK | os.X_OK):
         raise TrainingError(
-            f"{flag} {str(path)!r}: cannot create it, {str(parent)!r} is not writable"
+            f"{what} {str(path)!r}: cannot create it, {str(parent)!r} is not writable"
         )
+    return path
 
 
 def run_dir_path(root: Path, scenario: str, recipe: str, seed: int, run_dir: Path | None) -> Path:
     """The run folder a new run would use, checked but not created."""
     if run_dir is None:
-        check_new_dir(root, "--runs-root", must_be_empty=False)
+        check_folder(root, "--runs-root")
         name = Path(scenario).stem if scenario.endswith((".yaml", ".yml")) else scenario
         stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)
         run_dir = root / f"{stem}__{recipe}__{seed}__{time.strftime('%Y%m%d-%H%M%S')}"
-    check_new_dir(run_dir, "--run-dir")
-    return run_dir
+    if run_dir.is_dir() and any(run_dir.iterdir()):
+        raise TrainingError(
+            f"run folder {str(run_dir)!r} already exists and is not empty; use --resume "
+            f"{run_dir} or another --run-dir"
+        )
+    return check_folder(run_dir, "--run-dir")
 
 
 def write_config(run_dir: Path, cfg: RunConfig, argv: list[str], append: bool = False) -> None:

@@ -10,7 +10,7 @@ by their geometric-mean ratio to the reference).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agents.report.generalisation import BELOW_TOLERANCE
@@ -32,12 +32,14 @@ def _fmt(x: float, digits: int) -> str:
     return f"{x:.{digits}f}"
 
 
+def _row(first: str, cells: Sequence[str]) -> str:
+    """A table row: ``first``, then ``cells``."""
+    return f"| {first} | " + " | ".join(cells) + " |"
+
+
 def _header(first: str, policies: list[str]) -> list[str]:
     """A table's header and separator lines: ``first``, then one column per policy."""
-    return [
-        f"| {first} | " + " | ".join(_md_escape(p) for p in policies) + " |",
-        "|" + "---|" * (len(policies) + 1),
-    ]
+    return [_row(first, [_md_escape(p) for p in policies]), "|" + "---|" * (len(policies) + 1)]
 
 
 def _metric_cell(entry: Mapping[str, Any] | None, metric: str, stat: str, digits: int) -> str:
@@ -75,18 +77,12 @@ def markdown_table(
     for scen in summary["scenarios"]:
         row = summary["per_scenario"][scen]
         cells = [_metric_cell(row.get(pol), metric, stat, digits) for pol in policies]
-        lines.append(f"| {_md_escape(scen)} | " + " | ".join(cells) + " |")
+        lines.append(_row(_md_escape(scen), cells))
     ref = summary.get("reference")
     if ref is not None:
-        cells = []
-        for pol in policies:
-            geo = summary["per_policy"][pol]["geomean_ratio"]
-            cells.append("-" if geo is None else _fmt(geo, digits))
-        lines.append(
-            f"| geomean ratio to {_md_escape(ref)} ({summary['metric']}) | "
-            + " | ".join(cells)
-            + " |"
-        )
+        geos = [summary["per_policy"][pol]["geomean_ratio"] for pol in policies]
+        cells = ["-" if geo is None else _fmt(geo, digits) for geo in geos]
+        lines.append(_row(f"geomean ratio to {_md_escape(ref)} ({summary['metric']})", cells))
     text = "\n".join(lines) + "\n"
     if summary.get("headroom"):
         text += "\n" + headroom_markdown(summary, digits=digits)
@@ -123,9 +119,9 @@ def headroom_markdown(summary: Mapping[str, Any], digits: int = 3) -> str:
         h = entry["headroom"]
         label = f"{scen} (headroom {'-' if h is None else f'{h:+.1%}'})"
         cells = [_share_text(entry["policies"].get(p), digits) for p in policies]
-        lines.append(f"| {_md_escape(label)} | " + " | ".join(cells) + " |")
+        lines.append(_row(_md_escape(label), cells))
     cells = [_share_text(head["per_policy"].get(p), digits) for p in policies]
-    lines.append("| across scenarios with headroom | " + " | ".join(cells) + " |")
+    lines.append(_row("across scenarios with headroom", cells))
     return "\n".join(lines) + "\n"
 
 
