@@ -93,7 +93,7 @@ class RunOptions(_Strict):
         None,
         description="comma-separated policies the held-out evaluations and the final "
         "comparison score beside the learned policy (default: every deployable heuristic "
-        "of the catalogue, baselines/catalogue.py)",
+        "and selector of the catalogue, baselines/catalogue.py)",
     )
     resume: Path | None = Field(
         None, description="continue the run in this folder from where it stopped"
@@ -115,10 +115,11 @@ class RunOptions(_Strict):
         return v
 
     def reference_names(self) -> list[str]:
-        """The references of the run: ``--references``, else every deployable heuristic."""
+        """The references of the run: ``--references``, else every deployable heuristic and
+        the selectors among them (``adaptive``)."""
         if self.references is not None:
             return self.references.split(",")
-        return catalogue.names(kind="heuristic", deployable=True)
+        return [*catalogue.names(kind="heuristic", deployable=True), *catalogue.names("selector")]
 
     def task(self) -> Task:
         return Task(
