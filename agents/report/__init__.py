@@ -55,6 +55,7 @@ from .summary import (
     HEADROOM_LOWER,
     HEADROOM_METRIC,
     HEADROOM_UPPER,
+    HEADROOM_UPPERS,
     headroom_summary,
     summarize_records,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "HEADROOM_LOWER",
     "HEADROOM_METRIC",
     "HEADROOM_UPPER",
+    "HEADROOM_UPPERS",
     "LOWER_IS_BETTER",
     "METRICS",
     "TENANT_METRICS",
