@@ -67,6 +67,22 @@ def test_run_references_default_to_every_deployable_heuristic() -> None:
         check(RunOptions, {"references": "tpp,tp"}, "the command line")
 
 
+def test_a_host_view_recipe_runs_global_weights_against_host_policies() -> None:
+    """A recipe's env.weights is the task's unless --weights is given; a run on the host
+    view is compared by default with the policies a host can run."""
+    from agents.config.load import resolve
+
+    host = ["env.weights=global", "env.observation=host"]
+    cfg = resolve(check(RunOptions, {"recipe": "ppo", "set": host}, "the command line"))
+    assert cfg.task.weights == "global" and cfg.env["weights"] == "global"
+    assert "weights" not in cfg.recipe.env.given()  # recorded once, in the task
+    assert cfg.references == catalogue.names(host=True) and "caption" not in cfg.references
+    flag = {"recipe": "ppo", "weights": "per-tenant", "set": host}
+    assert resolve(check(RunOptions, flag, "the command line")).task.weights == "per-tenant"
+    plain = resolve(check(RunOptions, {"recipe": "ppo"}, "the command line"))
+    assert plain.task.weights == "per-tenant" and "adaptive" in plain.references
+
+
 def test_load_policy_names_and_labels() -> None:
     policy, kw = load_policy("best=best-heuristic-per-episode")
     assert policy.name == "best" and kw == {}
