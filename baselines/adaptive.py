@@ -49,6 +49,13 @@ How (per instance of the batch, all state arrays with the batch axis first):
   measured from another candidate's placement. A step with no running tenant changes
   nothing.
 
+What it cannot do: a candidate acts through the weights of new pages and through
+migration; the pages a tenant placed while another candidate was in force stay where they
+were put until migration moves them. Where a tenant places its whole footprint in its first
+interval (``mlc-bandwidth``, ``fallback-hotspot-prefix``) every later trial measures the same
+placement, the trials tie and the first incumbent (``dram-first``, Linux's default before
+anything is measured) is kept: it scores what that first candidate scores there.
+
 Constants: ARMS (Yadalam et al., "ARMS: Adaptive and Robust Memory Tiering System",
 arXiv 2508.04417, 2025) tunes hot/cold thresholds from short- and long-term moving
 averages and a cost/benefit rule; it is not a selector of heuristics and gives no
@@ -57,10 +64,10 @@ and ``ewma_alpha`` are this module's choices. ``trial_steps``, ``settle_steps`` 
 ``min_gain`` were chosen on the ``val`` split of the generator's ``gen-*`` families and
 ``mixed-2s``/``mixed-4cxl`` (8 episodes each; never the shipped scenarios or a ``test``
 split), among one-, two- and four-interval trials (two and four with half unscored) and
-gains 0 and 1%: geometric-mean ratio to ``dram-first`` 1.062 (1, 0, 0), 1.054 (1, 0, 1%),
-1.053 (2, 1, 0), 1.046 (2, 1, 1%), 1.027 (4, 2, 1%); shorter rounds pay because a tenant's first pages
-stay where the candidate in force put them (docs/experiments/2026-12-06-adaptive.md).
-``change_threshold`` 0.05 and 0.1 scored the same there.
+gains 0 and 1%: geometric-mean ratio to ``dram-first`` 1.061 (1, 0, 0), 1.053 (1, 0, 1%),
+1.053 (2, 1, 0), 1.047 (2, 1, 1%), 1.026 (4, 2, 1%); shorter rounds pay because a tenant's
+first pages stay where the candidate in force put them (docs/experiments/2026-12-06-adaptive.md).
+``change_threshold`` 0.05 scored 1.060 there, the ``throughput`` signal 1.058.
 
 Kernel: :data:`~baselines.policies.STATIC_KERNEL` (the environment's default), modes
 over it. Reads info: every candidate's keys, ``tenant_active`` and the signal's key.
