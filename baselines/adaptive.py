@@ -11,8 +11,8 @@ catalogue's sense (as ``caption``, which reads the same signal).
 How (per instance of the batch, all state arrays with the batch axis first):
 
 - **Candidates**: by default the catalogue's deployable heuristics
-  (``catalogue.names(kind="heuristic", deployable=True)``, this selector itself left
-  out) whose kernel configuration is a tiering mode of the environment
+  (``catalogue.names(kind="heuristic", deployable=True)``; the selector's own kind is
+  ``selector``) whose kernel configuration is a tiering mode of the environment
   (:data:`envs.spaces.TIERING_MODES`: ``tpp`` and ``colloid`` run ``tpp``, ``memcg-fair``
   its mode, ``damon-tiering`` ``damon``, the rest ``default``); the selector's
   ``tiering_modes`` are all of them, so evaluation builds its environment with the mode
@@ -97,7 +97,8 @@ SIGNALS: dict[str, str] = {"norm-perf": "tenant_norm_perf", "throughput": "tenan
 
 
 def default_candidates() -> list[str]:
-    """The catalogue's deployable heuristics, less any selector of this module (itself)."""
+    """The catalogue's deployable single heuristics (kind ``heuristic``: not ``adaptive``,
+    whose kind is ``selector``), less any policy of this module should one be listed so."""
     return [
         n
         for n in catalogue.names(kind="heuristic", deployable=True)
