@@ -11,8 +11,8 @@ catalogue's sense (as ``caption``, which reads the same signal).
 How (per instance of the batch, all state arrays with the batch axis first):
 
 - **Candidates**: by default the catalogue's deployable heuristics
-  (``catalogue.names(kind="heuristic", deployable=True)``, this selector itself left
-  out) whose kernel configuration is a tiering mode of the environment
+  (``catalogue.names(kind="heuristic", deployable=True)``; the selector's own kind is
+  ``selector``) whose kernel configuration is a tiering mode of the environment
   (:data:`envs.spaces.TIERING_MODES`: ``tpp`` and ``colloid`` run ``tpp``, ``memcg-fair``
   its mode, ``damon-tiering`` ``damon``, the rest ``default``); the selector's
   ``tiering_modes`` are all of them, so evaluation builds its environment with the mode
@@ -49,6 +49,13 @@ How (per instance of the batch, all state arrays with the batch axis first):
   measured from another candidate's placement. A step with no running tenant changes
   nothing.
 
+What it cannot do: a candidate acts through the weights of new pages and through
+migration; the pages a tenant placed while another candidate was in force stay where they
+were put until migration moves them. Where a tenant places its whole footprint in its first
+interval (``mlc-bandwidth``, ``fallback-hotspot-prefix``) every later trial measures the same
+placement, the trials tie and the first incumbent (``dram-first``, Linux's default before
+anything is measured) is kept: it scores what that first candidate scores there.
+
 Constants: ARMS (Yadalam et al., "ARMS: Adaptive and Robust Memory Tiering System",
 arXiv 2508.04417, 2025) tunes hot/cold thresholds from short- and long-term moving
 averages and a cost/benefit rule; it is not a selector of heuristics and gives no
@@ -57,10 +64,10 @@ and ``ewma_alpha`` are this module's choices. ``trial_steps``, ``settle_steps`` 
 ``min_gain`` were chosen on the ``val`` split of the generator's ``gen-*`` families and
 ``mixed-2s``/``mixed-4cxl`` (8 episodes each; never the shipped scenarios or a ``test``
 split), among one-, two- and four-interval trials (two and four with half unscored) and
-gains 0 and 1%: geometric-mean ratio to ``dram-first`` 1.062 (1, 0, 0), 1.054 (1, 0, 1%),
-1.053 (2, 1, 0), 1.046 (2, 1, 1%), 1.027 (4, 2, 1%); shorter rounds pay because a tenant's first pages
-stay where the candidate in force put them (docs/experiments/2026-12-06-adaptive.md).
-``change_threshold`` 0.05 and 0.1 scored the same there.
+gains 0 and 1%: geometric-mean ratio to ``dram-first`` 1.061 (1, 0, 0), 1.053 (1, 0, 1%),
+1.053 (2, 1, 0), 1.047 (2, 1, 1%), 1.026 (4, 2, 1%); shorter rounds pay because a tenant's
+first pages stay where the candidate in force put them (docs/experiments/2026-12-06-adaptive.md).
+``change_threshold`` 0.05 scored 1.060 there, the ``throughput`` signal 1.058.
 
 Kernel: :data:`~baselines.policies.STATIC_KERNEL` (the environment's default), modes
 over it. Reads info: every candidate's keys, ``tenant_active`` and the signal's key.
@@ -90,7 +97,8 @@ SIGNALS: dict[str, str] = {"norm-perf": "tenant_norm_perf", "throughput": "tenan
 
 
 def default_candidates() -> list[str]:
-    """The catalogue's deployable heuristics, less any selector of this module (itself)."""
+    """The catalogue's deployable single heuristics (kind ``heuristic``: not ``adaptive``,
+    whose kind is ``selector``), less any policy of this module should one be listed so."""
     return [
         n
         for n in catalogue.names(kind="heuristic", deployable=True)

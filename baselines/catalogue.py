@@ -35,11 +35,13 @@ __all__ = [
 ]
 
 #: What a policy is: a kernel-style ``heuristic`` (deployable, with its published source),
-#: a ``lower-bound`` (random actions), an ``upper-bound`` (it knows what no kernel can:
-#: the episode's future, or every policy's result in hindsight), or ``learned`` (a trained
-#: run folder; never a catalogue name).
-Kind = Literal["heuristic", "lower-bound", "upper-bound", "learned"]
-KINDS: tuple[str, ...] = ("heuristic", "lower-bound", "upper-bound", "learned")
+#: a ``selector`` (deployable: it picks among the heuristics online from what it measures,
+#: never a single heuristic itself), a ``lower-bound`` (random actions), an ``upper-bound``
+#: (it knows what no kernel can: the episode's future, every policy's result in hindsight,
+#: or the simulated machine's exact state), or ``learned`` (a trained run folder; never a
+#: catalogue name).
+Kind = Literal["heuristic", "selector", "lower-bound", "upper-bound", "learned"]
+KINDS: tuple[str, ...] = ("heuristic", "selector", "lower-bound", "upper-bound", "learned")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,8 +82,10 @@ class PolicyEntry:
     #: an upper bound in ``train.py``'s closing table (cheap enough to run after training)
     closing: bool = False
     #: how an upper bound knows more than a kernel: ``clairvoyant`` (it replays the episode
-    #: from its seed) or ``hindsight`` (it picks among finished episodes' results)
-    bound: Literal["clairvoyant", "hindsight"] | None = None
+    #: from its seed), ``hindsight`` (it picks among finished episodes' results) or ``model``
+    #: (it searches on the calibrated model from the exact present state of the simulated
+    #: machine, with the tenants running now: causal, but no host exposes that state)
+    bound: Literal["clairvoyant", "hindsight", "model"] | None = None
     #: how it runs on a real host (``deploy.py``), or why it cannot
     host: HostRole = HostRole(refused="not declared for a host")
 
@@ -228,6 +232,20 @@ CATALOGUE: list[PolicyEntry] = [
         ),
     ),
     PolicyEntry(
+        "adaptive",
+        "selector",
+        "baselines.adaptive:Adaptive",
+        "online selector of the deployable heuristics (ARMS-like): each tried for an interval "
+        "against the one in force, the best measured kept, re-tested on an arrival, a "
+        "departure or a drift of its measured performance",
+        deployable=True,
+        host=HostRole(
+            refused="it switches among the simulated heuristics per interval, memcg-fair and "
+            "caption among them (not host-runnable), and scores them on the tenants' "
+            "normalised performance (tenant_norm_perf), which the kernel does not expose"
+        ),
+    ),
+    PolicyEntry(
         "static-best",
         "upper-bound",
         "agents.static_best:StaticBest",
@@ -264,6 +282,20 @@ CATALOGUE: list[PolicyEntry] = [
         bound="clairvoyant",
         host=HostRole(
             refused="it is clairvoyant (it replays each simulated episode from its seed)"
+        ),
+    ),
+    PolicyEntry(
+        "mpc",
+        "upper-bound",
+        "baselines.mpc:MPC",
+        "the planner's search over a receding horizon from the present model state, with "
+        "only the tenants running now (causal model-predictive control)",
+        deployable=False,
+        closing=True,
+        bound="model",
+        host=HostRole(
+            refused="it searches on the simulated machine's state (every page bucket's "
+            "placement), which a host does not expose"
         ),
     ),
 ]

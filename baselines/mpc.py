@@ -2,7 +2,8 @@
 
 Where the clairvoyant ``planner`` (:mod:`baselines.planner`) replays each whole episode
 from its seed and so knows every arrival, phase change and departure, ``mpc`` decides
-from the present alone. Every ``every`` intervals it takes the present state of each
+from the present alone. Every ``every`` intervals (and at an interval where a tenant
+arrives or leaves, with ``on_change``) it takes the present state of each
 instance (the page placement per hotness bucket and node, the hotness thresholds, the
 scanner's and kswapd's state, the tenants' episode factors: the model's
 :class:`~envs.model.State`), keeps only the tenants that run in the interval about to
@@ -128,10 +129,13 @@ class MPC(HeuristicPolicy):
     decide) and ``decisions`` counts the decisions taken.
 
     Args:
-        every: intervals between decisions (5); the action is held in between.
-        horizon: intervals each candidate is rolled forward (10).
-        population: candidates per instance and search round (24).
-        iterations: search rounds after the seed candidates (2).
+        every: intervals between decisions (10); the action is held in between.
+        horizon: intervals each candidate is rolled forward (20).
+        population: candidates per instance and search round (48).
+        iterations: search rounds after the seed candidates (3).
+        on_change: also decide at an interval whose running tenants differ from those of
+            the last decision (an arrival or a departure: a cgroup created or emptied, which
+            a kernel sees) (True).
         elite_frac: share of a round's candidates kept as elites (0.25).
         smoothing: weight of the elites' statistics in the mean and spread update (0.7).
         init_std: initial spread of the DRAM share (0.2) and of the rate exponent (3.0).
@@ -149,10 +153,11 @@ class MPC(HeuristicPolicy):
 
     def __init__(
         self,
-        every: int = 5,
-        horizon: int = 10,
-        population: int = 24,
-        iterations: int = 2,
+        every: int = 10,
+        horizon: int = 20,
+        population: int = 48,
+        iterations: int = 3,
+        on_change: bool = True,
         elite_frac: float = 0.25,
         smoothing: float = 0.7,
         init_std: tuple[float, float] = (0.2, 3.0),
@@ -189,6 +194,7 @@ class MPC(HeuristicPolicy):
                 f"{list(TIERING_MODES)}"
             )
         self.every = int(every)
+        self.on_change = bool(on_change)
         self.horizon = int(horizon)
         self.population = int(population)
         self.iterations = int(iterations)
@@ -228,7 +234,9 @@ class MPC(HeuristicPolicy):
             self._rate = np.zeros(B)
             self._mode = np.zeros(B, dtype=np.int64)
             self.last_score = np.full(B, np.nan)
+            self._running = np.zeros((B, self._p().n_tenants), dtype=bool)
         self._k[mask] = 0
+        self._running[mask] = False
         self._w[mask] = 0  # an episode starts local-first, promotion off: the env's reset
         self._rate[mask] = 0.0
         self._mode[mask] = 0
@@ -291,7 +299,13 @@ class MPC(HeuristicPolicy):
             )
 
     def _decide(self, obs: NDArray) -> tuple[I64, F64]:
-        due = np.flatnonzero(self._k % self.every == 0)
+        due_now = self._k % self.every == 0
+        if self.on_change and self._env is not None:
+            p, now = self._env.instance, self._env.model.t * self._env.instance.interval_s
+            running = (p.present & (p.start_s <= now) & (now < p.stop_s)).T  # (B, T)
+            due_now |= (running != self._running).any(axis=1)
+            self._running = np.where(due_now[:, None], running, self._running)
+        due = np.flatnonzero(due_now)
         self._k = self._k + 1
         self.last_score = np.full(self._B, np.nan)
         if due.size:

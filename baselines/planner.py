@@ -16,9 +16,10 @@ What it searches (per episode, ``S = segments`` equal parts of the episode):
 - per segment and weight row (tenant slot, or one row with global weights),
   the tenant's DRAM share of new pages, ``x``: ``x > 1`` is local-first
   allocation (all weights 0: Linux's default, what ``dram-first`` does);
-  ``0 <= x <= 1`` interleaves ``x`` of new pages over the DRAM nodes and the
-  rest over the CXL nodes, each tier split by firmware bandwidth
-  (:func:`baselines.placement.share_or_local_to_weights`, weights in 1/100);
+  ``0 <= x <= 1`` interleaves ``x`` of new pages over the DRAM nodes nearest
+  to where the tenant runs and the rest over the nearest CXL nodes, each tier
+  split by firmware bandwidth (:func:`baselines.placement.share_or_local_to_weights`,
+  weights in 1/100; with global weights every DRAM and every CXL node);
 - per segment, the promotion rate limit: off, or a power of two 1..65536 MB/s;
 - per segment, the kernel's tiering mode (:data:`envs.spaces.TIERING_MODES`:
   ``default``, ``tpp``, ``memcg-fair``, ``damon``, ``no-demotion``), the action
@@ -62,8 +63,8 @@ what the evaluation will measure). Iteration 0 evaluates the seed candidates,
 in every mode (mode-major; ``5 x 18`` with the default modes):
 local-first with promotion off (``dram-first``) and at the kernel's default
 rate (``numa-tiering``'s action), and every DRAM share of ``static-best``'s
-ratio grid plus the kernel's auto weights, the same for every tenant and
-segment. The CEM's mean starts at the best of them; each further iteration
+ratio grid plus the kernel's auto weights over each tenant's nearest nodes
+(:func:`baselines.placement.auto_share`), the same for every segment. The CEM's mean starts at the best of them; each further iteration
 samples ``population`` candidates around it (the best so far among them),
 keeps the top ``elite_frac`` and moves the mean and spread toward them; each
 segment's mode is drawn from a categorical distribution (half on the best
@@ -100,10 +101,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from baselines.placement import SHARE_TOP, share_or_local_to_weights
+from baselines.placement import SHARE_TOP, auto_share, share_or_local_to_weights, tenant_orders
 from baselines.policies import STATIC_KERNEL, STATIC_RATIOS, HeuristicPolicy
 from envs import core
-from envs.kernel import auto_interleave_weights, gcd_reduce
+from envs.kernel import gcd_reduce
 from envs.model import Action, Params, State, with_kernel_rows
 from envs.model import step as model_step
 from envs.spaces import REWARDS, TIERING_MODES, reward_terms
@@ -241,7 +242,15 @@ class Planner(HeuristicPolicy):
         N = hw.is_cxl.shape[1]
         bw = np.repeat(hw.firmware_gbps, S, axis=0)
         cxl = np.repeat(hw.is_cxl, S, axis=0)
-        w = share_or_local_to_weights(x.reshape(B * S, R), bw, cxl, self.weight_scale)
+        order = tenant_orders(hw, R)  # each row's nearest nodes (None: global weights)
+        w = share_or_local_to_weights(
+            x.reshape(B * S, R),
+            bw,
+            cxl,
+            self.weight_scale,
+            None if order is None else np.repeat(order, S, axis=0),
+            np.repeat(hw.socket, S, axis=0),
+        )
         w = gcd_reduce(w.reshape(B, S, R, N))  # a local-first row stays all zero
         top = self.rate_levels.size - 1
         j = np.where(v < 0.0, 0, 1 + np.clip(np.rint(v), 0, top - 1).astype(np.int64))
@@ -280,17 +289,17 @@ class Planner(HeuristicPolicy):
         """(E, K, S, R) shares, (E, K, S) rate variables and (E, K, S) modes of the seed
         candidates: every seed action in every mode, mode-major."""
         E, S = hw.is_cxl.shape[0], self.segments
-        auto = auto_interleave_weights(hw.firmware_gbps).astype(float)
-        auto_share = np.where(hw.is_cxl, 0.0, auto).sum(1) / auto.sum(1)  # (E,)
-        shares = [np.full(E, LOCAL_FIRST_X), np.full(E, LOCAL_FIRST_X)]
+        # the auto weights over each row's nearest nodes (E, R)
+        auto, _ = auto_share(hw.firmware_gbps, hw.is_cxl, R, tenant_orders(hw, R), hw.socket)
+        shares = [np.full((E, R), LOCAL_FIRST_X), np.full((E, R), LOCAL_FIRST_X)]
         rates = [V_LO, math.log2(self.rate_levels[-1])]  # dram-first; numa-tiering's action
         for s in (*SEED_SHARES, None):
-            shares.append(auto_share if s is None else np.full(E, s))
+            shares.append(auto if s is None else np.full((E, R), s))
             rates.append(V_LO)
         M = self.n_modes
-        x1 = np.stack(shares, 1)  # (E, K1)
+        x1 = np.stack(shares, 1)  # (E, K1, R)
         K = M * x1.shape[1]
-        x = np.broadcast_to(np.tile(x1, (1, M))[:, :, None, None], (E, K, S, R)).copy()
+        x = np.broadcast_to(np.tile(x1, (1, M, 1))[:, :, None, :], (E, K, S, R)).copy()
         v = np.broadcast_to(np.tile(rates, M)[None, :, None], (E, K, S)).copy()
         m = np.broadcast_to(np.repeat(np.arange(M), len(rates))[None, :, None], (E, K, S)).copy()
         return x, v, m

@@ -339,8 +339,9 @@ class Metrics(Outputs):
     ``tenant_throughput_gbps``, ``tenant_demand_gbps`` (at idle latencies),
     ``tenant_norm_perf`` (over the same tenant alone in local DRAM),
     ``tenant_latency_ns``, ``tenant_dram_access_share``, ``tenant_dram_resident_gib``,
-    ``tenant_resident_gib``, ``tenant_working_set_gib``, ``tenant_read_fraction``;
-    totals ``promotion_mbps``, ``demotion_mbps``, ``promotion_candidates_mbps``,
+    ``tenant_resident_gib``, ``tenant_working_set_gib``, ``tenant_read_fraction``,
+    ``tenant_memory_events_high`` (the cgroup's memory.events "high" of the interval,
+    :func:`envs.model.memory_events_high`); totals ``promotion_mbps``, ``demotion_mbps``, ``promotion_candidates_mbps``,
     ``total_throughput_gbps``, ``solver_residual``, ``solver_iterations``,
     ``solver_converged``.
 

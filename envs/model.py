@@ -54,6 +54,7 @@ from envs.kernel import (
     GB_PER_GIB,
     GIB,
     LINE_BYTES,
+    MEMCG_CHARGE_BATCH,
     PAGE_BYTES,
     PAGES_PER_GIB,
     SCAN_DELAY_MS,
@@ -618,6 +619,9 @@ class Outputs:
     solver_residual: F64  # (B,)
     solver_iterations: NDArray[np.int64]  # (B,)
     solver_converged: NDArray[np.bool_]  # (B,) residual within the solver's tolerance
+    # added after the fields above (issue #49): the cgroup's memory.events "high" of the
+    # interval, see :func:`memory_events_high`
+    tenant_memory_events_high: F64  # (B, T)
 
     def split(self, n: int) -> tuple[Outputs, Outputs]:
         """The outputs of the first ``n`` batch elements and of the rest (views)."""
@@ -1724,6 +1728,23 @@ def high_throttle(
     return np.clip(cpu_loss + sleep / (threads * dt), 0.0, 0.9)
 
 
+def memory_events_high(tn: Tenants, charged: F64, total_use: F64) -> F64:
+    """Each cgroup's memory.events ``high`` of the interval (T, B): ``reclaim_high``
+    (mm/memcontrol.c) counts one each time it runs for a cgroup whose usage is over
+    memory.high, which ``try_charge_memcg`` arranges on the return to user space after
+    a charge that refills the per-CPU stock over the limit, once per
+    ``MEMCG_CHARGE_BATCH`` (64) pages charged: the pages the cgroup charged this
+    interval (``charged`` GiB; a page at least, as for the reclaim) over 64 where its total usage (``total_use`` GiB) is over
+    its memory.high on total usage (``tn.tot_high``; inf: none, so 0). An expected count,
+    not rounded. The "low" counter is not reported: the kernel counts it only in reclaim
+    with ``memcg_low_reclaim`` (``do_try_to_free_pages``' retry, direct and memcg
+    reclaim), which none of the model's reclaim (kswapd, a cgroup's own memory.high)
+    does to a protected cgroup (docs/validation.md, "memory.low as the kernel applies
+    it")."""
+    over = (total_use > tn.tot_high) & (charged * PAGES_PER_GIB >= 1.0)  # a page or more
+    return np.where(over, charged * (PAGES_PER_GIB / MEMCG_CHARGE_BATCH), 0.0)
+
+
 def step(params: Params, state: State, action: Action, check: bool = True) -> tuple[State, Outputs]:
     """Advance every batch element by one interval; ``state`` is not modified.
 
@@ -1761,6 +1782,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
     scan_period, scan_offset, faults = numa_scan_update(p, state, tn, place, cand, promo_t, rss)
     bg_rd, bg_wr, cpu_loss = migration_cost(p, tn, mig, dt)  # 6
     cpu_loss = high_throttle(p, tn, place, charged, cpu_loss, dt, rss)
+    events_high = memory_events_high(tn, charged, rss)
 
     # ---- 7. the fixed point
     phase, active = tn.phase, tn.active
@@ -1837,6 +1859,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
             "solver_residual": sol.residual,
             "solver_iterations": sol.iterations,
             "solver_converged": sol.residual <= SOLVER_TOL,
+            "tenant_memory_events_high": events_high.T,
         },
     )
     new = record(

@@ -17,12 +17,15 @@ lines one touch reads, which sets how often reclaim's reference check and the hi
 faults see its pages referenced). ``--channels 4,6,8`` runs the variants with the
 DRAM node at each channel count (each channel the calibrated SNC node's per-channel
 bandwidth; 2 is the narrow node of spr-a1000), ``--lines 1,8,64`` with the
-latecomer's ``lines_per_op`` at each value; both print the same table as ``--range``.
+latecomer's ``lines_per_op`` at each value, ``--streamer-threads 16,48`` with the
+streamer's threads at each value (its pass time: the source gives ~1 s, not the
+threads); each prints the same table as ``--range``.
 
     python -m scripts.tiering_fairness                                  # kernel defaults
     python -m scripts.tiering_fairness --range                          # R across its bounds
     python -m scripts.tiering_fairness --channels 4,6,8                 # the box's bounds
     python -m scripts.tiering_fairness --lines 1,8,64                   # latecomer's lines/op
+    python -m scripts.tiering_fairness --streamer-threads 16,48         # streamer's pass
     python -m scripts.tiering_fairness memcg_limits=dram numa_scan=fixed  # TierGym before
 """
 
@@ -73,26 +76,36 @@ def box_dram(channels: float) -> dict[str, float]:
     return {k: float(node[k]) * channels / BOX_CHANNELS for k in _BANDWIDTH}
 
 
-def variant(name: str, channels: float | None = None, lines: float | None = None) -> Scenario:
-    """Variant ``name`` with the box's DRAM at ``channels`` channels and the latecomer's
-    ``lines_per_op`` at ``lines`` (None: as shipped)."""
-    if channels is None and lines is None:
+def variant(
+    name: str,
+    channels: float | None = None,
+    lines: float | None = None,
+    streamer_threads: int | None = None,
+) -> Scenario:
+    """Variant ``name`` with the box's DRAM at ``channels`` channels, the latecomer's
+    ``lines_per_op`` at ``lines`` and the streamer's threads at ``streamer_threads``
+    (None: as shipped)."""
+    if channels is None and lines is None and streamer_threads is None:
         return load_scenario(name)
     data = yaml.safe_load((_SCENARIOS / f"{name}.yaml").read_text())
     if channels is not None:
         data["hardware"] = {"preset": BOX, "nodes": {"dram0": box_dram(channels)}}
-    if lines is not None:
-        for t in data["tenants"]:
-            if t["name"] == LATECOMER:
-                t["lines_per_op"] = float(lines)
+    for t in data["tenants"]:
+        if lines is not None and t["name"] == LATECOMER:
+            t["lines_per_op"] = float(lines)
+        if streamer_threads is not None and t["name"] != LATECOMER:
+            t["threads"] = int(streamer_threads)
     return load_scenario(data)
 
 
 def run_variants(
-    kernel: KernelConfig | None = None, channels: float | None = None, lines: float | None = None
+    kernel: KernelConfig | None = None,
+    channels: float | None = None,
+    lines: float | None = None,
+    streamer_threads: int | None = None,
 ) -> dict[str, Any]:
     """Per-step latecomer series (steps, variants) and the streamer's DRAM GiB."""
-    scs = [variant(v, channels, lines) for v in VARIANTS]
+    scs = [variant(v, channels, lines, streamer_threads) for v in VARIANTS]
     sim = Simulator(scs, batch_size=len(VARIANTS), kernel=kernel)
     p = sim.params
     B, T, N = p.batch_size, p.n_tenants, p.n_nodes
@@ -198,7 +211,7 @@ def main(argv: list[str]) -> None:
     rest: list[str] = []
     it = iter(argv)
     for a in it:
-        if a in ("--channels", "--lines"):
+        if a in ("--channels", "--lines", "--streamer-threads"):
             text = next(it, None)
             if text is None:
                 _fail(f"{a}: expected a comma-separated list of numbers after it")
@@ -230,6 +243,15 @@ def main(argv: list[str]) -> None:
     if "--lines" in ranges:
         recs = {x: run_variants(KernelConfig(**kw), lines=x) for x in ranges["--lines"]}
         print_range(recs, "latecomer lines/op")
+        return
+    if "--streamer-threads" in ranges:
+        if any(x != int(x) for x in ranges["--streamer-threads"]):
+            _fail(f"--streamer-threads: got {ranges['--streamer-threads']}, expected whole numbers")
+        recs = {
+            x: run_variants(KernelConfig(**kw), streamer_threads=int(x))
+            for x in ranges["--streamer-threads"]
+        }
+        print_range(recs, "streamer threads")
         return
     if "--range" in argv:
         print_range(run_range(kernel=KernelConfig(**kw)))

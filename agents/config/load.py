@@ -229,7 +229,10 @@ def resolve(opts: RunOptions) -> RunConfig:
             f"{where}: scenario {opts.scenario!r} and the recipe's train_families have up to "
             f"{most} tenants; expected max_tenants >= {most}"
         )
-    update: dict[str, Any] = {"env": recipe.env.model_copy(update={"max_tenants": slots})}
+    # the recipe's weights are the task's (recorded there once) unless --weights is given
+    update: dict[str, Any] = {
+        "env": recipe.env.model_copy(update={"max_tenants": slots, "weights": None})
+    }
     if recipe.rl is not None:
         rl = recipe.rl
         if opts.num_envs is not None:
@@ -247,7 +250,7 @@ def resolve(opts: RunOptions) -> RunConfig:
         {
             "recipe": recipe.model_dump(mode="json"),
             "recipe_source": source,
-            "task": opts.task().given(),
+            "task": opts.task(env.get("weights")).given(),
             "seed": opts.seed,
             # 19 evaluations after the one at step 0: a 20-point curve
             "eval_interval": opts.eval_interval
@@ -257,7 +260,7 @@ def resolve(opts: RunOptions) -> RunConfig:
             "checkpoint_interval": opts.checkpoint_interval
             if opts.checkpoint_interval is not None
             else max(total // 4, 1),
-            "references": opts.reference_names(),
+            "references": opts.reference_names(host_view=env.get("observation") == "host"),
             "created": time.strftime("%Y-%m-%d %H:%M:%S"),
             "options": opts.model_dump(mode="json", exclude={"resume", "list_recipes"}),
         },

@@ -134,6 +134,9 @@ class EnvSettings(_Strict):
     :class:`envs.config.EnvConfig`, which declares them; the view's by :class:`ViewConfig`."""
 
     max_tenants: Int() | None = env_field("max_tenants")
+    weights: Name | None = env_field(
+        "weights", "; the task's unless --weights is given (the host view needs global)"
+    )
     max_promote_mbps: Num() | None = env_field("max_promote_mbps")
     kernel: PlainMap | None = env_field("kernel")
     jitter: Num() | None = env_field("jitter")

@@ -93,7 +93,8 @@ class RunOptions(_Strict):
         None,
         description="comma-separated policies the held-out evaluations and the final "
         "comparison score beside the learned policy (default: every deployable heuristic "
-        "of the catalogue, baselines/catalogue.py)",
+        "and selector of the catalogue, baselines/catalogue.py; for a recipe on the host "
+        "view, env.observation host, the policies a host can run)",
     )
     resume: Path | None = Field(
         None, description="continue the run in this folder from where it stopped"
@@ -114,18 +115,25 @@ class RunOptions(_Strict):
                     )
         return v
 
-    def reference_names(self) -> list[str]:
-        """The references of the run: ``--references``, else every deployable heuristic."""
+    def reference_names(self, host_view: bool = False) -> list[str]:
+        """The references of the run: ``--references``, else every deployable heuristic and
+        selector (``adaptive``); for a run on the host view the policies a host can run."""
         if self.references is not None:
             return self.references.split(",")
-        return catalogue.names(kind="heuristic", deployable=True)
+        if host_view:
+            return catalogue.names(host=True)
+        return [*catalogue.names(kind="heuristic", deployable=True), *catalogue.names("selector")]
 
-    def task(self) -> Task:
+    def task(self, weights: str | None = None) -> Task:
+        """The task of the command line; ``weights`` (a recipe's) where ``--weights`` is not
+        given."""
         return Task(
             scenario=self.scenario,
             split=self.split,
             reward=self.reward,
-            weights=self.weights,
+            weights=self.weights
+            if weights is None or "weights" in self.model_fields_set
+            else weights,
             action_type=self.action_type,
         )
 

@@ -40,7 +40,7 @@ from agents.config.imitation import ImitationSettings
 from agents.imitation.objective import check_objective, record_score, scoring_env
 from agents.rollout import make_params, rollout
 from agents.view import LearnedPolicy, make_interface, privileged_width
-from baselines.placement import SHARE_TOP, dram_share, share_or_local_to_weights
+from baselines.placement import SHARE_TOP, dram_share, share_or_local_to_weights, tenant_orders
 from baselines.planner import Planner
 from envs import core
 from envs.spaces import OFF, ActionCodec
@@ -240,7 +240,14 @@ def plan_actions(
     state = core.reset(params, seeds)[0]
     hw = core.hardware(state)
     share = planner.plan_share[:, 0]  # (E, R): one segment
-    w = share_or_local_to_weights(share, hw.firmware_gbps, hw.is_cxl, planner.weight_scale)
+    w = share_or_local_to_weights(
+        share,
+        hw.firmware_gbps,
+        hw.is_cxl,
+        planner.weight_scale,
+        tenant_orders(hw, share.shape[1]),  # each tenant's nearest nodes
+        hw.socket,
+    )
     box = params.codec.encode_box(w, planner.plan_rate_mbps[:, 0], iface.modes[base])
     off = box <= -1.0  # weight 0 or promotion off (a mode entry lies mid-bin, above -1)
     box = np.where(off, box, np.maximum(box, OFF + settings.on_margin)).astype(np.float32)

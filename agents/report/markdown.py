@@ -15,6 +15,7 @@ from typing import Any
 
 from agents.report.generalisation import BELOW_TOLERANCE
 from agents.report.records import LOWER_IS_BETTER
+from agents.report.summary import HEADROOM_UPPERS
 
 __all__ = [
     "generalisation_markdown",
@@ -84,8 +85,9 @@ def markdown_table(
         cells = ["-" if geo is None else _fmt(geo, digits) for geo in geos]
         lines.append(_row(f"geomean ratio to {_md_escape(ref)} ({summary['metric']})", cells))
     text = "\n".join(lines) + "\n"
-    if summary.get("headroom"):
-        text += "\n" + headroom_markdown(summary, digits=digits)
+    for key in HEADROOM_UPPERS:
+        if summary.get(key):
+            text += "\n" + headroom_markdown(summary, digits=digits, key=key)
     return text
 
 
@@ -98,15 +100,16 @@ def _share_text(entry: Mapping[str, Any] | None, digits: int) -> str:
     return f"{_fmt(entry['share'], digits)}{ci_text}"
 
 
-def headroom_markdown(summary: Mapping[str, Any], digits: int = 3) -> str:
+def headroom_markdown(summary: Mapping[str, Any], digits: int = 3, key: str = "headroom") -> str:
     """Markdown table of each policy's headroom share: rows = scenarios, then across scenarios.
 
-    Cells read ``share [low, high]`` (0 = ``dram-first``, 1 = the clairvoyant
-    ``planner``; see :func:`agents.report.headroom_summary`); ``-`` where there is
-    none (the policy did not run, or the planner found no headroom there). Empty
-    text when the summary has no headroom section.
+    Cells read ``share [low, high]`` (0 = ``dram-first``, 1 = the section's upper bound:
+    the clairvoyant ``planner`` for ``headroom``, the causal ``mpc`` for ``headroom_mpc``;
+    see :func:`agents.report.headroom_summary`); ``-`` where there is none (the policy did
+    not run, or the bound found no headroom there). Empty text when the summary has no
+    such section.
     """
-    head = summary.get("headroom")
+    head = summary.get(key)
     if not head:
         return ""
     policies = list(summary["policies"])
@@ -157,14 +160,14 @@ def leaderboard_markdown(
     rows = [(pol, info) for pol, info in summary["per_policy"].items()]
     sign = -1.0 if higher_is_better else 1.0
     rows.sort(key=lambda item: (sign * item[1]["geomean_ratio"], item[0]))
-    head = summary.get("headroom")
+    heads = [summary[k] for k in HEADROOM_UPPERS if summary.get(k)]
     rob = summary.get("robustness")
     lines = [
         f"| rank | policy | geomean ratio to {_md_escape(ref)} ({summary['metric']}) "
         f"| {summary['confidence']:.0%} CI | scenarios |"
-        + (f" headroom share ({head['upper']} = 1) |" if head else "")
+        + "".join(f" headroom share ({h['upper']} = 1) |" for h in heads)
         + (" worst vs best heuristic | worst scenario (its best heuristic) |" if rob else ""),
-        "|---|---|---|---|---|" + ("---|" if head else "") + ("---|---|" if rob else ""),
+        "|---|---|---|---|---|" + "---|" * len(heads) + ("---|---|" if rob else ""),
     ]
     for rank, (pol, info) in enumerate(rows, start=1):
         ci = info.get("geomean_ratio_ci")
@@ -172,7 +175,7 @@ def leaderboard_markdown(
         lines.append(
             f"| {rank} | {_md_escape(pol)} | {_fmt(info['geomean_ratio'], digits)} | "
             f"{ci_text} | {info['n_scenarios']}/{n_total} |"
-            + (f" {_share_text(head['per_policy'].get(pol), digits)} |" if head else "")
+            + "".join(f" {_share_text(h['per_policy'].get(pol), digits)} |" for h in heads)
             + (f" {_robustness_cells(rob['per_policy'].get(pol), digits)} |" if rob else "")
         )
     return "\n".join(lines) + "\n"

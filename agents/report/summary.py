@@ -34,6 +34,7 @@ __all__ = [
     "HEADROOM_LOWER",
     "HEADROOM_METRIC",
     "HEADROOM_UPPER",
+    "HEADROOM_UPPERS",
     "headroom_summary",
     "summarize_records",
 ]
@@ -44,6 +45,16 @@ __all__ = [
 HEADROOM_LOWER = "dram-first"
 HEADROOM_UPPER = "planner"
 HEADROOM_METRIC = "geomean_perf"
+#: The summary's headroom sections, by key, and the upper bound each takes as 1: the
+#: clairvoyant planner (``headroom``) and the causal model-predictive controller
+#: (``headroom_mpc``, :mod:`baselines.mpc`: it knows the simulated machine's present state,
+#: never its future), what the policy could reach knowing what a kernel could know.
+HEADROOM_UPPERS = {"headroom": HEADROOM_UPPER, "headroom_mpc": "mpc"}
+_BOUND_NOTE = {
+    "planner": "the planner is clairvoyant (an upper bound, not a deployable policy)",
+    "mpc": "mpc is causal but searches on the simulated machine's exact present state (a "
+    "bound, not a deployable policy)",
+}
 
 #: How the intervals are computed, written into every summary.
 CI_DESCRIPTION = (
@@ -296,6 +307,7 @@ def summarize_records(
                                  "geomean_ratio_ci": [lo, hi] | None,
                                  "n_scenarios": int, "scenarios": [...]}},
          "headroom": {...},   # only with both "dram-first" and "planner": headroom_summary
+         "headroom_mpc": {...},  # the same against "mpc" where it ran (HEADROOM_UPPERS)
          "robustness": {...}} # only with ``heuristics``: robustness_summary
 
     ``heuristics`` (evaluation's deployable single heuristics) adds ``"robustness"``
@@ -340,9 +352,10 @@ def summarize_records(
         "per_scenario": per_scenario,
         "per_policy": per_policy,
     }
-    headroom = headroom_summary(recs, policies, boot)
-    if headroom is not None:
-        out["headroom"] = headroom
+    for key, upper in HEADROOM_UPPERS.items():
+        headroom = headroom_summary(recs, policies, boot, upper)
+        if headroom is not None:
+            out[key] = headroom
     if heuristics is not None:
         out["robustness"] = robustness_summary(out, heuristics)
     return out
@@ -350,18 +363,19 @@ def summarize_records(
 
 # --------------------------------------------------------------------------- headroom
 
-#: A stratum of the headroom share: the policy's and the planner's paired ratios to dram-first.
+#: A stratum of the headroom share: the policy's and the upper bound's paired ratios to
+#: dram-first.
 _Pairs = tuple[np.ndarray, np.ndarray]
 
 
 def _headroom_pairs(
-    by: Mapping[tuple[str, str], Mapping[int, float]], scen: str, pol: str
+    by: Mapping[tuple[str, str], Mapping[int, float]], scen: str, pol: str, upper: str
 ) -> _Pairs | None:
-    """``pol``'s and the planner's ratios to dram-first on the seeds all three ran in ``scen``.
+    """``pol``'s and ``upper``'s ratios to dram-first on the seeds all three ran in ``scen``.
 
     None where ``pol`` did not run the scenario, no seed is shared, or a value is not positive.
     """
-    lo, up, mine = by[(scen, HEADROOM_LOWER)], by[(scen, HEADROOM_UPPER)], by.get((scen, pol))
+    lo, up, mine = by[(scen, HEADROOM_LOWER)], by[(scen, upper)], by.get((scen, pol))
     if mine is None:
         return None
     seeds = sorted(set(lo) & set(up) & set(mine))
@@ -385,9 +399,13 @@ def _headroom_share(strata: list[_Pairs], boot: Mapping[str, Any]) -> dict[str, 
 
 
 def headroom_summary(
-    records: Sequence[Mapping[str, Any]], policies: Sequence[str], boot: Mapping[str, Any]
+    records: Sequence[Mapping[str, Any]],
+    policies: Sequence[str],
+    boot: Mapping[str, Any],
+    upper: str = HEADROOM_UPPER,
 ) -> dict[str, Any] | None:
-    """Each policy's share of the headroom between ``dram-first`` and ``planner`` (or None).
+    """Each policy's share of the headroom between ``dram-first`` and ``upper`` (the planner,
+    or another bound of :data:`HEADROOM_UPPERS`; below, "planner" stands for it) (or None).
 
     ``(policy - dram-first) / (planner - dram-first)`` on :data:`HEADROOM_METRIC`,
     computed on paired per-episode ratios to ``dram-first`` (same scenario and seed):
@@ -409,17 +427,17 @@ def headroom_summary(
     """
     by = metric_by_seed(records, HEADROOM_METRIC)
     scenarios = sorted({s for s, _ in by})
-    have = [s for s in scenarios if (s, HEADROOM_LOWER) in by and (s, HEADROOM_UPPER) in by]
+    have = [s for s in scenarios if (s, HEADROOM_LOWER) in by and (s, upper) in by]
     if not have:
         return None
     per_scenario: dict[str, Any] = {}
     resolved: list[str] = []
     for scen in have:
-        up = _headroom_pairs(by, scen, HEADROOM_UPPER)
+        up = _headroom_pairs(by, scen, upper, upper)
         head = None if up is None else float(np.mean(up[1])) - 1.0
         entry: dict[str, Any] = {"headroom": head, "policies": {}}
         for pol in policies:
-            pr = _headroom_pairs(by, scen, pol)
+            pr = _headroom_pairs(by, scen, pol, upper)
             if pr is not None:
                 entry["policies"][pol] = _headroom_share([pr], boot)
         if head is not None and head >= MIN_HEADROOM:
@@ -427,7 +445,7 @@ def headroom_summary(
         per_scenario[scen] = entry
     per_policy: dict[str, Any] = {}
     for pol in policies:
-        strata = [(s, _headroom_pairs(by, s, pol)) for s in resolved]
+        strata = [(s, _headroom_pairs(by, s, pol, upper)) for s in resolved]
         got = [(s, p) for s, p in strata if p is not None]
         if not got:
             continue
@@ -435,14 +453,13 @@ def headroom_summary(
         per_policy[pol] = {**h, "n_scenarios": len(got), "scenarios": [s for s, _ in got]}
     return {
         "lower": HEADROOM_LOWER,
-        "upper": HEADROOM_UPPER,
+        "upper": upper,
         "metric": HEADROOM_METRIC,
         "min_headroom": MIN_HEADROOM,
         "definition": (
-            f"({HEADROOM_METRIC} ratio to {HEADROOM_LOWER} - 1) / ({HEADROOM_UPPER}'s ratio - 1); "
+            f"({HEADROOM_METRIC} ratio to {HEADROOM_LOWER} - 1) / ({upper}'s ratio - 1); "
             "per scenario on mean paired ratios, across scenarios on their geometric means over "
-            "the scenarios with headroom; the planner is clairvoyant (an upper bound, not a "
-            "deployable policy)"
+            f"the scenarios with headroom; {_BOUND_NOTE.get(upper, upper + ' is a bound')}"
         ),
         "per_scenario": per_scenario,
         "per_policy": per_policy,

@@ -13,8 +13,8 @@ so the zero residual IS the heuristic and learning starts from it.
 ``x = x_base + residual_scale * SHARE_TOP / 2 * r`` clipped to ``0..SHARE_TOP``, where
 ``x_base`` is the share of the base's weights (:data:`~baselines.placement.SHARE_TOP`
 where it has none: local-first). ``x`` above 1 is local-first (all weights 0, Linux's
-default), ``0 <= x <= 1`` interleaves ``x`` of new pages over the DRAM nodes and the rest
-over the CXL nodes, each tier split by firmware bandwidth
+default), ``0 <= x <= 1`` interleaves ``x`` of new pages over the DRAM nodes nearest to where
+the tenant runs and the rest over the nearest CXL nodes, each tier split by firmware bandwidth
 (:func:`baselines.placement.share_or_local_to_weights`, the planner's mapping); a row
 whose residual is 0 keeps the base's weights exactly, so the zero residual is still the
 heuristic. The rate and mode entries follow the box codec. One number per tenant is the
@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from baselines.placement import SHARE_TOP, dram_share, share_or_local_to_weights
+from baselines.placement import SHARE_TOP, dram_share, share_or_local_to_weights, tenant_orders
 from envs.core import Hardware
 from envs.spaces import ActionCodec
 
@@ -69,7 +69,9 @@ def apply_share(
     base_w = codec.box_weights(base[:, :rows].reshape(-1, R, N))
     step = share_span(scale) * gate * residual[:, :R]  # (B, R)
     x = np.clip(dram_share(base_w, hw.is_cxl) + step, 0.0, SHARE_TOP)
-    w = share_or_local_to_weights(x, hw.firmware_gbps, hw.is_cxl)
+    w = share_or_local_to_weights(
+        x, hw.firmware_gbps, hw.is_cxl, order=tenant_orders(hw, R), socket=hw.socket
+    )
     moved = codec.encode_box(w, np.zeros(len(residual)))[:, :rows]
     keep = np.repeat(step == 0.0, N, axis=1)  # a zero residual keeps the base's weights
     weights = np.where(keep, base[:, :rows], moved)

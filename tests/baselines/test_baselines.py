@@ -23,6 +23,7 @@ from envs.gym_env import TieredMemoryEnv, TieredMemoryVecEnv
 from envs.hardware import firmware_bandwidth
 from envs.kernel import auto_interleave_weights
 from envs.model import KernelConfig
+from envs.policy import Clairvoyant
 from envs.scenario import load_scenario
 
 NAMES = [n for n in policy_names() if not n.startswith("static:")]
@@ -32,7 +33,7 @@ def _policy(name: str, tmp_path: Path | None = None) -> Any:
     """A heuristic by name, or static-best (a grid search, built by agents.static_best)."""
     if name == "static-best":
         return StaticBest(n_episodes=1, cache_dir=tmp_path if tmp_path is not None else False)
-    if name == "planner":  # a small search: these tests are about the protocol
+    if name in ("planner", "mpc"):  # a small search: these tests are about the protocol
         return make_policy(name, population=4, iterations=1)
     return make_policy(name)
 
@@ -60,8 +61,10 @@ def test_registry_names_and_errors() -> None:
         "caption",
         "damon-tiering",
         "bw-aware-interleave",
+        "adaptive",
         "random",
         "planner",
+        "mpc",
     }
     assert policy_names()[-1] == "static:W1:W2[:...][@RATE]"
     # static-best is a search that runs rollouts: evaluation builds it, not the registry
@@ -108,7 +111,7 @@ def test_every_policy_speaks_the_protocol(weights: str, tmp_path: Path) -> None:
         pol = _policy(name, tmp_path)
         params = core.make_params(sc, weights=weights, kernel=pol.kernel)
         assert pol.bind(params, 3) is pol
-        if name == "planner":  # clairvoyant: handed the episodes' seeds, as run_episodes does
+        if isinstance(pol, Clairvoyant):  # handed the episodes' seeds, as run_episodes does
             pol.plan_episodes([0, 1, 2])
         state, obs = core.reset(params, [0, 1, 2])
         pol.observe(None, core.hardware(state))

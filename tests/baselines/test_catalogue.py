@@ -31,12 +31,16 @@ def test_queries() -> None:
     assert "planner" not in heuristics and "random" not in heuristics
     assert deployable_heuristics() == heuristics
     assert list(ORACLE_HEURISTICS) == heuristics
-    assert catalogue.names(closing=True) == ["best-heuristic-per-episode", "planner"]
+    assert catalogue.names(closing=True) == ["best-heuristic-per-episode", "planner", "mpc"]
     assert set(catalogue.names(kind="upper-bound")) == {
         "static-best",
         "best-heuristic-per-episode",
         "planner",
+        "mpc",
     }
+    # a selector picks among the heuristics: never one of "the single heuristics"
+    assert catalogue.names(kind="selector") == ["adaptive"]
+    assert "adaptive" not in heuristics and catalogue.entry("adaptive").deployable
     # make_policy builds this package's policies; the others are evaluation's
     assert policy_names()[:-1] == catalogue.names(module="baselines.")
     with pytest.raises(ValueError, match="unknown policy 'static-best'"):
@@ -56,11 +60,27 @@ def test_reward_baselines_are_what_the_environment_accepts() -> None:
 
 def test_run_references_default_to_every_deployable_heuristic() -> None:
     opts = check(RunOptions, {}, "the command line")
-    assert opts.reference_names() == deployable_heuristics()
+    assert opts.reference_names() == [*deployable_heuristics(), "adaptive"]
     opts = check(RunOptions, {"references": "tpp,static:3:1"}, "the command line")
     assert opts.reference_names() == ["tpp", "static:3:1"]
     with pytest.raises(TrainingError, match=r"references.*unknown policy 'tp'"):
         check(RunOptions, {"references": "tpp,tp"}, "the command line")
+
+
+def test_a_host_view_recipe_runs_global_weights_against_host_policies() -> None:
+    """A recipe's env.weights is the task's unless --weights is given; a run on the host
+    view is compared by default with the policies a host can run."""
+    from agents.config.load import resolve
+
+    host = ["env.weights=global", "env.observation=host"]
+    cfg = resolve(check(RunOptions, {"recipe": "ppo", "set": host}, "the command line"))
+    assert cfg.task.weights == "global" and cfg.env["weights"] == "global"
+    assert "weights" not in cfg.recipe.env.given()  # recorded once, in the task
+    assert cfg.references == catalogue.names(host=True) and "caption" not in cfg.references
+    flag = {"recipe": "ppo", "weights": "per-tenant", "set": host}
+    assert resolve(check(RunOptions, flag, "the command line")).task.weights == "per-tenant"
+    plain = resolve(check(RunOptions, {"recipe": "ppo"}, "the command line"))
+    assert plain.task.weights == "per-tenant" and "adaptive" in plain.references
 
 
 def test_load_policy_names_and_labels() -> None:
@@ -120,7 +140,9 @@ def test_every_entry_follows_the_policy_protocols() -> None:
     for e in catalogue.CATALOGUE:
         p = make_reference(e.name)
         assert isinstance(p, Policy) != isinstance(p, RecordsPolicy), e.name
-        assert isinstance(p, Clairvoyant) == (e.bound == "clairvoyant"), e.name
+        # mpc takes the episodes' seeds through the same hook, to keep a copy of the
+        # environment's present state (it reads no future: tests/baselines/test_mpc.py)
+        assert isinstance(p, Clairvoyant) == (e.bound in ("clairvoyant", "model")), e.name
         if e.reward_baseline:
             assert isinstance(p, Policy) and not isinstance(p, Clairvoyant), e.name
     assert not isinstance(object(), Policy)

@@ -71,6 +71,9 @@ def test_mpc_is_causal_and_the_test_sees_a_leak(monkeypatch: pytest.MonkeyPatch)
     np.testing.assert_array_equal(act_a[:14], act_b[:14])
     np.testing.assert_array_equal(score_a[:14], score_b[:14])
     assert not np.array_equal(score_a[14:], score_b[14:], equal_nan=True)  # it sees them now
+    # an arrival is a decision of its own (on_change), between the every-3 schedule's
+    assert np.isnan(score_a[14]).all() and np.isfinite(score_b[14]).all()
+    assert np.isnan(_run(MPC(**SMALL, on_change=False), b, seeds)[1][14]).all()
     monkeypatch.setattr(mpc_module, "present_params", lambda p, t, jit_ws: p)
     _, leak_a = _run(MPC(**SMALL), a, seeds)
     _, leak_b = _run(MPC(**SMALL), b, seeds)

@@ -228,12 +228,33 @@ def test_headroom_share_values_and_layout() -> None:
     assert "headroom share (planner = 1)" in board.splitlines()[0]
     assert "| 0.500 [" in board
     json.dumps(summ)  # serialisable
+
     # without the planner there is no headroom section, and the tables are as before
     plain = report.summarize_records(
         [r for r in recs if r["policy"] != "planner"], reference="dram-first", n_boot=50
     )
     assert "headroom" not in plain
     assert "headroom" not in report.markdown_table(plain) + report.leaderboard_markdown(plain)
+
+
+def test_headroom_against_the_causal_bound_too() -> None:
+    """With mpc's records a second section takes mpc as 1, computed the same way."""
+    recs = []
+    for s in range(4):
+        recs += [_rec("a", "dram-first", s, 1.0), _rec("a", "planner", s, 1.4)]
+        recs += [_rec("a", "mpc", s, 1.2), _rec("a", "p", s, 1.1)]
+    summ = report.summarize_records(recs, reference="dram-first", n_boot=200)
+    assert summ["headroom"]["upper"] == "planner" and summ["headroom_mpc"]["upper"] == "mpc"
+    assert summ["headroom"]["per_policy"]["p"]["share"] == pytest.approx(0.25)
+    assert summ["headroom_mpc"]["per_policy"]["p"]["share"] == pytest.approx(0.5)
+    assert summ["headroom_mpc"]["per_policy"]["planner"]["share"] == pytest.approx(2.0)
+    assert "mpc is causal" in summ["headroom_mpc"]["definition"]
+    board = report.leaderboard_markdown(summ).splitlines()[0]
+    assert "headroom share (planner = 1)" in board and "headroom share (mpc = 1)" in board
+    assert report.markdown_table(summ).count("headroom share (") == 2
+    # without mpc's records there is no second section
+    alone = report.summarize_records([r for r in recs if r["policy"] != "mpc"], "dram-first")
+    assert "headroom_mpc" not in alone
 
 
 def test_headroom_share_across_strata_and_errors() -> None:

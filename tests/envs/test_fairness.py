@@ -11,9 +11,11 @@ import pytest
 
 from envs import KernelConfig, Simulator, load_scenario
 from envs.kernel import (
+    MEMCG_CHARGE_BATCH,
     MEMCG_DRAM,
     MEMCG_TIER_AWARE,
     MEMCG_TOTAL,
+    PAGES_PER_GIB,
     SCAN_PERIOD_MAX_MS,
     memcg_dram_high,
     memcg_high_delay_s,
@@ -27,6 +29,7 @@ from envs.kernel import (
 )
 from envs.scenario import ScenarioError
 
+GIB_PAGES = float(PAGES_PER_GIB)
 MIB_PER_GIB = 1024.0 * 1024.0 * 1024.0 / 1e6  # MB in a GiB
 #: a kswapd scanning 100x the top of its bounds (0.2M-1M pages/s): its inactive list ages
 #: in 13 ms, so the reference check lets most of the streamer's pages go and the
@@ -147,6 +150,22 @@ def test_memory_high_on_total_usage_demotes_and_throttles() -> None:
     perf_dram = np.mean([o.tenant_norm_perf[0, 0] for o in dram[late]])
     # 50% over high: 16 s owed per 64-page batch, capped at 2 s: the throttle dominates
     assert perf_total < 0.2 * perf_dram
+
+
+def test_memory_events_high_count_reclaim_high_runs() -> None:
+    """memory.events "high": one reclaim_high run per 64 pages (MEMCG_CHARGE_BATCH) a
+    cgroup over memory.high charges; none on DRAM usage (no memory.high on total usage)
+    and none for a cgroup that charges nothing."""
+    _, total = _run(_over_high_scenario("total"))
+    _, dram = _run(_over_high_scenario("dram"))
+    churn = 0.05 * 24 * GIB_PAGES  # pages re-allocated a second (1 s intervals)
+    events = np.array([o.tenant_memory_events_high[0, 0] for o in total[1:]])
+    np.testing.assert_allclose(events, churn / MEMCG_CHARGE_BATCH, rtol=0.05)
+    assert all(o.tenant_memory_events_high[0, 0] == 0.0 for o in dram)
+    sc = _over_high_scenario("total")
+    sc["tenants"][0]["churn_per_s"] = 0.0
+    _, still = _run(sc)
+    assert all(o.tenant_memory_events_high[0, 0] == 0.0 for o in still[1:])
 
 
 def test_memory_high_on_total_usage_spares_a_cgroup_that_does_not_charge() -> None:

@@ -122,6 +122,19 @@ def test_every_family_has_a_val_split_disjoint_from_train_and_test(family: str) 
     assert [n.name for n in sc.hardware.nodes] == fam.node_names  # one layout with the others
 
 
+@pytest.mark.slow
+def test_the_generators_splits_are_disjoint_over_a_whole_default_pool() -> None:
+    """The generator's families over every index of a default pool (512), every split: no
+    scenario of one split is a scenario of another (about 2 minutes)."""
+    for family in [n for n in FAMILY_NAMES if not n.startswith("mixed")]:
+        fam = make_family(family, pool_size=8)
+        seen: dict[str, str] = {}
+        for split in SPLITS:
+            for i in range(POOL):
+                key = G.content_key(fam.scenario(split, i))
+                assert seen.setdefault(key, split) == split, (family, split, i)
+
+
 def test_the_val_pool_compiles_and_steps() -> None:
     params = core.make_params("gen-2s-snc-2cxl", split="val", pool_size=4, max_tenants=4)
     state, obs = core.reset(params, np.arange(4, dtype=np.uint64))

@@ -193,3 +193,37 @@ def test_a_zipf_tenant_keeps_its_hot_pages() -> None:
     assert (np.diff(dram_share) <= 1e-9).all()  # hotter buckets keep more
     assert dram_share[-1] < 0.7  # the cold tail is what was let go
     assert sum(float(o.demotion_mbps[0]) for o in outs) > 0.0
+
+
+COLD = {  # one thread, 20 us between misses: each page referenced about once an hour
+    "name": "cold",
+    "threads": 1,
+    "mlp": 1,
+    "compute_ns": 20000,
+    "read_fraction": 1.0,
+    "working_set_gib": 2.0,
+    "hotness": {"zipf_s": 0.0},
+}
+
+
+@pytest.mark.parametrize("low_gib", [0.0, 4.0])
+def test_kswapd_skips_a_protected_cgroup_and_does_not_retry_with_low_reclaim(
+    low_gib: float,
+) -> None:
+    """memory.low as mainline kswapd applies it (mm/vmscan.c ``shrink_node_memcgs``,
+    ``balance_pgdat``): a cgroup under its memory.low is skipped (``memcg_low_skipped``)
+    while kswapd balances the node. Here the only other cgroup is a streamer whose every
+    page is referenced within the inactive age: unprotected, the cold cgroup's pages are
+    what kswapd demotes; protected, nothing is demoted, and since kswapd (unlike direct
+    and memcg reclaim, ``do_try_to_free_pages``) has no retry with ``memcg_low_reclaim``,
+    its passes are fruitless and it gives up on the node."""
+    cold = {**COLD, "memory_low_gib": low_gib}
+    hot = {**HOT, "start_s": 2.0}  # the cold cgroup's pages are in DRAM first
+    _, states, outs = _run(_scenario([cold, hot], dram_gib=8.0, steps=40), 40)
+    cold_dram = np.array([s.place[0, :, 0, 0].sum() for s in states[1:]])
+    if low_gib == 0.0:
+        assert cold_dram[-1] < 0.5 * cold_dram[1]
+        assert sum(float(o.demotion_mbps[0]) for o in outs) > 0.0
+    else:
+        np.testing.assert_allclose(cold_dram[2:], cold_dram[1], rtol=1e-9)
+        assert states[-1].kswapd_failures[0, 0] >= 16
