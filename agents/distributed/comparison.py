@@ -92,10 +92,9 @@ def ray_runner(workers: int | None, address: str | None) -> RayRunner | None:
     """For ``evaluate.py``: a :class:`RayRunner` bound to the flags, or None without Ray.
 
     Ray is used with ``--workers N`` (N > 1), ``--ray-address`` or ``$RAY_ADDRESS``;
-    ``--workers 1`` alone is the single-process run.
+    ``--workers 1`` alone is the single-process run; ``--workers 0`` is refused
+    (:class:`RayRunner`).
     """
-    if workers is not None and workers < 1:
-        raise RayError(f"--workers must be at least 1, got {workers}")
     if (workers is None or workers == 1) and ray_address(address) is None:
         return None
     return RayRunner(workers, address)

@@ -34,57 +34,11 @@ written by stable-baselines3 raises :class:`UntrustedFileError` instead of
 being opened. This module imports nothing of the project.
 """
 
-# relative imports: the package re-exports its modules (tests/test_layers.py follows the modules)
-from .files import (
-    FORMAT,
-    META_NAME,
-    VERSION,
-    WEIGHTS_NAME,
-    ModelFileError,
-    UntrustedFileError,
-    atomic_write,
-    atomic_write_text,
-)
-from .model import (
-    SpacesOnlyEnv,
-    archive_kind,
-    read_model,
-    require_safe,
-    restore_model_state,
-    space_from_json,
-    space_to_json,
-    write_model,
-)
-from .state import (
-    load_replay_buffer,
-    load_rng,
-    load_vecnormalize,
-    save_replay_buffer,
-    save_rng,
-    save_vecnormalize,
-)
+# relative imports: the package re-exports its modules' ``__all__`` (tests/test_layers.py
+# follows the modules)
+from . import files, model, state
+from .files import *  # noqa: F403
+from .model import *  # noqa: F403
+from .state import *  # noqa: F403
 
-__all__ = [
-    "FORMAT",
-    "META_NAME",
-    "VERSION",
-    "WEIGHTS_NAME",
-    "ModelFileError",
-    "SpacesOnlyEnv",
-    "UntrustedFileError",
-    "archive_kind",
-    "atomic_write",
-    "atomic_write_text",
-    "load_replay_buffer",
-    "load_rng",
-    "load_vecnormalize",
-    "read_model",
-    "require_safe",
-    "restore_model_state",
-    "save_replay_buffer",
-    "save_rng",
-    "save_vecnormalize",
-    "space_from_json",
-    "space_to_json",
-    "write_model",
-]
+__all__ = [*files.__all__, *model.__all__, *state.__all__]

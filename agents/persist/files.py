@@ -10,6 +10,17 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+__all__ = [
+    "FORMAT",
+    "META_NAME",
+    "VERSION",
+    "WEIGHTS_NAME",
+    "ModelFileError",
+    "UntrustedFileError",
+    "atomic_write",
+    "atomic_write_text",
+]
+
 FORMAT = "tiergym-model"
 VERSION = 1
 META_NAME = "tiergym-model.json"

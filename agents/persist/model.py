@@ -32,6 +32,17 @@ from agents.persist.files import (
     atomic_write,
 )
 
+__all__ = [
+    "SpacesOnlyEnv",
+    "archive_kind",
+    "read_model",
+    "require_safe",
+    "restore_model_state",
+    "space_from_json",
+    "space_to_json",
+    "write_model",
+]
+
 
 def space_to_json(space: spaces.Space) -> dict[str, Any]:
     """A Box, Discrete or MultiDiscrete space as JSON data."""

@@ -22,6 +22,15 @@ from agents.persist.files import (
     atomic_write_text,
 )
 
+__all__ = [
+    "load_replay_buffer",
+    "load_rng",
+    "load_vecnormalize",
+    "save_replay_buffer",
+    "save_rng",
+    "save_vecnormalize",
+]
+
 #: VecNormalize's numeric settings, saved and restored as they are.
 _NORM_SETTINGS = ("clip_obs", "clip_reward", "gamma", "epsilon")
 
