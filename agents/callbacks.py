@@ -401,7 +401,11 @@ class EvalAgainstReferences(_AtRolloutBoundaries):
         # env/ means, say) stays for stable-baselines3's own dump, so no tag gets two
         # points at one step
         log = self.logger
-        held = (log.name_to_value, log.name_to_count, log.name_to_excluded)
+        held: tuple[dict[str, Any], ...] = (
+            log.name_to_value,
+            log.name_to_count,
+            log.name_to_excluded,
+        )
         pending = [dict(d) for d in held]
         for d in held:
             d.clear()
