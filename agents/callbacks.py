@@ -18,11 +18,12 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import TensorBoardOutputFormat
 
 from agents import tensorboard as tb
 from agents.evaluation import LearnedPolicy, evaluation_env_kwargs, load_policy
@@ -41,26 +42,17 @@ __all__ = [
 ]
 
 
+T = TypeVar("T")
+
+
 def _next_on_grid(step: int, interval: int) -> int:
     """The first multiple of ``interval`` strictly after ``step``."""
     return (step // interval + 1) * interval
 
 
-def _described_format(logger: Any) -> tb.DescribedTensorBoardFormat | None:
-    """The logger's :class:`~agents.tensorboard.DescribedTensorBoardFormat` (None without)."""
-    for fmt in logger.output_formats:
-        if isinstance(fmt, tb.DescribedTensorBoardFormat):
-            return fmt
-    return None
-
-
-def _tensorboard_writer(logger: Any) -> Any:
-    from stable_baselines3.common.logger import TensorBoardOutputFormat
-
-    for fmt in logger.output_formats:
-        if isinstance(fmt, TensorBoardOutputFormat):
-            return fmt.writer
-    return None
+def _output_format(logger: Any, kind: type[T]) -> T | None:
+    """The logger's output format of class ``kind`` (None without)."""
+    return next((f for f in logger.output_formats if isinstance(f, kind)), None)
 
 
 #: The per-node metrics (batch, nodes) by quantity (:data:`agents.tensorboard.NODE_QUANTITIES`;
@@ -268,13 +260,8 @@ class HeldOutEvaluation:
                 env_kwargs=kw,
             )
             recs.sort(key=lambda r: r["seed"])
-            out[name] = np.array(
-                [
-                    np.nan if r["metrics"][self.metric] is None else r["metrics"][self.metric]
-                    for r in recs
-                ],
-                dtype=float,
-            )
+            # a metric that could not be computed (None) becomes NaN
+            out[name] = np.array([r["metrics"][self.metric] for r in recs], dtype=float)
         return out
 
 
@@ -439,7 +426,7 @@ class EvalAgainstReferences(_AtRolloutBoundaries):
         self.seconds += elapsed
         self.logger.record(tb.EVAL_SECONDS, elapsed)
         self.logger.dump(self.num_timesteps)
-        fmt = _described_format(self.logger)
+        fmt = _output_format(self.logger, tb.DescribedTensorBoardFormat)
         if fmt is not None:  # each reference in its own run (folder): its own colour
             for k, mean in self._ref_means.items():
                 fmt.write_run(tb.reference_run(k), {tb.EVAL: mean}, self.num_timesteps)
@@ -486,9 +473,10 @@ class TensorBoardRunCard(BaseCallback):
     def _on_training_start(self) -> None:
         if self.num_timesteps > 0:
             return
-        writer = _tensorboard_writer(self.logger)
-        if writer is None:
+        fmt = _output_format(self.logger, TensorBoardOutputFormat)
+        if fmt is None:
             return
+        writer = fmt.writer
         tb.write_custom_scalars(writer, self.layout)
         for tag, text in self.texts.items():
             writer.add_text(tag, text, 0)

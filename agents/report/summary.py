@@ -68,10 +68,6 @@ CI_DESCRIPTION = (
 _Groups = dict[str, list[Mapping[str, Any]]]
 
 
-def _sorted_unique(values: Iterable[str]) -> list[str]:
-    return sorted(set(values))
-
-
 def _ci_list(ci: tuple[float, float]) -> list[float]:
     return [float(ci[0]), float(ci[1])]
 
@@ -91,7 +87,7 @@ def _check_primary_metric(recs: Sequence[Mapping[str, Any]], metric: str) -> Non
 
 def _policy_order(recs: Sequence[Mapping[str, Any]], reference: str | None) -> list[str]:
     """The records' policies, the reference first and the rest sorted (all sorted without one)."""
-    all_policies = _sorted_unique(str(r["policy"]) for r in recs)
+    all_policies = sorted({str(r["policy"]) for r in recs})
     if reference is None:
         return all_policies
     if reference not in all_policies:
@@ -323,7 +319,7 @@ def summarize_records(
     recs = validate_records(records)
     _check_primary_metric(recs, metric)
     names = metric_names(recs)
-    scenarios = _sorted_unique(str(r["scenario"]) for r in recs)
+    scenarios = sorted({str(r["scenario"]) for r in recs})
     policies = _policy_order(recs, reference)
     boot: dict[str, Any] = dict(n_boot=n_boot, confidence=confidence, seed=seed, method=method)
     groups = _group_records(recs, scenarios)

@@ -206,16 +206,15 @@ class AgentInterface:
     def decide(self, obs: NDArray, episode_start: NDArray | None) -> NDArray[np.float32] | None:
         """The heuristics' box actions for this step (their tiering modes included):
         (B, size) with one base, (B, K, size) with K."""
-        if self.params is None:
-            raise RuntimeError("AgentInterface: not bound; call bind(params, num_envs)")
+        params = self._bound()
         if not self.policies:
             return None
         acts = []
         for policy, mode in zip(self.policies, self.modes, strict=True):
             act, _ = policy.predict(obs, episode_start=episode_start)
             act = np.array(act, dtype=np.float32).reshape(obs.shape[0], -1)
-            if self.params.codec.modes:
-                act[:, -1] = self.params.codec.mode_entry(mode)
+            if params.codec.modes:
+                act[:, -1] = params.codec.mode_entry(mode)
             acts.append(act)
         self.base = acts[0] if len(acts) == 1 else np.stack(acts, axis=1)
         return self.base
