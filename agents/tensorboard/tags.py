@@ -154,7 +154,9 @@ def ratio_tags(algo: str, versus: str) -> tuple[str, str, str]:
 
 # ---------------------------------------------------------------------------- descriptions
 
-_SB3 = {
+#: The descriptions of the tags with fixed names: stable-baselines3's, the speed, the
+#: environment's batch-wide means and the held-out evaluation.
+_FIXED = {
     "time/fps": "Training steps per second of wall time since this process started learning.",
     "time/iterations": "Rollouts collected so far by this process.",
     "time/time_elapsed": "Seconds since this process started learning.",
@@ -181,21 +183,37 @@ _SB3 = {
     "train/anchor_coef": "Weight of the anchor to the policy RL started from, this update.",
     "train/anchor_mse": "Squared distance of the action mean to the starting policy's.",
     "train/std": "Standard deviation of the Gaussian policy (mean over action entries).",
+    ACTION_PROMOTE: (
+        "Policy action: the promotion rate limit set (numa_balancing_promote_rate_limit_MBps), MB/s."
+    ),
+    PROMOTION: "Pages promoted from CXL to DRAM, MB/s.",
+    DEMOTION: "Pages demoted from DRAM to CXL (kswapd, memory.high), MB/s.",
+    THROUGHPUT: "Memory throughput of all tenants together, GB/s.",
+    SOLVER_MEAN: "Residual of the model's fixed point (rates and loaded latencies), mean over steps.",
+    SOLVER_MAX: "Largest residual of the model's fixed point in the rollout (solver health).",
+    slot_tag("s", "norm_perf_vs_alone"): (
+        "Normalised performance (throughput over alone in local DRAM) of every active tenant, mean."
+    ),
+    EVAL: (
+        f"Mean {METRIC} (geometric mean of tenants' normalised performance per episode) "
+        "over the held-out validation-split evaluation episodes, of the policy of this run "
+        "folder: the learned policy in the run's own TensorBoard folder, a reference "
+        "heuristic in the sub-folder named after it (scored once on the same episodes: "
+        "a flat line)."
+    ),
 }
 
 
 def describe(tag: str) -> str | None:
     """The description of a tag this project writes (``None`` for one it does not know)."""
-    if tag in _SB3:
-        return _SB3[tag]
+    if tag in _FIXED:
+        return _FIXED[tag]
     m = re.fullmatch(r"env/node/([^/]+)/(\w+)", tag)
     if m and m.group(2) in NODE_QUANTITIES:
         return NODE_QUANTITIES[m.group(2)].format(x=m.group(1)) + " Mean over the rollout."
     m = re.fullmatch(r"env/tenant_slot(\d+)/(\w+)", tag)
     if m and m.group(2) in SLOT_QUANTITIES:
         return SLOT_QUANTITIES[m.group(2)].format(x=m.group(1))
-    if tag == slot_tag("s", "norm_perf_vs_alone"):
-        return "Normalised performance (throughput over alone in local DRAM) of every active tenant, mean."
     m = re.fullmatch(r"env/action/tenant_slot(\d+)/page_frac_(.+)", tag)
     if m:
         return (
@@ -209,18 +227,6 @@ def describe(tag: str) -> str | None:
             f"Policy action: fraction of slot {m.group(1)}'s active steps with every weight 0, "
             "i.e. local-first allocation (no interleave)."
         )
-    if tag == ACTION_PROMOTE:
-        return "Policy action: the promotion rate limit set (numa_balancing_promote_rate_limit_MBps), MB/s."
-    if tag == PROMOTION:
-        return "Pages promoted from CXL to DRAM, MB/s."
-    if tag == DEMOTION:
-        return "Pages demoted from DRAM to CXL (kswapd, memory.high), MB/s."
-    if tag == THROUGHPUT:
-        return "Memory throughput of all tenants together, GB/s."
-    if tag == SOLVER_MEAN:
-        return "Residual of the model's fixed point (rates and loaded latencies), mean over steps."
-    if tag == SOLVER_MAX:
-        return "Largest residual of the model's fixed point in the rollout (solver health)."
     m = re.fullmatch(r"env/reward/(\w+)( \(trained\))?", tag)
     if m:
         what = {
@@ -241,13 +247,5 @@ def describe(tag: str) -> str | None:
         return (
             f"{bound}{m.group(1)} over {ref}: mean over the evaluation episodes of the paired "
             f"ratio of {METRIC} (same seed), 95% percentile bootstrap over the episodes."
-        )
-    if tag == EVAL:
-        return (
-            f"Mean {METRIC} (geometric mean of tenants' normalised performance per episode) "
-            "over the held-out validation-split evaluation episodes, of the policy of this run "
-            "folder: the learned policy in the run's own TensorBoard folder, a reference "
-            "heuristic in the sub-folder named after it (scored once on the same episodes: "
-            "a flat line)."
         )
     return None
