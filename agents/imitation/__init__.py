@@ -16,7 +16,7 @@ The parts:
 - :mod:`~agents.imitation.objective`: the episode score of the run's reward that
   ranks the experts and that the planner maximises;
 - :mod:`~agents.imitation.experts`: each base at its corner and the planner's
-  plans, run through the agent's interface;
+  plans (or, ``teacher: mpc``, the causal mpc's actions), run through the agent's interface;
 - :mod:`~agents.imitation.dataset`: the labels, targets and recorded observations;
 - :mod:`~agents.imitation.bc`: the behaviour-cloning fit;
 - :mod:`~agents.imitation.dagger`: :func:`warm_start`, the first fit and the
@@ -32,7 +32,7 @@ from .bc import fit_targets
 from .checkpoint import CheckpointError
 from .dagger import warm_start
 from .dataset import EpisodeTargets, Labelled, label_episodes, policy_observations
-from .experts import LabelFollower, Plans, ShareTargets, plan_actions
+from .experts import LabelFollower, Plans, ShareTargets, mpc_actions, plan_actions, teacher_actions
 from .objective import check_objective
 
 __all__ = [
@@ -47,7 +47,9 @@ __all__ = [
     "check_objective",
     "fit_targets",
     "label_episodes",
+    "mpc_actions",
     "plan_actions",
     "policy_observations",
+    "teacher_actions",
     "warm_start",
 ]
