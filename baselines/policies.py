@@ -47,7 +47,7 @@ from baselines.algorithms import (
     colloid_migration_bytes,
     node_mem_bp,
 )
-from baselines.placement import auto_share, share_to_weights, tenant_orders
+from baselines.placement import share_to_weights, tenant_orders
 from envs.core import EnvParams, Hardware
 from envs.model import KernelConfig
 from envs.spaces import TIERING_MODES
@@ -897,13 +897,17 @@ class BandwidthAwareInterleave(HeuristicPolicy):
         self.rate = np.where(local, self.promote_rate_mbps, 0.0)
 
     def _decide(self, obs: NDArray) -> tuple[I64, F64]:
-        hw, bw, cxl = self._hw(), self.node_bandwidth_gbps(), self.is_cxl()
-        order = tenant_orders(hw, self.n_rows)  # each tenant's nearest nodes
-        # before a measurement: the auto weights over the row's nearest nodes
-        _, auto = auto_share(bw, cxl, self.n_rows, order, hw.socket, self.weightiness)
-        c = np.where(self.measured, self.cxl_share, auto)
+        c = np.where(self.measured, self.cxl_share, self.auto_cxl_share()[:, None])
         share = np.where(c > 0, 1.0 - c, np.nan)  # NaN: local-first
-        w = share_to_weights(share, bw, cxl, self.weight_scale, order, hw.socket)
+        hw = self._hw()
+        w = share_to_weights(
+            share,
+            self.node_bandwidth_gbps(),
+            self.is_cxl(),
+            self.weight_scale,
+            tenant_orders(hw, self.n_rows),  # each tenant's nearest nodes
+            hw.socket,
+        )
         return w, self.rate.copy()
 
 

@@ -10,9 +10,9 @@ reach past the clip of the entries it fits); integers and booleans are strict
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from envs.scenario import scenario_names
 
@@ -141,6 +141,15 @@ class ImitationSettings(BaseModel):
     plan_search: PlanSearch = Field(
         description="the planner's search for the plan labels (with plans)"
     )
+    teacher: Literal["plan", "mpc"] = Field(
+        default="plan",
+        description="who labels the residual with plans: 'plan', the clairvoyant planner's "
+        "static plan of each episode (agents.imitation.experts.plan_actions); 'mpc', the causal "
+        "model-predictive controller's decisions, interval by interval (baselines.mpc.MPC, "
+        "plan_search's population and iterations; agents.imitation.experts.mpc_actions). "
+        "Either is the episode's label where it beats every base; the only field with a "
+        "default (plan), so that recipes written before it read as they did",
+    )
 
     @field_validator("scenarios")
     @classmethod
@@ -152,6 +161,12 @@ class ImitationSettings(BaseModel):
         if len(set(v)) != len(v):
             raise ValueError(f"scenarios: {v} names one twice")
         return v
+
+    @model_validator(mode="after")
+    def _teacher_needs_plans(self) -> ImitationSettings:
+        if self.teacher != "plan" and not self.plans:
+            raise ValueError(f"teacher: {self.teacher!r} labels the residual, expected plans: true")
+        return self
 
     def updated(self, **changes: Any) -> ImitationSettings:
         """A validated copy with ``changes`` (field name -> value) applied."""

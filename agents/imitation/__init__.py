@@ -16,7 +16,7 @@ The parts:
 - :mod:`~agents.imitation.objective`: the episode score of the run's reward that
   ranks the experts and that the planner maximises;
 - :mod:`~agents.imitation.experts`: each base at its corner and the planner's
-  plans, run through the agent's interface;
+  plans (or, ``teacher: mpc``, the causal mpc's actions), run through the agent's interface;
 - :mod:`~agents.imitation.dataset`: the labels, targets and recorded observations;
 - :mod:`~agents.imitation.bc`: the behaviour-cloning fit;
 - :mod:`~agents.imitation.dagger`: :func:`warm_start`, the first fit and the

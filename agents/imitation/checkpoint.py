@@ -49,6 +49,15 @@ class CheckpointError(ValueError):
     """A checkpoint folder that is not this warm start's, or a file in it that is unreadable."""
 
 
+def _settings_key(settings: ImitationSettings) -> dict[str, Any]:
+    """The settings as the key reads them: the default teacher (the plan) left out, so that
+    a warm start of the plans keeps the key it had before teachers could be chosen."""
+    got = settings.model_dump(mode="json")
+    if got.get("teacher") == "plan":
+        del got["teacher"]
+    return got
+
+
 def checkpoint_key(
     settings: ImitationSettings, env: Mapping[str, Any], seed: int, objective: str, policy: Any
 ) -> str:
@@ -58,7 +67,7 @@ def checkpoint_key(
     what = {
         "format": FORMAT,
         "version": VERSION,
-        "settings": settings.model_dump(mode="json"),
+        "settings": _settings_key(settings),
         "env": dict(env),
         "seed": int(seed),
         "objective": objective,
@@ -125,6 +134,7 @@ def _labelled_arrays(got: Labelled) -> dict[str, NDArray]:
         "ep_fit_residual": ep.fit_residual,
         "ep_from_plan": ep.from_plan,
         "ep_k": np.asarray(ep.k),
+        "ep_stride": np.asarray(ep.stride),
     }
     p = ep.plans
     if p is not None:
@@ -162,8 +172,10 @@ def _labelled_from(z: Mapping[str, NDArray], plan_seconds: float) -> Labelled:
             float(z["plan_off_margin"]),
             shares,
         )
+    # a checkpoint written before per-step targets has no stride: its targets are per episode
+    stride = int(z["ep_stride"]) if "ep_stride" in z else 1
     ep = EpisodeTargets(
-        z["ep_mixing"], z["ep_fit_residual"], z["ep_from_plan"], plans, int(z["ep_k"])
+        z["ep_mixing"], z["ep_fit_residual"], z["ep_from_plan"], plans, int(z["ep_k"]), stride
     )
     return Labelled(
         z["obs"], z["targets"], z["fit_residual"], z["labels"], z["scores"], ep, plan_seconds

@@ -236,7 +236,7 @@ class _Run:
         """The summary so far (see :func:`warm_start`)."""
         s, families, jobs = self.settings, self.families, self.jobs
         return {
-            "bases": self.names + (["plan"] if s.plans else []),
+            "bases": self.names + ([s.teacher] if s.plans else []),
             "episodes_per_family": s.episodes,
             "families": families,
             "planned_families": families if s.plans else [],

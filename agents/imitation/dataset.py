@@ -43,7 +43,7 @@ from agents.imitation.experts import (
     Plans,
     Recording,
     expert_scores,
-    plan_actions,
+    teacher_actions,
     train_env,
 )
 from agents.imitation.objective import check_objective, scoring_env
@@ -85,7 +85,8 @@ class EpisodeTargets:
     base's corner); ``fit_residual`` (E,) the episodes whose residual is fitted;
     ``from_plan`` (E,) those fitted to the plan (every episode of a planned job; the others'
     target is 0); ``plans`` the plans. Rows of a recording are whole batches of the episodes
-    in seed order.
+    in seed order, one batch every ``stride`` steps from step 0 (the step of a row, which
+    per-step targets read: the ``mpc`` teacher's).
     """
 
     def __init__(
@@ -95,17 +96,20 @@ class EpisodeTargets:
         from_plan: NDArray[np.bool_],
         plans: Plans | None,
         k: int,
+        stride: int = 1,
     ) -> None:
         self.mixing, self.fit_residual, self.from_plan = mixing, fit_residual, from_plan
-        self.plans, self.k = plans, k
+        self.plans, self.k, self.stride = plans, k, stride
 
     def rows(self, obs: NDArray[np.float32]) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
         """``(targets (S, size), residual weights (S,))`` of recorded observations (S, ...)."""
-        e = np.arange(len(obs)) % len(self.mixing)
+        r = np.arange(len(obs))
+        e = r % len(self.mixing)
         targets = self.mixing[e].copy()
         rows = np.flatnonzero(self.from_plan[e])
         if self.plans is not None and len(rows):
-            res = self.plans.residual(obs[rows], e[rows], self.k)
+            steps = (r[rows] // len(self.mixing)) * self.stride
+            res = self.plans.residual(obs[rows], e[rows], self.k, steps)
             targets[rows, : res.shape[1]] = res
         return targets, self.fit_residual[e].astype(np.float32)
 
@@ -205,9 +209,12 @@ def label_episodes(
             score(j, LabelFollower(*spaces, np.full(episodes, j, dtype=np.int64), k))
             bar.update()
         if plans:
-            total = settings.plan_search.iterations + 1
-            with phase_bar(progress, total, f"planning {family}", "iteration") as search:
-                plan, _, seconds = plan_actions(
+            total: int | None = settings.plan_search.iterations + 1
+            desc, unit = f"planning {family}", "iteration"
+            if settings.teacher == "mpc":  # one tick per step of the episodes
+                total, desc, unit = None, f"mpc on {family}", "step"
+            with phase_bar(progress, total, desc, unit) as search:
+                plan, _, seconds = teacher_actions(
                     env,
                     family,
                     episodes,
@@ -226,7 +233,7 @@ def label_episodes(
         # the residual follows the plan on every planned episode, whatever its label
         from_plan = np.full(episodes, plans)
         fit = from_plan | (near & adjusted).any(axis=1) if hold_listed else from_plan
-        per_episode = EpisodeTargets(mixing, fit, from_plan, plan, k)
+        per_episode = EpisodeTargets(mixing, fit, from_plan, plan, k, settings.stride)
         if reuse:
             obs = _following(seen, labels)
         else:

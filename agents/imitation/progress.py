@@ -7,8 +7,8 @@ from typing import Any
 __all__ = ["phase_bar"]
 
 
-def phase_bar(enabled: bool, total: int, desc: str, unit: str) -> Any:
-    """A tqdm bar of ``total`` ``unit`` for one phase (``desc``); prints nothing unless
+def phase_bar(enabled: bool, total: int | None, desc: str, unit: str) -> Any:
+    """A tqdm bar of ``total`` (None: not known ahead) ``unit`` for one phase (``desc``); prints nothing unless
     ``enabled``. Use it as a context manager and call ``update()`` per unit done."""
     from tqdm import tqdm
 

@@ -261,13 +261,15 @@ def test_train_runs_the_final_comparison_in_process(
     assert data["command"][0] == "train.py"
     from baselines import catalogue
 
-    # the closing table: every heuristic of the catalogue and its closing upper bounds
+    # the closing table: every heuristic of the catalogue, the selector and the closing bounds
     heuristics = set(catalogue.names(kind="heuristic"))
     assert {"memcg-fair", "caption", "damon-tiering"} <= heuristics
-    expected = {"ppo", *heuristics, "best-heuristic-per-episode", "planner"}
+    expected = {"ppo", *heuristics, "adaptive", "best-heuristic-per-episode", "planner", "mpc"}
     assert {r["policy"] for r in data["records"]} == expected
     head = data["summary"]["headroom"]["per_scenario"][str(sc)]  # the share column is there
     assert "ppo" in head["policies"] and head["headroom"] >= 0.0  # planner >= dram-first
+    assert "ppo" in data["summary"]["headroom_mpc"]["per_scenario"][str(sc)]["policies"]
+    assert "ppo" in data["summary"]["robustness"]["per_policy"]
     assert sorted({r["seed"] for r in data["records"]}) == [20_001, 20_002]
     out = capsys.readouterr().out
     assert (run / "results" / "leaderboard.md").read_text() in out

@@ -471,3 +471,108 @@ def test_the_fit_reports_the_loss_of_its_whole_last_pass() -> None:
             want_sum += float(err.sum()) / len(obs)
             want_w += 1.0
     assert got == pytest.approx(want_sum / want_w, rel=1e-5)
+
+
+# ---------------------------------------------------------------- the causal teacher (mpc)
+
+
+def test_mpc_teacher_runs_through_the_agent_interface_as_mpc_scored_it(
+    settings: ImitationSettings,
+) -> None:
+    """``teacher: mpc``: mpc's action at every step of each episode, written as the residual
+    over dram-first at dram-first's corner (the plan's code path, one box per step), scores
+    through the agent's interface exactly what mpc's own run scored, so each step's target
+    is the action mpc took at that step; it is the episode's label where it beats every
+    base; each recorded row's target is the residual to mpc's action at that row's step
+    (rows are whole batches, one every ``stride`` steps); the targets change over the
+    episode (mpc decides again), where the plan's are one per episode."""
+    from agents.imitation.experts import mpc_actions
+
+    n, seed = 4, 700
+    s = settings.updated(plans=True, teacher="mpc", stride=10)
+    mpc, mpc_score, _ = mpc_actions(PLANNED, "mixed", n, seed, s, objective=LOG)
+    plan, _, _ = plan_actions(PLANNED, "mixed", n, seed, settings, objective=LOG)
+    assert plan.box.ndim == 2 and mpc.per_step and not plan.per_step
+    E, S, A = mpc.box.shape
+    assert (E, A) == plan.box.shape and S >= 100  # mixed: 100 steps an episode
+    assert mpc.off.shape == mpc.box.shape and (mpc.box[mpc.off] <= -1.0).all()
+    assert (np.abs(mpc.box) <= 1.0).all() and (mpc.box[~mpc.off] > -1.0).all()
+    assert (mpc.box != mpc.box[:, :1]).any()  # a later decision differs from the first
+    got = label_episodes(PLANNED, "mixed", n, seed, s, objective=LOG, plans=True)
+    assert np.allclose(got.scores[:, 3], mpc_score, rtol=1e-9, atol=0)
+    beats = got.scores[:, 3] > got.scores[:, :3].max(axis=1) * (1.0 + s.tie_tolerance)
+    assert (got.labels == 3).tolist() == beats.tolist() and beats.any()
+    r = np.arange(len(got.obs))
+    steps = (r // n) * s.stride
+    want = mpc.residual(got.obs, r % n, 3, steps)
+    assert got.targets.shape[1] == A + 2 and np.array_equal(got.targets[:, :A], want)
+    # a step before: the decision before (mpc decides every 10 steps), another target
+    before = mpc.residual(got.obs, r % n, 3, np.maximum(steps - 1, 0))
+    assert not np.array_equal(want, before)
+    assert (np.abs(got.targets[:, :A]) <= 1.0).all() and got.fit_residual.all()
+    with pytest.raises(ValueError, match="step"):
+        mpc.residual(got.obs, r % n, 3)
+
+
+def test_mpc_teacher_share_targets_are_per_step_shares(settings: ImitationSettings) -> None:
+    """With ``residual_codec: share`` the mpc teacher's targets are one DRAM share per tenant
+    slot and step (0..1.25; 1.25: local-first), scored through the agent's
+    interface as mpc scored them, the residual targets within the residual's range."""
+    from agents.imitation.experts import mpc_actions
+
+    n, seed = 3, 800
+    env = {**PLANNED, "residual_codec": "share"}
+    s = settings.updated(plans=True, teacher="mpc", stride=10)
+    mpc, mpc_score, _ = mpc_actions(env, "mixed", n, seed, s, objective=LOG)
+    sh = mpc.shares
+    assert sh is not None and sh.share.shape[:2] == mpc.box.shape[:2]
+    assert sh.share.shape[2] == sh.used.shape[1] and mpc.box.shape[1] >= 100
+    assert (sh.share >= 0.0).all() and (sh.share <= 1.25).all()
+    assert (sh.share[sh.used[:, None, :].repeat(sh.share.shape[1], 1)] < 1.25).any()
+    got = label_episodes(env, "mixed", n, seed, s, objective=LOG, plans=True)
+    assert np.allclose(got.scores[:, 3], mpc_score, rtol=1e-9, atol=0)
+    assert (np.abs(got.targets) <= s.corner_margin).all()
+    assert (np.abs(got.targets[:, : sh.share.shape[2]]) <= 1.0).all()
+
+
+def test_the_default_teacher_is_the_plan(settings: ImitationSettings) -> None:
+    """A recipe without ``teacher`` labels with the plan, as before the field existed: the
+    same targets as :func:`plan_actions`, the same checkpoint key (the settings' dump without
+    the field); ``mpc`` is another key; a teacher needs ``plans``; an unknown one is refused."""
+    import hashlib
+    import json
+
+    from agents.imitation.checkpoint import FORMAT, VERSION, checkpoint_key
+    from agents.imitation.experts import teacher_actions
+
+    assert "teacher" not in SETTINGS and settings.teacher == "plan"
+    a, score_a, _ = plan_actions(PLANNED, "mixed", 3, 700, settings, objective=LOG)
+    b, score_b, _ = teacher_actions(PLANNED, "mixed", 3, 700, settings, objective=LOG)
+    assert np.array_equal(a.box, b.box) and np.array_equal(score_a, score_b)
+    model = _model(ENV, 8)
+    planned = settings.updated(plans=True)
+    shapes = {k: [list(v.shape), str(v.dtype)] for k, v in model.policy.state_dict().items()}
+    old = {k: v for k, v in planned.model_dump(mode="json").items() if k != "teacher"}
+    what = {"format": FORMAT, "version": VERSION, "settings": old, "env": dict(ENV),
+            "seed": 0, "objective": LOG, "policy": shapes}  # fmt: skip
+    text = json.dumps(what, sort_keys=True, default=str, separators=(",", ":"))
+    key = checkpoint_key(planned, ENV, 0, LOG, model.policy)
+    assert key == hashlib.sha256(text.encode()).hexdigest()
+    assert checkpoint_key(planned.updated(teacher="mpc"), ENV, 0, LOG, model.policy) != key
+    with pytest.raises(ValidationError, match="expected plans: true"):
+        settings.updated(teacher="mpc")  # SETTINGS has plans: false
+    with pytest.raises(ValidationError, match="teacher"):
+        planned.updated(teacher="oracle")
+
+
+def test_per_step_targets_survive_a_checkpoint(settings: ImitationSettings) -> None:
+    """A job labelled by mpc saves and reads back its per-step targets and its stride: the
+    rows' targets computed from the read-back data are those computed before."""
+    from agents.imitation.checkpoint import _labelled_arrays, _labelled_from
+
+    s = settings.updated(plans=True, teacher="mpc", stride=10)
+    got = label_episodes(PLANNED, "mixed", 2, 700, s, objective=LOG, plans=True)
+    back = _labelled_from(_labelled_arrays(got), 0.0)
+    assert back.episodes.stride == 10 and back.episodes.plans is not None
+    assert back.episodes.plans.per_step
+    assert np.array_equal(back.episodes.rows(got.obs)[0], got.episodes.rows(got.obs)[0])
