@@ -45,40 +45,23 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from pydantic import Field
-
 from agents import report
 from agents.config import EvaluateOptions
-from agents.config.fields import Name
 from agents.config.flags import flag_parser, parse_flags
+from agents.config.run import HOST_REFERENCES, NO_REFERENCES
 from agents.distributed import ray_runner  # --workers / --ray-address: Ray tasks
 from agents.evaluation import check_output_dir, leaderboard_text, load_policy, run_comparison
 from baselines import catalogue
 from envs.generator import expand_family_names
 from envs.jit import get_threads
 
+
 #: ``--references`` values that stand for a list: the heuristics a host can run, or none.
-HOST_REFERENCES = "host"
-NO_REFERENCES = "none"
-
-
-class EvaluateFlags(EvaluateOptions):
-    """``evaluate.py``'s command line: :class:`agents.config.EvaluateOptions` and
-    ``--references``."""
-
-    references: Name | None = Field(
-        None,
-        description="comma-separated policies compared beside --policies (added after them, "
-        f"repeats dropped), '{HOST_REFERENCES}' (the catalogue's heuristics a Linux host can "
-        f"run: {','.join(catalogue.names(host=True))}) or '{NO_REFERENCES}' (default: "
-        f"'{HOST_REFERENCES}' when a --policies entry is a run trained on the host view, "
-        "observation='host'; otherwise none)",
-    )
-
-
-def parse_args(argv: list[str]) -> EvaluateFlags:
-    """The checked options (one flag per field of :class:`EvaluateFlags`)."""
-    return parse_flags(EvaluateFlags, flag_parser(EvaluateFlags, "evaluate.py", __doc__), argv)[0]
+def parse_args(argv: list[str]) -> EvaluateOptions:
+    """The checked options (one flag per field of :class:`agents.config.EvaluateOptions`)."""
+    return parse_flags(EvaluateOptions, flag_parser(EvaluateOptions, "evaluate.py", __doc__), argv)[
+        0
+    ]
 
 
 def validate_args(args: EvaluateOptions) -> tuple[list[str], list[str]]:

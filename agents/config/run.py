@@ -138,6 +138,11 @@ class RunOptions(_Strict):
         )
 
 
+#: ``evaluate.py --references`` values: the catalogue's policies a host can run, or none.
+HOST_REFERENCES = "host"
+NO_REFERENCES = "none"
+
+
 class EvaluateOptions(_Strict):
     """The command line of ``evaluate.py`` (each field is a flag, as for :class:`RunOptions`)."""
 
@@ -172,6 +177,14 @@ class EvaluateOptions(_Strict):
         None,
         description="run the cells on the Ray cluster at ADDRESS (its head's HOST:PORT; "
         "default: $RAY_ADDRESS if set)",
+    )
+    references: Name | None = Field(
+        None,
+        description="comma-separated policies compared beside --policies (added after them, "
+        f"repeats dropped), '{HOST_REFERENCES}' (the catalogue's heuristics a Linux host can "
+        f"run: {','.join(catalogue.names(host=True))}) or '{NO_REFERENCES}' (default: "
+        f"'{HOST_REFERENCES}' when a --policies entry is a run trained on the host view, "
+        "observation='host'; otherwise none)",
     )
 
 

@@ -43,8 +43,8 @@ from agents.callbacks import (
     HeldOutEvaluation,
     LogUpdateAtItsStep,
 )
+from agents.config import RunOptions
 from agents.stats import ratio_to_reference
-from baselines import catalogue
 from envs import load_scenario
 from envs.sb3 import make_vec_env
 
@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLLOUT = 8 * 16  # --num-envs 8, n_steps 16
 EVAL_EPISODES = 4
 #: a run's references by default: every deployable heuristic
-REFERENCES = tuple(catalogue.names(kind="heuristic", deployable=True))
+REFERENCES = tuple(RunOptions().reference_names())  # train.py's default references
 
 
 def tiny_args(scenario: Path, run_dir: Path, *extra: str) -> list[str]:
