@@ -144,6 +144,7 @@ def _labelled_arrays(got: Labelled) -> dict[str, NDArray]:
             "plan_base": np.asarray(p.base),
             "plan_scale": np.asarray(p.scale),
             "plan_off_margin": np.asarray(p.off_margin),
+            "plan_tail": np.asarray(p.tail),
         }
         if p.shares is not None:
             sh = p.shares
@@ -171,6 +172,7 @@ def _labelled_from(z: Mapping[str, NDArray], plan_seconds: float) -> Labelled:
             float(z["plan_scale"]),
             float(z["plan_off_margin"]),
             shares,
+            int(z["plan_tail"]) if "plan_tail" in z else 0,  # written before the field: none
         )
     # a checkpoint written before per-step targets has no stride: its targets are per episode
     stride = int(z["ep_stride"]) if "ep_stride" in z else 1

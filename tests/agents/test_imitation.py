@@ -575,3 +575,7 @@ def test_per_step_targets_survive_a_checkpoint(settings: ImitationSettings) -> N
     assert back.episodes.stride == 10 and back.episodes.plans is not None
     assert back.episodes.plans.per_step
     assert np.array_equal(back.episodes.rows(got.obs)[0], got.episodes.rows(got.obs)[0])
+    # the privileged critic's width (where the base actions end) survives too
+    assert got.episodes.plans is not None
+    got.episodes.plans.tail = 7
+    assert _labelled_from(_labelled_arrays(got), 0.0).episodes.plans.tail == 7  # type: ignore[union-attr]
