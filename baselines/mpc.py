@@ -53,12 +53,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from baselines.placement import SHARE_TOP, dram_share
-from baselines.planner import V_LO, X_LO, Planner, rollout_scores
+from baselines.planner import V_LO, X_LO, Planner, check_search, rollout_scores
 from baselines.policies import STATIC_KERNEL, HeuristicPolicy
 from envs import core
 from envs.model import Params, State, with_kernel_rows
 from envs.records import record
-from envs.spaces import REWARDS, TIERING_MODES
+from envs.spaces import TIERING_MODES
 
 __all__ = ["MPC", "present_params"]
 
@@ -167,32 +167,21 @@ class MPC(HeuristicPolicy):
         objective: str = "log-geomean",
     ) -> None:
         super().__init__()
-        for what, v, lo in (
-            ("every", every, 1),
-            ("horizon", horizon, 1),
-            ("population", population, 2),
-            ("iterations", iterations, 0),
-            ("weight_scale", weight_scale, 1),
-        ):
-            if isinstance(v, bool) or int(v) != v or v < lo:
-                raise ValueError(f"mpc {what}: got {v!r}, expected an integer >= {lo}")
-        if objective not in REWARDS:
-            raise ValueError(
-                f"mpc objective: got {objective!r}, expected a reward name of {list(REWARDS)}"
-            )
-        if not 0.0 < elite_frac <= 1.0:
-            raise ValueError(f"mpc elite_frac: got {elite_frac}, expected 0 < elite_frac <= 1")
-        if not 0.0 < smoothing <= 1.0:
-            raise ValueError(f"mpc smoothing: got {smoothing}, expected 0 < smoothing <= 1")
-        if len(init_std) != 2 or min(init_std) <= 0:
-            raise ValueError(f"mpc init_std: got {init_std}, expected two numbers > 0")
-        modes = tuple(tiering_modes or ())
-        bad = [m for m in modes if m not in TIERING_MODES]
-        if bad or len(set(modes)) != len(modes):
-            raise ValueError(
-                f"mpc tiering_modes: got {list(modes)}, expected distinct names of "
-                f"{list(TIERING_MODES)}"
-            )
+        modes = check_search(
+            "mpc",
+            {
+                "every": every,
+                "horizon": horizon,
+                "population": population,
+                "iterations": iterations,
+            },
+            elite_frac,
+            smoothing,
+            init_std,
+            weight_scale,
+            tiering_modes,
+            objective,
+        )
         self.every = int(every)
         self.on_change = bool(on_change)
         self.horizon = int(horizon)

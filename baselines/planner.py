@@ -95,7 +95,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -109,7 +109,7 @@ from envs.model import Action, Params, State, with_kernel_rows
 from envs.model import step as model_step
 from envs.spaces import REWARDS, TIERING_MODES, reward_terms
 
-__all__ = ["SEED_SHARES", "Planner", "rollout_scores"]
+__all__ = ["SEED_SHARES", "Planner", "check_search", "rollout_scores"]
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -121,6 +121,48 @@ SEED_SHARES: tuple[float, ...] = tuple(a / (a + b) for a, b in STATIC_RATIOS)
 LOCAL_FIRST_X = 1.5  # any x > 1 means local-first; the seed's value
 X_LO = 0.0  # samples are clipped to X_LO..SHARE_TOP (above 1: local-first)
 V_LO = -2.0  # rate variable: v < 0 is promotion off, else 2 ** round(v) MB/s
+
+
+def check_search(
+    who: str,
+    counts: Mapping[str, Any],
+    elite_frac: float,
+    smoothing: float,
+    init_std: tuple[float, float],
+    weight_scale: int,
+    tiering_modes: Sequence[str] | None,
+    objective: str,
+) -> tuple[str, ...]:
+    """The settings of a cross-entropy search on the model (the planner's, ``mpc``'s), checked
+    once for both: ``counts`` maps names to integers with their least value (``population``
+    2, ``iterations`` 0, others 1); returns the tiering modes as a tuple.
+
+    Raises:
+        ValueError: a bad value, named, after ``who``.
+    """
+    if objective not in REWARDS:
+        raise ValueError(
+            f"{who} objective: got {objective!r}, expected a reward name of {list(REWARDS)}"
+        )
+    modes = tuple(tiering_modes or ())
+    bad = [m for m in modes if m not in TIERING_MODES]
+    if bad or len(set(modes)) != len(modes):
+        raise ValueError(
+            f"{who} tiering_modes: got {list(modes)}, expected distinct names of "
+            f"{list(TIERING_MODES)}"
+        )
+    least = {"population": 2, "iterations": 0}
+    for what, v in {**counts, "weight_scale": weight_scale}.items():
+        lo = least.get(what, 1)
+        if isinstance(v, bool) or int(v) != v or v < lo:
+            raise ValueError(f"{who} {what}: got {v!r}, expected an integer >= {lo}")
+    if not 0.0 < elite_frac <= 1.0:
+        raise ValueError(f"{who} elite_frac: got {elite_frac}, expected 0 < elite_frac <= 1")
+    if not 0.0 < smoothing <= 1.0:
+        raise ValueError(f"{who} smoothing: got {smoothing}, expected 0 < smoothing <= 1")
+    if len(init_std) != 2 or min(init_std) <= 0:
+        raise ValueError(f"{who} init_std: got {init_std}, expected two numbers > 0")
+    return modes
 
 
 class Planner(HeuristicPolicy):
@@ -176,32 +218,17 @@ class Planner(HeuristicPolicy):
         objective: str = "log-geomean",
     ) -> None:
         super().__init__()
-        if objective not in REWARDS:
-            raise ValueError(
-                f"planner objective: got {objective!r}, expected a reward name of {list(REWARDS)}"
-            )
+        modes = check_search(
+            "planner",
+            {"population": population, "iterations": iterations, "segments": segments},
+            elite_frac,
+            smoothing,
+            init_std,
+            weight_scale,
+            tiering_modes,
+            objective,
+        )
         self.objective = objective
-        modes = tuple(tiering_modes or ())
-        bad = [m for m in modes if m not in TIERING_MODES]
-        if bad or len(set(modes)) != len(modes):
-            raise ValueError(
-                f"planner tiering_modes: got {list(modes)}, expected distinct names of "
-                f"{list(TIERING_MODES)}"
-            )
-        for what, v, lo in (
-            ("population", population, 2),
-            ("iterations", iterations, 0),
-            ("segments", segments, 1),
-            ("weight_scale", weight_scale, 1),
-        ):
-            if int(v) != v or v < lo:
-                raise ValueError(f"planner {what}: got {v}, expected an integer >= {lo}")
-        if not 0.0 < elite_frac <= 1.0:
-            raise ValueError(f"planner elite_frac: got {elite_frac}, expected 0 < elite_frac <= 1")
-        if not 0.0 < smoothing <= 1.0:
-            raise ValueError(f"planner smoothing: got {smoothing}, expected 0 < smoothing <= 1")
-        if len(init_std) != 2 or min(init_std) <= 0:
-            raise ValueError(f"planner init_std: got {init_std}, expected two numbers > 0")
         self.population = int(population)
         self.iterations = int(iterations)
         self.segments = int(segments)
