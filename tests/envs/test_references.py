@@ -18,6 +18,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_reclaim import (
+    _run,  # one model run of a scenario with fixed actions (its states, outputs)
+)
 
 from envs import Action, KernelConfig, compile_params, init_state, load_scenario, step
 from envs.kernel import GIB, PAGE_BYTES
@@ -147,18 +150,6 @@ SLOW = {  # one thread, 2 us between misses: a pass over 9 GiB takes ~5 minutes
     "compute_ns": 2000,
     "working_set_gib": 9.0,
 }
-
-
-def _run(sc: Any, steps: int, rate: float = 65536.0) -> tuple[Any, list[Any], list[Any]]:
-    p = compile_params(sc, batch_size=1)
-    s = init_state(p, [0])
-    act = Action(np.zeros((1, p.n_tenants, p.n_nodes)), np.full(1, rate))
-    states, outs = [s], []
-    for _ in range(steps):
-        s, out = step(p, s, act)
-        states.append(s)
-        outs.append(out)
-    return p, states, outs
 
 
 def test_a_pass_shorter_than_the_inactive_age_never_lets_a_page_go() -> None:
