@@ -213,11 +213,11 @@ class MPC(HeuristicPolicy):
         self.n_modes = max(len(params.codec.modes), 1)
         self._env = None
         self._copy_out = None
+        self._k: I64 = np.zeros(0, dtype=np.int64)  # sized again for this binding by _reset
 
     def _reset(self, mask: NDArray[np.bool_]) -> None:
         B, R, N = self._B, self.n_rows, self.n_nodes
-        k: I64 | None = getattr(self, "_k", None)
-        if k is None or k.shape != (B,):
+        if self._k.shape != (B,):
             self._k = np.zeros(B, dtype=np.int64)
             self._w = np.zeros((B, R, N), dtype=np.int64)
             self._rate = np.zeros(B)

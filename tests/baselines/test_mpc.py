@@ -113,6 +113,15 @@ def test_mpc_is_deterministic_and_each_instance_ignores_the_batch() -> None:
         np.testing.assert_array_equal(both[:n, i], alone[:, 0])
 
 
+def test_mpc_bound_again_to_another_scenario_acts_as_a_new_one() -> None:
+    """evaluate.py binds one policy to scenario after scenario: after mixed (several tenant
+    rows), analytics-scan (other rows, the same batch size) gets a fresh instance's actions."""
+    reused = MPC(**SMALL)
+    _actions(reused, "mixed", [20000])
+    again = _actions(reused, "analytics-scan", [20000])
+    np.testing.assert_array_equal(again, _actions(MPC(**SMALL), "analytics-scan", [20000]))
+
+
 def test_mpc_optimises_the_planner_s_objective() -> None:
     """On mlc-bandwidth's first 10 s (one tenant, before its phase at 10 s: nothing to come)
     one decision over a horizon of the whole episode predicts exactly the geomean_perf
