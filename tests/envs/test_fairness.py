@@ -101,6 +101,33 @@ def test_memcg_limits_in_force_per_mode() -> None:
     assert memcg_total_high(40.0, modes).tolist() == [40.0, 40.0, np.inf]
 
 
+def test_memcg_limits_on_arrays_are_each_elements_limits_and_warn_nothing() -> None:
+    """The limits in force over a batch (16 instances, unlimited and finite memory.high, every
+    mode) are each element's scalar limits, and no "invalid value" warning reaches the user
+    (train.py printed numpy's, raised by the vectorised loop, dozens of times)."""
+    import warnings
+    from types import SimpleNamespace
+
+    from envs.model import memcg_limits
+
+    B = 16
+    mode = np.arange(B, dtype=np.int64) % 3
+    top = np.linspace(0.06, 0.9, B)
+    high = np.where(np.arange(B) % 2 == 0, np.inf, 40.0)[None].repeat(2, 0)  # (T=2, B)
+    low = np.where(np.arange(B) % 4 == 0, 0.0, 20.0)[None].repeat(2, 0)
+    p = SimpleNamespace(memcg_mode=mode, toptier_share=top)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dram_high, low_in_force, total_high = memcg_limits(p, high, low)  # type: ignore[arg-type]
+    for b in range(B):
+        m, t = np.array([mode[b]]), np.array([top[b]])
+        assert dram_high[0, b] == memcg_dram_high(np.array([high[0, b]]), m, t)[0]
+        assert low_in_force[0, b] == memcg_low(np.array([low[0, b]]), m, t)[0]
+        assert total_high[0, b] == memcg_total_high(np.array([high[0, b]]), m)[0]
+    assert np.isinf(dram_high[0, mode == MEMCG_TOTAL]).all()
+    assert dram_high[0, 1] == 40.0 * top[1]  # tier_aware, finite high
+
+
 # --------------------------------------------------------------------------- memcg limits in the model
 
 
