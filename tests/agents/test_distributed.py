@@ -111,6 +111,7 @@ def test_distributed_evaluation_equals_single_process_bit_for_bit(
     assert [r["seed"] for r in records[:9]] == list(range(3, 12))
 
 
+@pytest.mark.slow
 def test_cells_are_written_as_they_finish_and_a_rerun_reuses_them(
     local_ray: None, tmp_path: Path
 ) -> None:
@@ -134,6 +135,7 @@ def test_cells_are_written_as_they_finish_and_a_rerun_reuses_them(
     assert [r["seed"] for r in other[:3]] == [2, 3, 4]
 
 
+@pytest.mark.slow
 def test_node_without_the_package_is_one_clear_error(local_ray: None) -> None:
     check_nodes(["envs", "agents", "baselines"])
     with pytest.raises(

@@ -354,6 +354,7 @@ def _same_weights(a: PPO, b: PPO) -> bool:
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
+@pytest.mark.slow
 def test_an_interrupted_warm_start_resumes_to_the_same_weights(
     settings: ImitationSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -136,6 +136,7 @@ def first_actions(run_dir: Path) -> np.ndarray:
     return model.predict(obs, deterministic=True)[0]
 
 
+@pytest.mark.slow
 def test_one_seed_gives_the_same_policy(tmp_path: Path, short_scenario: Path) -> None:
     import train
 
