@@ -1,0 +1,80 @@
+"""scripts/seed_table.py: each training seed's ratio to every scenario's best heuristic, the
+mean over seeds, the floor's verdict, and one-line errors on bad input."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def seed_table() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("_seed_table", ROOT / "scripts" / "seed_table.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _results(path: Path, means: dict[str, dict[str, float]]) -> Path:
+    """A results.json whose summary holds ``means`` (scenario -> policy -> mean)."""
+    per_scenario = {
+        sc: {p: {"metrics": {"geomean_perf": {"mean": m}}} for p, m in pols.items()}
+        for sc, pols in means.items()
+    }
+    summary = {
+        "metric": "geomean_perf",
+        "per_scenario": per_scenario,
+        "robustness": {"heuristics": ["dram-first", "tpp"]},
+    }
+    path.write_text(json.dumps({"summary": summary}))
+    return path
+
+
+def test_ratios_to_each_scenarios_best_heuristic_and_their_mean(
+    seed_table: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = _results(
+        tmp_path / "a.json",
+        {
+            "x": {"dram-first": 0.5, "tpp": 0.8, "s0": 0.8, "s1": 0.72, "adaptive": 0.6},
+            "y": {"dram-first": 1.0, "tpp": 0.9, "s0": 1.1, "s1": 1.0, "adaptive": 1.0},
+        },
+    )
+    b = _results(tmp_path / "b.json", {"x": {"dram-first": 0.5, "tpp": 0.8, "s2": 0.8}})
+    with pytest.raises(SystemExit, match="run 's2' has no results on 'y'"):
+        seed_table.table([a, b], ["s0", "s1", "s2"], 0.98)
+    b = _results(
+        tmp_path / "b.json",
+        {"x": {"dram-first": 0.5, "tpp": 0.8, "s2": 0.8}, "y": {"dram-first": 1.0, "s2": 0.97}},
+    )
+    text, ok = seed_table.table([a, b], ["s0", "s1", "s2"], 0.98)
+    # x: best tpp 0.8; ratios 1, 0.9, 1 -> mean 0.967, below. y: best dram-first 1.0
+    assert (
+        "| x | tpp (0.800) | 1.000 | 0.900 | 1.000 | 0.967 [0.900, 1.000] **below** | - |" in text
+    )
+    assert "| y | dram-first (1.000) | 1.100 | 1.000 | 0.970 | 1.023 [0.970, 1.100] | - |" in text
+    assert not ok and text.endswith("below 0.98: x")
+    assert seed_table.main([str(a), str(b), "--runs", "s0,s1,s2", "--floor", "0.9"]) == 0
+    assert seed_table.main([str(a), str(b), "--runs", "s0,s1,s2"]) == 1
+    capsys.readouterr()
+
+
+def test_bad_input_is_one_line_and_exit_code_2(
+    seed_table: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert seed_table.main([str(bad), "--runs", "s0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {bad}: not an evaluate.py results.json")
+    assert seed_table.main([str(tmp_path / "missing.json"), "--runs", "s0"]) == 2
+    assert seed_table.main([str(bad), "--runs", ","]) == 2
