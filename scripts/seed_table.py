@@ -49,7 +49,8 @@ def table(files: list[Path], runs: list[str], floor: float) -> tuple[str, bool]:
     means: dict[str, dict[str, float]] = {}
     heuristics: list[str] = []
     for f in files:
-        m, heuristics, _ = _means(f)
+        m, heur_f, _ = _means(f)
+        heuristics += [h for h in heur_f if h not in heuristics]
         for sc, pols in m.items():
             means.setdefault(sc, {}).update(pols)
     missing = [(r, sc) for sc in means for r in runs if r not in means[sc]]
