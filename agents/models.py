@@ -32,7 +32,8 @@ __all__ = ["build_model", "read_model_file", "save_model"]
 
 def build_model(recipe: Recipe, env: Any, seed: int | None) -> Any:
     """A fresh stable-baselines3 model of the recipe's algorithm and policy on ``env``."""
-    return _build(recipe.algo, recipe.policy, recipe.sb3_kwargs(), env, seed)
+    kwargs = sb3_kwargs(recipe.hyperparams, recipe.policy_kwargs)
+    return _build(recipe.algo, recipe.policy, kwargs, env, seed)
 
 
 def _build(algo: str, policy: str, kwargs: dict[str, Any], env: Any, seed: int | None) -> Any:

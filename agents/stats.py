@@ -116,21 +116,6 @@ def iqm(x: ArrayLike, axis: int | None = None) -> Any:
     return float(out) if out.ndim == 0 else out
 
 
-def _resolve_statistic(statistic: Statistic | str) -> Statistic:
-    """Map the names ``"mean"``, ``"iqm"`` and ``"median"`` to functions."""
-    if isinstance(statistic, str):
-        table: dict[str, Statistic] = {"mean": np.mean, "iqm": iqm, "median": np.median}
-        try:
-            return table[statistic]
-        except KeyError:
-            raise ValueError(
-                f"unknown statistic {statistic!r}; use one of {sorted(table)} or a callable"
-            ) from None
-    if not callable(statistic):
-        raise TypeError(f"statistic must be callable or a name, got {type(statistic).__name__}")
-    return statistic
-
-
 def _strata_list(
     samples_by_stratum: Mapping[Any, ArrayLike] | Sequence[ArrayLike],
 ) -> list[NDArray[np.float64]]:
@@ -239,7 +224,7 @@ def bootstrap_ci(
 
 def stratified_bootstrap_ci(
     samples_by_stratum: Mapping[Any, ArrayLike] | Sequence[ArrayLike],
-    statistic: Statistic | str = np.mean,
+    statistic: Statistic = np.mean,
     n_boot: int = 2000,
     confidence: float = 0.95,
     seed: int | np.random.Generator = 0,
@@ -254,17 +239,15 @@ def stratified_bootstrap_ci(
     Args:
         samples_by_stratum: see :func:`bootstrap_ci`.
         statistic: reduction called as ``statistic(x, axis=-1)`` (``np.mean``,
-            ``np.median``, :func:`iqm`) or one of the names ``"mean"``, ``"iqm"``,
-            ``"median"``.
+            ``np.median``, :func:`iqm`).
         n_boot, confidence, seed, method: see :func:`bootstrap_ci`.
 
     Returns:
         ``(low, high)``.
     """
-    fn = _resolve_statistic(statistic)
     return bootstrap_ci(
         samples_by_stratum,
-        lambda strata: fn(np.concatenate(strata, axis=-1), axis=-1),
+        lambda strata: statistic(np.concatenate(strata, axis=-1), axis=-1),
         n_boot=n_boot,
         confidence=confidence,
         seed=seed,
@@ -324,19 +307,6 @@ def summarize(
     }
 
 
-def _ratios(values: ArrayLike, ref_values: ArrayLike) -> NDArray[np.float64]:
-    num = _as_finite_1d(values, name="values")
-    den = _as_finite_1d(ref_values, name="ref_values")
-    if num.shape != den.shape:
-        raise ValueError(
-            f"values and ref_values must be paired: got {num.size} and {den.size} values"
-        )
-    if np.any(den == 0.0):
-        bad = int(np.flatnonzero(den == 0.0)[0])
-        raise ValueError(f"ref_values contains zero at index {bad}: the ratio is undefined")
-    return num / den
-
-
 def ratio_to_reference(
     values: ArrayLike,
     ref_values: ArrayLike,
@@ -366,7 +336,16 @@ def ratio_to_reference(
     Raises:
         ValueError: for empty, misaligned or non-finite input, or a zero reference value.
     """
-    ratios = _ratios(values, ref_values)
+    num = _as_finite_1d(values, name="values")
+    den = _as_finite_1d(ref_values, name="ref_values")
+    if num.shape != den.shape:
+        raise ValueError(
+            f"values and ref_values must be paired: got {num.size} and {den.size} values"
+        )
+    if np.any(den == 0.0):
+        bad = int(np.flatnonzero(den == 0.0)[0])
+        raise ValueError(f"ref_values contains zero at index {bad}: the ratio is undefined")
+    ratios = num / den
     groups = _group_by_strata(ratios, strata)
     return {
         "ratios": ratios,

@@ -8,20 +8,27 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-)
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from envs import config as env_config
+
+__all__ = [
+    "ALGOS",
+    "FORMAT_VERSION",
+    "ON_POLICY",
+    "TrainingError",
+    "check",
+    "check_flags",
+    "describe",
+]
 
 FORMAT_VERSION = 2
 ALGOS = ("ppo", "a2c", "sac", "td3", "recurrent-ppo")
 ON_POLICY = frozenset({"ppo", "a2c", "recurrent-ppo"})
-ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu", "gelu", "silu")
+#: ``policy_kwargs.activation_fn`` names and their ``torch.nn`` classes.
+ACTIVATIONS = {
+    "tanh": "Tanh", "relu": "ReLU", "elu": "ELU", "leaky_relu": "LeakyReLU", "gelu": "GELU", "silu": "SiLU",
+}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

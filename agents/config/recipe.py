@@ -5,13 +5,7 @@ from __future__ import annotations
 import inspect
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BeforeValidator,
-    Field,
-    field_validator,
-    model_validator,
-)
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from agents.config.fields import (
     ACTIVATIONS,
@@ -32,6 +26,16 @@ from baselines import catalogue
 from envs.config import EnvConfig, field_names
 from envs.generator import expand_family_names
 
+__all__ = [
+    "EnvSettings",
+    "Hyperparams",
+    "PolicyKwargs",
+    "RLSettings",
+    "Recipe",
+    "algo_class",
+    "policy_names",
+]
+
 # ============================================================================ recipe parts
 
 
@@ -42,7 +46,7 @@ class PolicyKwargs(_Strict):
     net_arch: list[Layer] | dict[Literal["pi", "vf", "qf"], list[Layer]] | None = Field(
         None, description="layer sizes, or a mapping of pi/vf/qf to layer sizes"
     )
-    activation_fn: Literal[ACTIVATIONS] | None = None
+    activation_fn: Literal[tuple(ACTIVATIONS)] | None = None
     ortho_init: bool | None = None
     log_std_init: Num(ge=-20, le=20) | None = None
     full_std: bool | None = None
@@ -246,11 +250,6 @@ def constructor_rules(
             )
 
 
-_ACTIVATIONS = {
-    "tanh": "Tanh", "relu": "ReLU", "elu": "ELU", "leaky_relu": "LeakyReLU", "gelu": "GELU", "silu": "SiLU",
-}  # fmt: skip
-
-
 def sb3_kwargs(hp: Hyperparams, pk: PolicyKwargs) -> dict[str, Any]:
     """Constructor arguments for stable-baselines3 from checked values (unset ones left out)."""
     import torch.nn as nn
@@ -260,7 +259,7 @@ def sb3_kwargs(hp: Hyperparams, pk: PolicyKwargs) -> dict[str, Any]:
         out["train_freq"] = tuple(out["train_freq"])
     kwargs = pk.given()
     if "activation_fn" in kwargs:
-        kwargs["activation_fn"] = getattr(nn, _ACTIVATIONS[kwargs["activation_fn"]])
+        kwargs["activation_fn"] = getattr(nn, ACTIVATIONS[kwargs["activation_fn"]])
     if kwargs:
         out["policy_kwargs"] = kwargs
     return out
@@ -444,7 +443,3 @@ class Recipe(_Strict):
         return (["imitation"] if self.imitation is not None else []) + (
             [self.algo] if self.total_timesteps > 0 else []
         )
-
-    def sb3_kwargs(self) -> dict[str, Any]:
-        """The algorithm's constructor arguments for stable-baselines3."""
-        return sb3_kwargs(self.hyperparams, self.policy_kwargs)

@@ -45,17 +45,6 @@ __all__ = [
     "view_settings",
 ]
 
-#: Env settings of the agent's view (the rest go to :func:`envs.core.make_params`).
-RESIDUAL_KEYS = (
-    "base_policy",
-    "residual_scale",
-    "mixing",
-    "residual_bases",
-    "residual_codec",
-    "pad_nodes",
-    "train_families",
-    "privileged_critic",
-)
 DEFAULT_RESIDUAL_SCALE = 1.0
 #: How the mixing entries combine several bases (the first is the default): ``soft`` moves
 #: the decision part of the way towards each base; ``hard`` follows one base whole (the
@@ -194,3 +183,8 @@ class ViewConfig:
     def active(self) -> bool:
         """Whether the view differs from the environment's own (a base or node padding)."""
         return self.base_policy is not None or self.pad_nodes is not None or self.privileged_critic
+
+
+#: Env settings of the agent's view (the rest go to :func:`envs.core.make_params`): the
+#: fields of :class:`ViewConfig`, and the families trained at once.
+RESIDUAL_KEYS = (*(f.name for f in dataclasses.fields(ViewConfig) if f.init), "train_families")

@@ -359,6 +359,3 @@ def restore_model_state(
     window = int(getattr(model, "_stats_window_size", 100))
     model.ep_info_buffer = deque(eps, maxlen=window)
     model.ep_success_buffer = deque(maxlen=window)
-
-
-# ------------------------------------------------------------------------- numpy archives

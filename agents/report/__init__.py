@@ -1,21 +1,8 @@
 """Rendering of TierGym evaluation results: summaries, Markdown, CSV and plots.
 
-Input contract: a list of episode records as :func:`agents.rollout.rollout` and
-:func:`agents.evaluation.compare` make them, each a dict::
-
-    {
-        "scenario": str,            # the scenario or family asked for ("kv-store", "mixed")
-        "instance": str,            # optional: the scenario the episode ran ("mixed-test-17")
-        "policy": str,
-        "seed": int,                # the episode's own seed (run seed + episode index)
-        "episode": int,             # index of the episode in its run
-        "run_seed": int,            # optional: the run's seed
-        "metrics": {"reward": float, "geomean_perf": float, "throughput_gbps": float,
-                    "worst_perf": float, "mean_latency_ns": float,
-                    "promotion_mbps": float, "demotion_mbps": float},
-        "tenants": {name: {"norm_perf": float, "throughput_gbps": float,
-                           "mean_latency_ns": float, "dram_access_share": float}},
-    }
+Input contract: a list of episode records as :func:`agents.rollout.rollout` makes them
+(its docstring lays one out; :func:`agents.evaluation.compare` adds ``run_seed``, the run's
+seed); ``instance`` is optional.
 
 The package's modules, each re-exported here:
 
