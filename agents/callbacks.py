@@ -104,13 +104,9 @@ class EnvMetricsCallback(BaseCallback):
       wall time spent inside the environment.
     """
 
-    def __init__(
-        self, node_names: Sequence[str], n_tenants: int, reward: str | None = None
-    ) -> None:
+    def __init__(self, node_names: Sequence[str], reward: str | None = None) -> None:
         super().__init__()
         self.node_names = list(node_names)
-        self.n_tenants = n_tenants
-        self.reward = reward
         #: the batch-wide metrics logged as one mean each, by their tag
         self._scalar_tags = {
             **_SCALAR_FIELDS,
@@ -197,32 +193,23 @@ class EnvMetricsCallback(BaseCallback):
 class HeldOutEvaluation:
     """The learned policy and the references on the same held-out episodes, one value per episode.
 
-    Episode ``i`` has seed ``seed + i`` on ``split`` for every policy (the code
-    path of ``evaluate.py``: :func:`agents.rollout.run_episodes`), so values pair
-    by index. ``split`` defaults to the validation split
-    (:data:`envs.families.SELECT_SPLIT`): what these evaluations show is what a user picks
+    Episode ``i`` has seed ``seed + i`` on the validation split for every policy (the code
+    path of ``evaluate.py``: :func:`agents.rollout.run_episodes`), so values pair by index;
+    the metric is :data:`agents.tensorboard.METRIC`. The split is
+    :data:`envs.families.SELECT_SPLIT`: what these evaluations show is what a user picks
     a checkpoint or a setting by, so it is never the split results are reported on.
     Calling it with a model rolls the model out (the environment's parameters are built
     once); :meth:`references` scores heuristics by name.
     """
 
     def __init__(
-        self,
-        scenario: str,
-        env_kwargs: Mapping[str, Any],
-        algo: str,
-        episodes: int,
-        seed: int,
-        split: str = SELECT_SPLIT,
-        metric: str = tb.METRIC,
+        self, scenario: str, env_kwargs: Mapping[str, Any], algo: str, episodes: int, seed: int
     ) -> None:
         self.scenario = scenario
         self.env_kwargs = evaluation_env_kwargs(env_kwargs)
         self.algo = algo
         self.episodes = episodes
         self.seed = seed
-        self.split = split
-        self.metric = metric
         self._params: Any = None
 
     def __call__(self, model: Any) -> NDArray[np.float64]:
@@ -230,7 +217,7 @@ class HeldOutEvaluation:
 
         policy = LearnedPolicy(model, self.env_kwargs, self.algo, "training")
         if self._params is None:
-            self._params = make_params(policy, self.scenario, self.split, self.env_kwargs)
+            self._params = make_params(policy, self.scenario, SELECT_SPLIT, self.env_kwargs)
         # one thread: the batches are a few dozen observations, and on a busy machine
         # torch's worker threads made an evaluation 3-10x slower (0.44 s against 1.5-5 s)
         threads = torch.get_num_threads()
@@ -239,7 +226,7 @@ class HeldOutEvaluation:
             stats = run_episodes(policy, self._params, range(self.seed, self.seed + self.episodes))
         finally:
             torch.set_num_threads(threads)
-        return np.asarray(stats.metrics()[self.metric], dtype=float)
+        return np.asarray(stats.metrics()[tb.METRIC], dtype=float)
 
     def references(self, names: Sequence[str]) -> dict[str, NDArray[np.float64]]:
         """Every reference's per-episode values (in seed order), scored once."""
@@ -252,12 +239,12 @@ class HeldOutEvaluation:
                 self.scenario,
                 self.episodes,
                 seed=self.seed,
-                split=self.split,
+                split=SELECT_SPLIT,
                 env_kwargs=kw,
             )
             recs.sort(key=lambda r: r["seed"])
             # a metric that could not be computed (None) becomes NaN
-            out[name] = np.array([r["metrics"][self.metric] for r in recs], dtype=float)
+            out[name] = np.array([r["metrics"][tb.METRIC] for r in recs], dtype=float)
         return out
 
 

@@ -93,15 +93,6 @@ def load_policy(spec: str, label: str | None = None) -> tuple[Any, dict[str, Any
     return policy, env_kwargs
 
 
-def trained_on_of(loaded: Sequence[tuple[Any, dict[str, Any]]]) -> dict[str, list[str]]:
-    """What each learned policy among ``loaded`` trained on, by its name."""
-    return {
-        p.name: list(p.trained_on)
-        for p, _ in loaded
-        if isinstance(p, LearnedPolicy) and p.trained_on is not None
-    }
-
-
 def evaluation_env_kwargs(env: Mapping[str, Any]) -> dict[str, Any]:
     """A run's env settings as evaluation uses them: the environment's and the view's, with
     the task's scenario and split, the training pool's size and the chances the training drew
@@ -300,6 +291,11 @@ def run_comparison(
     loaded, names = loaded_policies(policies, scenarios, episodes, split)
     if reference not in names:
         raise ValueError(f"reference {reference!r} is not among the policies {names}")
+    trained_on = {  # what each learned policy trained on
+        p.name: list(p.trained_on)
+        for p, _ in loaded
+        if isinstance(p, LearnedPolicy) and p.trained_on is not None
+    }
     records = (runner or local_runner)(
         loaded,
         names,
@@ -320,7 +316,7 @@ def run_comparison(
         seed=seed,
         command=command,
         plots=plots,
-        trained_on=trained_on_of(loaded),
+        trained_on=trained_on,
     )
 
 
@@ -345,7 +341,6 @@ def write_results(
     plots: bool,
     trained_on: Mapping[str, Sequence[str]] | None = None,
     n_boot: int = 2000,
-    confidence: float = 0.95,
 ) -> dict[str, Any]:
     """Summarise ``records`` and write every result file into ``out``; returns the summary.
 
@@ -368,7 +363,6 @@ def write_results(
         metric=metric,
         seed=seed,
         n_boot=n_boot,
-        confidence=confidence,
         heuristics=heuristics,
     )
     if trained_on:
@@ -378,7 +372,6 @@ def write_results(
             heuristics,
             records=records,
             n_boot=n_boot,
-            confidence=confidence,
             seed=seed,
         )
     out.mkdir(parents=True, exist_ok=True)

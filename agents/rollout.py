@@ -13,13 +13,7 @@ reference (``planner``) is handed the episodes' seeds (``plan_episodes``) after
 not a deployable policy); a :class:`~envs.policy.RecordsPolicy`
 (``best-heuristic-per-episode``, an oracle over other policies' records) makes its
 records itself (``rollout_records``), and :func:`rollout` returns what it returns.
-
-:func:`rollout` runs ``n_episodes`` episodes as ``n_episodes`` instances of one
-batch of the environment core (:mod:`envs.core`; instance ``i`` gets seed
-``seed + i``: every policy sees the same scenarios and seeds) and steps every
-instance through exactly its first episode. :func:`run_episodes` is the loop
-itself, on parameters and seeds given by the caller (``static-best`` evaluates
-its whole grid in one call).
+:func:`run_episodes` is the loop itself, on parameters and seeds given by the caller.
 """
 
 from __future__ import annotations

@@ -2,24 +2,12 @@
 
 The statistics ``evaluate.py`` reports, after Agarwal et al. 2021, "Deep Reinforcement
 Learning at the Edge of the Statistical Precipice" (``rliable``), computed with
-``scipy.stats``:
-
-* :func:`iqm` -- the interquartile mean, ``scipy.stats.trim_mean(x, 0.25)``;
-* :func:`bootstrap_ci` -- the engine: a ``scipy.stats.bootstrap`` interval of a
-  statistic of several strata, each stratum resampled with replacement from itself
-  only (its size kept), so every replicate keeps the design of the experiment;
-* :func:`stratified_bootstrap_ci` -- the same for a statistic of the pooled values
-  (the concatenation of the strata);
-* :func:`summarize` -- mean and IQM with their intervals for one set of episodes;
-* :func:`ratio_to_reference` -- paired ratios of a policy to a reference policy with an
-  interval on the mean ratio;
-* :func:`geometric_mean` and :func:`geomean_ratio` -- the aggregate of per-scenario mean
-  ratios, the latter with an interval stratified by scenario;
-* :func:`headroom_share` -- a policy's share of the headroom between a lower and an
-  upper reference (``dram-first`` and the clairvoyant ``planner``), per scenario or
-  across scenarios, with a paired, stratified interval;
-* :func:`worst_ratio_to_best` -- robustness: per policy, its mean over the best
-  heuristic's mean on each scenario, and the scenario where that ratio is worst.
+``scipy.stats``: the point estimates (:func:`iqm`, the interquartile mean;
+:func:`geometric_mean`), the interval engine (:func:`bootstrap_ci`: a
+``scipy.stats.bootstrap`` interval of a statistic of several strata, each stratum
+resampled with replacement from itself only, its size kept, so every replicate keeps the
+design of the experiment) and the comparisons of policies built on them, each saying in
+its docstring what it is for.
 
 Which unit is resampled and what the strata are is the caller's choice
 (:func:`agents.report.summarize_records` documents the one evaluation uses).
@@ -137,7 +125,7 @@ def bootstrap_ci(
     seed: int | np.random.Generator = 0,
     method: str = "percentile",
 ) -> tuple[float, float]:
-    """Stratified bootstrap interval of ``statistic(strata)`` with ``scipy.stats.bootstrap``.
+    """Stratified bootstrap interval ``(low, high)`` of ``statistic(strata)`` (scipy's bootstrap).
 
     The strata are scipy's independent samples (``paired=False``): each replicate
     resamples every stratum with replacement from itself, keeping its size -- which is
@@ -156,9 +144,6 @@ def bootstrap_ci(
         confidence: coverage of the interval, in (0, 1).
         seed: seed (or generator) of the resampling; the same seed gives the same interval.
         method: ``"percentile"``, ``"BCa"`` or ``"basic"`` (see ``scipy.stats.bootstrap``).
-
-    Returns:
-        ``(low, high)``.
 
     Raises:
         ValueError: for no strata, an empty or non-finite stratum, ``n_boot < 1``, a
@@ -230,7 +215,7 @@ def stratified_bootstrap_ci(
     seed: int | np.random.Generator = 0,
     method: str = "percentile",
 ) -> tuple[float, float]:
-    """Stratified bootstrap interval of ``statistic`` of the pooled values.
+    """Stratified bootstrap interval ``(low, high)`` of ``statistic`` of the pooled values.
 
     Each replicate resamples every stratum within itself (see :func:`bootstrap_ci`) and
     evaluates ``statistic`` on the concatenation of the resampled strata.  With one
@@ -241,9 +226,6 @@ def stratified_bootstrap_ci(
         statistic: reduction called as ``statistic(x, axis=-1)`` (``np.mean``,
             ``np.median``, :func:`iqm`).
         n_boot, confidence, seed, method: see :func:`bootstrap_ci`.
-
-    Returns:
-        ``(low, high)``.
     """
     return bootstrap_ci(
         samples_by_stratum,

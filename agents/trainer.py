@@ -262,7 +262,7 @@ def _callbacks(
     return [
         *guards,
         cb.TensorBoardRunCard(tb.layout(label, nodes, slots, cfg.task.reward), texts),
-        cb.EnvMetricsCallback(nodes, slots, cfg.task.reward),
+        cb.EnvMetricsCallback(nodes, cfg.task.reward),
         # train/ at the step it trained on, written before a checkpoint at that step
         *([cb.LogUpdateAtItsStep()] if cfg.algo in ON_POLICY else []),
         cb.EvalAgainstReferences(

@@ -221,17 +221,11 @@ def _signature(cls: Any) -> set[str]:
     return set(inspect.signature(cls.__init__).parameters)
 
 
-def policy_keywords(algo: str, policy: str) -> set[str]:
-    """The keyword arguments ``policy``'s constructor takes (a project policy's as declared)."""
-    if policy in PROJECT_POLICIES:
-        return set(PROJECT_POLICIES[policy].keywords)
-    return _signature(algo_class(algo).policy_aliases[policy])
-
-
 def constructor_rules(
     algo: str, policy: str, hp: Hyperparams, pk: PolicyKwargs, prefix: str = ""
 ) -> None:
-    """The keys ``algo``'s constructor and ``policy``'s take (read from their signatures)."""
+    """The keys ``algo``'s constructor and ``policy``'s take (read from their signatures; a
+    project policy's as :data:`PROJECT_POLICIES` declares them)."""
     taken = _signature(algo_class(algo))
     for key in hp.given():
         if key not in taken:
@@ -241,7 +235,10 @@ def constructor_rules(
             )
     if policy not in policy_names(algo):
         raise ValueError(f"policy: expected one of {policy_names(algo)} for {algo}")
-    ptaken = policy_keywords(algo, policy) - {"use_sde"}
+    if policy in PROJECT_POLICIES:
+        ptaken = set(PROJECT_POLICIES[policy].keywords) - {"use_sde"}
+    else:
+        ptaken = _signature(algo_class(algo).policy_aliases[policy]) - {"use_sde"}
     for key in pk.given():
         if key not in ptaken:
             raise ValueError(

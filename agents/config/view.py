@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -127,8 +127,6 @@ class ViewConfig:
     #: the observation ends with what the episode still holds (:func:`envs.core.coming_tenants`),
     #: for the critic of an asymmetric actor-critic; zeros where it is not known (evaluation)
     privileged_critic: bool = False
-    #: (K,) whether the residual adjusts each base (:func:`residual_base_mask`)
-    adjusted: tuple[bool, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.base_policy is not None and not isinstance(self.base_policy, str):
@@ -152,8 +150,7 @@ class ViewConfig:
             )
         if self.pad_nodes is not None and self.pad_nodes < 1:
             raise ValueError(f"pad_nodes: got {self.pad_nodes}, expected at least 1")
-        mask = residual_base_mask(self.base_policy, self.residual_bases)  # checks base_policy
-        object.__setattr__(self, "adjusted", tuple(bool(b) for b in mask))
+        residual_base_mask(self.base_policy, self.residual_bases)  # checks both
 
     @classmethod
     def from_env(cls, env_kwargs: Mapping[str, Any]) -> ViewConfig:
@@ -176,8 +173,8 @@ class ViewConfig:
 
     @property
     def residual_mask(self) -> NDArray[np.bool_]:
-        """(K,) whether the residual adjusts each base."""
-        return np.array(self.adjusted, dtype=bool)
+        """(K,) whether the residual adjusts each base (:func:`residual_base_mask`)."""
+        return residual_base_mask(self.base_policy, self.residual_bases)
 
     @property
     def active(self) -> bool:
@@ -187,4 +184,4 @@ class ViewConfig:
 
 #: Env settings of the agent's view (the rest go to :func:`envs.core.make_params`): the
 #: fields of :class:`ViewConfig`, and the families trained at once.
-RESIDUAL_KEYS = (*(f.name for f in dataclasses.fields(ViewConfig) if f.init), "train_families")
+RESIDUAL_KEYS = (*(f.name for f in dataclasses.fields(ViewConfig)), "train_families")

@@ -52,25 +52,21 @@ class CheckpointError(ValueError):
     """A checkpoint folder that is not this warm start's, or a file in it that is unreadable."""
 
 
-def _settings_key(settings: ImitationSettings) -> dict[str, Any]:
-    """The settings as the key reads them: the default teacher (the plan) left out, so that
-    a warm start of the plans keeps the key it had before teachers could be chosen."""
-    got = settings.model_dump(mode="json")
-    if got.get("teacher") == "plan":
-        del got["teacher"]
-    return got
-
-
 def checkpoint_key(
     settings: ImitationSettings, env: Mapping[str, Any], seed: int, objective: str, policy: Any
 ) -> str:
     """The hash (sha256, hex) of what a warm start's result depends on: its settings, the env
     settings, the run's seed, the objective and the policy's parameter names and shapes."""
     shapes = {k: [list(v.shape), str(v.dtype)] for k, v in policy.state_dict().items()}
+    # the default teacher (the plan) left out: a warm start of the plans keeps the key it had
+    # before teachers could be chosen
+    own = {
+        k: v for k, v in settings.model_dump(mode="json").items() if (k, v) != ("teacher", "plan")
+    }
     what = {
         "format": FORMAT,
         "version": VERSION,
-        "settings": _settings_key(settings),
+        "settings": own,
         "env": dict(env),
         "seed": int(seed),
         "objective": objective,

@@ -1,11 +1,9 @@
 """The experts the warm start imitates: each base at its corner, and the planner's plans
 (or the causal mpc's actions).
 
-With ``base_policy`` listing several heuristics (:mod:`agents.view`), the
-agent's mixing entries decide which heuristic's decision it follows. Each base
-runs through the agent's own interface at its corner (its mixing entry at 1, the
-others at -1, the residual 0), which is that heuristic exactly, so an expert's
-score is what the agent reaches by picking that base.
+Each base runs through the agent's own interface at its corner (its mixing entry
+at 1, the others at -1, the residual 0), which is that heuristic exactly, so an
+expert's score is what the agent reaches by picking that base.
 
 The plans: choosing among heuristics caps what the policy can reach; the rest
 is per-tenant placement no heuristic makes. So each training family episode can
@@ -205,12 +203,7 @@ class LabelFollower(Recording):
 
 
 def expert_scores(
-    model: Any,
-    kw: Mapping[str, Any],
-    family: str,
-    episodes: int,
-    seed: int,
-    objective: str,
+    model: Any, kw: Mapping[str, Any], family: str, episodes: int, seed: int, objective: str
 ) -> list[float]:
     """Run ``model`` (an expert, :class:`LabelFollower`) through the agent's interface on
     ``episodes`` training episodes of ``family`` (seeds ``seed`` on; env settings ``kw``) and

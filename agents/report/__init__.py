@@ -8,11 +8,8 @@ The package's modules, each re-exported here:
 
 - :mod:`agents.report.records`: the contract's metric names, the records' validation,
   :func:`write_csv` (one row per record);
-- :mod:`agents.report.summary`: :func:`summarize_records` turns records into a
-  JSON-serialisable summary (mean and IQM with bootstrap CIs over episodes; paired
-  ratios to a reference policy; the geometric mean of those ratios across scenarios
-  with a CI stratified by scenario; the details are in its docstring) and
-  :func:`headroom_summary` each policy's share of the planner's headroom;
+- :mod:`agents.report.summary`: :func:`summarize_records`, the statistics summary of the
+  records (its module says what it holds), and :func:`headroom_summary`;
 - :mod:`agents.report.markdown`: :func:`markdown_table`, :func:`headroom_markdown` and
   :func:`leaderboard_markdown` render a summary, :func:`generalisation_markdown` the
   generalisation summary;

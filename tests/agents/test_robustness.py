@@ -116,7 +116,7 @@ def test_evaluation_results_carry_it(tmp_path: Path) -> None:
     recs = _records()  # "dram-first" and "tpp" are catalogue heuristics, "learned" is not
     summ = write_results(
         tmp_path, recs, reference="dram-first", metric="geomean_perf", seed=0, n_boot=50,
-        confidence=0.95, command=None, plots=False,
+        command=None, plots=False,
     )  # fmt: skip
     assert summ["robustness"]["heuristics"] == [
         h for h in catalogue.names(kind="heuristic", deployable=True) if h in ("dram-first", "tpp")
