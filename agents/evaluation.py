@@ -265,6 +265,7 @@ def run_comparison(
     plots: bool = True,
     show_progress: bool = False,
     command: Sequence[str] | None = None,
+    n_boot: int = 2000,
     runner: Runner | None = None,
 ) -> dict[str, Any]:
     """Compare policies and write the results folder; returns the summary.
@@ -317,6 +318,7 @@ def run_comparison(
         command=command,
         plots=plots,
         trained_on=trained_on,
+        n_boot=n_boot,
     )
 
 
