@@ -57,6 +57,7 @@ from pydantic import BeforeValidator, Field, PrivateAttr, create_model, model_va
 
 from agents.config import RunOptions, TrainingError, check
 from agents.config.fields import Int, Name, Num, PlainMap, _plain, _Strict
+from agents.report import LOWER_IS_BETTER
 from agents.report import METRICS as RECORD_METRICS
 
 __all__ = [
@@ -109,7 +110,6 @@ TRAIN_KEYS = (
 )
 #: Episode metrics an objective may use: the record contract's, less the solver diagnostic.
 METRICS = tuple(m for m in RECORD_METRICS if m != "unconverged_steps")
-LOWER_IS_BETTER = ("mean_latency_ns",)
 #: Default validation seeds: held out from training (seeded from the run seed) and from the
 #: seeds train.py evaluates on (10,000 + seed) and compares on (20,000 + seed).
 VALIDATION_SEED = 50_000
