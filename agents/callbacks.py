@@ -104,13 +104,9 @@ class EnvMetricsCallback(BaseCallback):
       wall time spent inside the environment.
     """
 
-    def __init__(
-        self, node_names: Sequence[str], n_tenants: int, reward: str | None = None
-    ) -> None:
+    def __init__(self, node_names: Sequence[str], reward: str | None = None) -> None:
         super().__init__()
         self.node_names = list(node_names)
-        self.n_tenants = n_tenants
-        self.reward = reward
         #: the batch-wide metrics logged as one mean each, by their tag
         self._scalar_tags = {
             **_SCALAR_FIELDS,
@@ -197,53 +193,40 @@ class EnvMetricsCallback(BaseCallback):
 class HeldOutEvaluation:
     """The learned policy and the references on the same held-out episodes, one value per episode.
 
-    Episode ``i`` has seed ``seed + i`` on ``split`` for every policy (the code
-    path of ``evaluate.py``: :func:`agents.rollout.run_episodes`), so values pair
-    by index. ``split`` defaults to the validation split
-    (:data:`envs.families.SELECT_SPLIT`): what these evaluations show is what a user picks
+    Episode ``i`` has seed ``seed + i`` on the validation split for every policy (the code
+    path of ``evaluate.py``: :func:`agents.rollout.run_episodes`), so values pair by index;
+    the metric is :data:`agents.tensorboard.METRIC`. The split is
+    :data:`envs.families.SELECT_SPLIT`: what these evaluations show is what a user picks
     a checkpoint or a setting by, so it is never the split results are reported on.
     Calling it with a model rolls the model out (the environment's parameters are built
     once); :meth:`references` scores heuristics by name.
     """
 
     def __init__(
-        self,
-        scenario: str,
-        env_kwargs: Mapping[str, Any],
-        algo: str,
-        episodes: int,
-        seed: int,
-        split: str = SELECT_SPLIT,
-        metric: str = tb.METRIC,
+        self, scenario: str, env_kwargs: Mapping[str, Any], algo: str, episodes: int, seed: int
     ) -> None:
         self.scenario = scenario
         self.env_kwargs = evaluation_env_kwargs(env_kwargs)
         self.algo = algo
         self.episodes = episodes
         self.seed = seed
-        self.split = split
-        self.metric = metric
         self._params: Any = None
-
-    @property
-    def seeds(self) -> list[int]:
-        return [self.seed + i for i in range(self.episodes)]
 
     def __call__(self, model: Any) -> NDArray[np.float64]:
         import torch
 
         policy = LearnedPolicy(model, self.env_kwargs, self.algo, "training")
         if self._params is None:
-            self._params = make_params(policy, self.scenario, self.split, self.env_kwargs)
+            self._params = make_params(policy, self.scenario, SELECT_SPLIT, self.env_kwargs)
         # one thread: the batches are a few dozen observations, and on a busy machine
         # torch's worker threads made an evaluation 3-10x slower (0.44 s against 1.5-5 s)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            stats = run_episodes(policy, self._params, self.seeds)
+            stats = run_episodes(policy, self._params, range(self.seed, self.seed + self.episodes))
         finally:
             torch.set_num_threads(threads)
-        return np.asarray(stats.metrics()[self.metric], dtype=float)
+        return np.asarray(stats.metrics()[tb.METRIC], dtype=float)
 
     def references(self, names: Sequence[str]) -> dict[str, NDArray[np.float64]]:
         """Every reference's per-episode values (in seed order), scored once."""
@@ -256,12 +239,12 @@ class HeldOutEvaluation:
                 self.scenario,
                 self.episodes,
                 seed=self.seed,
-                split=self.split,
+                split=SELECT_SPLIT,
                 env_kwargs=kw,
             )
             recs.sort(key=lambda r: r["seed"])
             # a metric that could not be computed (None) becomes NaN
-            out[name] = np.array([r["metrics"][self.metric] for r in recs], dtype=float)
+            out[name] = np.array([r["metrics"][tb.METRIC] for r in recs], dtype=float)
         return out
 
 
@@ -304,11 +287,9 @@ class EvalAgainstReferences(_AtRolloutBoundaries):
     :func:`~agents.tensorboard.reference_run` of the logger's TensorBoard folder
     (:meth:`~agents.tensorboard.DescribedTensorBoardFormat.write_run`; a logger without
     that output writes no reference), so one chart of the tag shows every policy in its
-    own colour and under its own name (flat lines for the references). The references'
-    runs start best first: TensorBoard's palette has seven colours, given to runs in the
-    order they start, so with more than six references the weakest share colours. When
-    per-episode values are given, the ratio lines
-    ``eval_ratio/<name>_vs_best_ref`` and ``eval_ratio/<name>_vs_<versus>`` with
+    own colour and under its own name (flat lines for the references; best first, see
+    ``_ref_means``). When per-episode values are given, the ratio lines
+    ``eval_ratio/<name>_vs_best_ref`` and ``eval_ratio/<name>_vs_dram-first`` with
     ``_low``/``_high`` bounds: the mean of the paired per-episode ratios and its
     percentile bootstrap interval (:func:`agents.stats.ratio_to_reference`).
     The best reference is the one with the highest mean. The evaluation at step 0 is kept
@@ -316,11 +297,8 @@ class EvalAgainstReferences(_AtRolloutBoundaries):
     in ``start_file`` when one is given, so a resumed run reads it back; later evaluations
     log ``eval_ratio/<name>_vs_start`` against it, the learning curve.
 
-    Evaluations run at rollout starts (the policy has then trained on every
-    step before ``num_timesteps``) and at the end of training, at step 0 (with
-    ``at_start``) and at the first boundary at or past each multiple of
-    ``interval``; a resumed run continues after its step. ``history`` keeps
-    ``(step, mean)`` and ``seconds`` the total evaluation time.
+    Evaluations run on the grid of the module docstring, at step 0 too, and at the end of
+    training (:class:`_AtRolloutBoundaries`). ``history`` keeps ``(step, mean)``.
     """
 
     def __init__(
@@ -330,10 +308,6 @@ class EvalAgainstReferences(_AtRolloutBoundaries):
         interval: int,
         name: str,
         *,
-        versus: str = "dram-first",
-        at_start: bool = True,
-        n_boot: int = 2000,
-        confidence: float = 0.95,
         start_file: Path | None = None,
     ) -> None:
         super().__init__()
@@ -343,13 +317,8 @@ class EvalAgainstReferences(_AtRolloutBoundaries):
         }
         self.interval = interval
         self.name = name
-        self.versus = versus
-        self.at_start = at_start
-        self.n_boot = n_boot
-        self.confidence = confidence
         self._next = interval
         self.history: list[tuple[int, float]] = []
-        self.seconds = 0.0
         means = {
             k: float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
             for k, v in self.references.items()
@@ -369,7 +338,7 @@ class EvalAgainstReferences(_AtRolloutBoundaries):
     def _on_training_start(self) -> None:
         if self.interval > 0:
             s = self.num_timesteps
-            self._next = 0 if (s == 0 and self.at_start) else _next_on_grid(s, self.interval)
+            self._next = 0 if s == 0 else _next_on_grid(s, self.interval)
 
     def _ratio(self, values: NDArray[np.float64], ref: str) -> tuple[float, float, float] | None:
         rv = self.start if ref == tb.START else self.references.get(ref)
@@ -378,9 +347,7 @@ class EvalAgainstReferences(_AtRolloutBoundaries):
         ok = np.isfinite(values) & np.isfinite(rv) & (rv > 0)
         if ok.sum() < 2:
             return None
-        r = ratio_to_reference(
-            values[ok], rv[ok], n_boot=self.n_boot, confidence=self.confidence, seed=0
-        )
+        r = ratio_to_reference(values[ok], rv[ok], seed=0)
         return r["mean"], r["ci"][0], r["ci"][1]
 
     def _record(self) -> None:
@@ -414,7 +381,7 @@ class EvalAgainstReferences(_AtRolloutBoundaries):
         self.logger.record(tb.EVAL, score)
         pairs = (
             ("best_ref", self.best_reference),
-            (self.versus, self.versus),
+            ("dram-first", "dram-first"),
             (tb.START, tb.START),
         )
         for label, ref in pairs:
@@ -422,9 +389,7 @@ class EvalAgainstReferences(_AtRolloutBoundaries):
             if r is not None:
                 for tag, x in zip(tb.ratio_tags(self.name, label), r, strict=True):
                     self.logger.record(tag, x)
-        elapsed = time.perf_counter() - t0
-        self.seconds += elapsed
-        self.logger.record(tb.EVAL_SECONDS, elapsed)
+        self.logger.record(tb.EVAL_SECONDS, time.perf_counter() - t0)
         self.logger.dump(self.num_timesteps)
         fmt = _output_format(self.logger, tb.DescribedTensorBoardFormat)
         if fmt is not None:  # each reference in its own run (folder): its own colour
@@ -524,18 +489,14 @@ class StopOnSignal(BaseCallback):
 
 
 class CheckpointAtRollout(BaseCallback):
-    """Saves a checkpoint every ``interval`` timesteps at a rollout boundary (``save(model)``).
-
-    Due at every multiple of ``interval``, saved at the first rollout start at
-    or past it; a resumed run continues on the grid after its step.
-    """
+    """Saves a checkpoint (``save(model, steps)``) on the grid of ``interval`` timesteps of the
+    module docstring, at rollout starts."""
 
     def __init__(self, save: Callable[[Any, int], Path], interval: int) -> None:
         super().__init__()
         self.save = save
         self.interval = interval
         self._next = interval
-        self.last_time = time.time()
 
     def _on_training_start(self) -> None:
         if self.interval > 0:
@@ -549,4 +510,3 @@ class CheckpointAtRollout(BaseCallback):
         if self.interval > 0 and self.num_timesteps >= self._next:
             self._next = _next_on_grid(self.num_timesteps, self.interval)
             self.save(self.model, self.num_timesteps)
-            self.last_time = time.time()

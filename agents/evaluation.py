@@ -35,7 +35,6 @@ from envs.families import make_family
 from envs.policy import RecordsPolicy, as_policy
 
 __all__ = [
-    "RECORD_METRICS",
     "LearnedPolicy",
     "PolicyError",
     "check_output_dir",
@@ -47,9 +46,6 @@ __all__ = [
     "local_runner",
     "run_comparison",
 ]
-
-#: Episode metrics of a record (:func:`agents.rollout.rollout`); any can be the primary one.
-RECORD_METRICS = METRICS
 
 
 def make_reference(name: str) -> Any:
@@ -95,21 +91,6 @@ def load_policy(spec: str, label: str | None = None) -> tuple[Any, dict[str, Any
     policy = LearnedPolicy(model, env_kwargs, name, str(path))
     policy.trained_on = trained_on(path, env)
     return policy, env_kwargs
-
-
-def trained_on_of(loaded: Sequence[tuple[Any, dict[str, Any]]]) -> dict[str, list[str]]:
-    """What each learned policy among ``loaded`` trained on, by its name."""
-    return {
-        p.name: list(p.trained_on)
-        for p, _ in loaded
-        if isinstance(p, LearnedPolicy) and p.trained_on is not None
-    }
-
-
-def deployable_heuristics() -> list[str]:
-    """The single heuristics a learned policy is measured against: every deployable
-    heuristic of the catalogue."""
-    return catalogue.names(kind="heuristic", deployable=True)
 
 
 def evaluation_env_kwargs(env: Mapping[str, Any]) -> dict[str, Any]:
@@ -164,14 +145,11 @@ def compare(
     episodes: int,
     seed: int = 0,
     split: str = "test",
-    record_series: bool = False,
-    progress: Callable[[str, str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Every policy on every scenario with the same seeds; one record per episode.
 
     A policy is a spec for :func:`load_policy` or an already loaded
-    ``(policy, env_kwargs)`` pair. ``progress(policy, scenario)`` is called
-    after each run. Every policy is checked against every scenario
+    ``(policy, env_kwargs)`` pair. Every policy is checked against every scenario
     (:func:`check_runs`) before the first episode.
 
     Records are :func:`agents.rollout.rollout`'s: ``seed`` is the episode's own
@@ -181,10 +159,7 @@ def compare(
     ``scenario`` (as asked) and ``run_seed`` (the ``seed`` argument).
     """
     loaded, names = loaded_policies(policies, scenarios, episodes, split)
-    return local_runner(
-        loaded, names, scenarios, episodes, seed=seed, split=split,
-        record_series=record_series, progress=progress,
-    )  # fmt: skip
+    return local_runner(loaded, names, scenarios, episodes, seed=seed, split=split)
 
 
 def loaded_policies(
@@ -214,13 +189,12 @@ def local_runner(
     *,
     seed: int,
     split: str,
-    record_series: bool,
-    progress: Callable[[str, str], None] | None = None,
+    record_series: bool = False,
     show_progress: bool = False,
     **_: Any,
 ) -> list[dict[str, Any]]:
     """The grid in this process, scenario by scenario, policy by policy (a :data:`Runner`;
-    ``progress(policy, scenario)`` after each run; ``show_progress``: a progress bar)."""
+    ``show_progress``: a progress bar)."""
     from tqdm import tqdm
 
     out: list[dict[str, Any]] = []
@@ -244,8 +218,6 @@ def local_runner(
                 out.extend(recs)
                 bar.set_postfix_str(f"{sc} / {name}")
                 bar.update(1)
-                if progress is not None:
-                    progress(name, sc)
     finally:
         bar.close()
     return out
@@ -274,7 +246,7 @@ def _slug(text: str) -> str:
 
 
 #: How a comparison's grid runs: ``runner(loaded, names, scenarios, episodes, *, seed, split,
-#: record_series, metric, cells_dir, progress)`` returns the records in
+#: record_series, metric, cells_dir, show_progress)`` returns the records in
 #: :func:`local_runner`'s order (:func:`local_runner`;
 #: :class:`agents.distributed.RayRunner` runs the cells as Ray tasks).
 Runner = Callable[..., list[dict[str, Any]]]
@@ -294,7 +266,6 @@ def run_comparison(
     show_progress: bool = False,
     command: Sequence[str] | None = None,
     n_boot: int = 2000,
-    confidence: float = 0.95,
     runner: Runner | None = None,
 ) -> dict[str, Any]:
     """Compare policies and write the results folder; returns the summary.
@@ -315,12 +286,17 @@ def run_comparison(
             policy, scenario, ``reference``, ``metric`` or ``output``, all
             before any episode runs; or bad records; or what the runner raised.
     """
-    if metric not in RECORD_METRICS:
-        raise ValueError(f"metric {metric!r}: expected one of {list(RECORD_METRICS)}")
+    if metric not in METRICS:  # a record's episode metrics: any can be the primary one
+        raise ValueError(f"metric {metric!r}: expected one of {list(METRICS)}")
     out = check_output_dir(output)
     loaded, names = loaded_policies(policies, scenarios, episodes, split)
     if reference not in names:
         raise ValueError(f"reference {reference!r} is not among the policies {names}")
+    trained_on = {  # what each learned policy trained on
+        p.name: list(p.trained_on)
+        for p, _ in loaded
+        if isinstance(p, LearnedPolicy) and p.trained_on is not None
+    }
     records = (runner or local_runner)(
         loaded,
         names,
@@ -339,11 +315,10 @@ def run_comparison(
         reference=reference,
         metric=metric,
         seed=seed,
-        n_boot=n_boot,
-        confidence=confidence,
         command=command,
         plots=plots,
-        trained_on=trained_on_of(loaded),
+        trained_on=trained_on,
+        n_boot=n_boot,
     )
 
 
@@ -364,11 +339,10 @@ def write_results(
     reference: str,
     metric: str,
     seed: int,
-    n_boot: int,
-    confidence: float,
     command: Sequence[str] | None,
     plots: bool,
     trained_on: Mapping[str, Sequence[str]] | None = None,
+    n_boot: int = 2000,
 ) -> dict[str, Any]:
     """Summarise ``records`` and write every result file into ``out``; returns the summary.
 
@@ -383,23 +357,23 @@ def write_results(
     """
 
     series = [(r["scenario"], r["policy"], r.pop("series")) for r in records if "series" in r]
+    # the single heuristics a learned policy is measured against
+    heuristics = catalogue.names(kind="heuristic", deployable=True)
     summary = report.summarize_records(
         records,
         reference=reference,
         metric=metric,
         seed=seed,
         n_boot=n_boot,
-        confidence=confidence,
-        heuristics=deployable_heuristics(),
+        heuristics=heuristics,
     )
     if trained_on:
         summary["generalisation"] = report.generalisation_summary(
             summary,
             trained_on,
-            deployable_heuristics(),
+            heuristics,
             records=records,
             n_boot=n_boot,
-            confidence=confidence,
             seed=seed,
         )
     out.mkdir(parents=True, exist_ok=True)

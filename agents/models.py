@@ -32,7 +32,8 @@ __all__ = ["build_model", "read_model_file", "save_model"]
 
 def build_model(recipe: Recipe, env: Any, seed: int | None) -> Any:
     """A fresh stable-baselines3 model of the recipe's algorithm and policy on ``env``."""
-    return _build(recipe.algo, recipe.policy, recipe.sb3_kwargs(), env, seed)
+    kwargs = sb3_kwargs(recipe.hyperparams, recipe.policy_kwargs)
+    return _build(recipe.algo, recipe.policy, kwargs, env, seed)
 
 
 def _build(algo: str, policy: str, kwargs: dict[str, Any], env: Any, seed: int | None) -> Any:
@@ -44,9 +45,10 @@ def _build(algo: str, policy: str, kwargs: dict[str, Any], env: Any, seed: int |
     return cls(pcls, env, seed=seed, device="cpu", verbose=0, **kwargs)
 
 
-def _meta(cfg: RunConfig) -> dict[str, Any]:
+def save_model(path: Path, model: Any, cfg: RunConfig, timesteps: int | None = None) -> None:
+    """``model`` as a safe ``model.zip`` (:mod:`agents.persist`), described by its run."""
     r = cfg.recipe
-    return {
+    meta = {
         "algo": r.algo,
         "recipe": r.name,
         "policy": r.policy,
@@ -55,12 +57,7 @@ def _meta(cfg: RunConfig) -> dict[str, Any]:
         "env": cfg.env,
         "seed": cfg.seed,
     }
-
-
-def save_model(path: Path, model: Any, cfg: RunConfig, timesteps: int | None = None) -> None:
-    """``model`` as a safe ``model.zip`` (:mod:`agents.persist`)."""
-    steps = model.num_timesteps if timesteps is None else timesteps
-    persist.write_model(path, model, _meta(cfg), steps)
+    persist.write_model(path, model, meta, model.num_timesteps if timesteps is None else timesteps)
 
 
 def _model_args(meta: dict[str, Any], path: Path) -> tuple[str, str, dict[str, Any]]:

@@ -33,6 +33,7 @@ Measured against ``MlpPolicy``: docs/experiments/2026-12-01-how-the-default-was-
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -278,16 +279,6 @@ class TenantPolicy(ActorCriticPolicy):
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
         data.update(layout=self.layout, net_arch=[self.hidden, self.hidden])
-        for k in (  # ActorCriticPolicy's arguments that this constructor does not take
-            "activation_fn",
-            "use_sde",
-            "full_std",
-            "use_expln",
-            "squash_output",
-            "features_extractor_class",
-            "features_extractor_kwargs",
-            "share_features_extractor",
-            "normalize_images",
-        ):
-            data.pop(k, None)
-        return data
+        # ActorCriticPolicy's arguments that this constructor takes (use_sde: always false)
+        taken = inspect.signature(TenantPolicy.__init__).parameters
+        return {k: v for k, v in data.items() if k in taken and k != "use_sde"}

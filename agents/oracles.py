@@ -39,14 +39,12 @@ class BestHeuristicPerEpisode:
 
     Args:
         heuristics: the candidates (:data:`ORACLE_HEURISTICS`).
-        metric: the episode metric chosen on (``"geomean_perf"``; higher is better).
     """
 
     name = "best-heuristic-per-episode"
+    metric = "geomean_perf"  # the episode metric chosen on (higher is better)
 
-    def __init__(
-        self, heuristics: Sequence[str] = ORACLE_HEURISTICS, metric: str = "geomean_perf"
-    ) -> None:
+    def __init__(self, heuristics: Sequence[str] = ORACLE_HEURISTICS) -> None:
         known = catalogue.names(kind="heuristic")
         bad = [h for h in heuristics if h not in known]
         if bad or not heuristics:
@@ -55,7 +53,6 @@ class BestHeuristicPerEpisode:
                 f"heuristics of the catalogue ({known})"
             )
         self.heuristics = tuple(heuristics)
-        self.metric = metric
 
     def rollout_records(
         self,

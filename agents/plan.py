@@ -57,7 +57,10 @@ def make_plan(cfg: RunConfig) -> RunPlan:
         interface = make_interface(env)
         families = [env["scenario"], *(env.get("train_families") or [])]
         params = [_params(env, fam) for fam in families]
-        spaces = [_spaces(interface, p) for p in params]
+        spaces = []
+        for p in params:  # the base's kernel must be a tiering mode; the padding must fit
+            interface.bind(p, 1)
+            spaces.append(interface.spaces(p))
         for fam, s in zip(families[1:], spaces[1:], strict=True):
             if s != spaces[0]:
                 raise ValueError(f"train_families: {fam!r} gives other agent spaces; set pad_nodes")
@@ -96,8 +99,3 @@ def with_policy_layout(
 
 def _params(env: Mapping[str, Any], family: str) -> EnvParams:
     return make_params(environment_config(env, scenario=family, pool_size=CHECK_POOL))
-
-
-def _spaces(interface: Any, params: EnvParams) -> tuple[Any, Any]:
-    interface.bind(params, 1)  # the base's kernel must be a tiering mode; the padding must fit
-    return interface.spaces(params)

@@ -1,28 +1,11 @@
 """The shared evaluation loop: any policy, many episodes, one batched environment.
 
 Heuristic baselines (:mod:`baselines`) and trained agents go through the same
-code: a policy is an :class:`envs.policy.Policy`, which answers stable-baselines3's
-``predict``::
-
-    policy.predict(observation, state=None, episode_start=None, deterministic=True)
-        -> (action, state)
-
-on a batch (``observation`` (B, obs_dim) -> ``action`` (B, act_dim)), and has
-
-- ``policy.kernel``: the :class:`~envs.model.KernelConfig` its system sets (None: the
-  environment's); the environment is built with it;
-- ``policy.tiering_modes``: names of :data:`envs.spaces.TIERING_MODES` the
-  policy's actions choose from (``planner``; None: none); the environment is built
-  with them unless ``env_kwargs`` names its own ``tiering_modes``;
-- ``policy.bind(params, num_envs)``: called with the evaluation environment's
-  :class:`~envs.core.EnvParams` and batch size before the first step (the
-  codec, node names and tenant slots are there);
-- ``policy.observe(metrics, hardware)``: called after the reset (``metrics``
-  ``None``) and after every step with the step's :class:`~envs.core.Metrics`
-  (every instance, including one that just finished) and the
-  :class:`~envs.core.Hardware` view of the episodes now running, as a kernel
-  policy reads its counters;
-- ``policy.name``: the name written in the records.
+code: a policy is an :class:`envs.policy.Policy` (stable-baselines3's ``predict`` on a
+batch, and what that protocol documents). The environment is built with the policy's
+``kernel`` and its ``tiering_modes`` (unless ``env_kwargs`` names its own); the policy is
+bound to its :class:`~envs.core.EnvParams` and batch size before the first step, and
+observes the reset and every step (every instance, including one that just finished).
 
 Two capabilities are protocols of their own: a :class:`~envs.policy.Clairvoyant`
 reference (``planner``) is handed the episodes' seeds (``plan_episodes``) after
@@ -30,13 +13,7 @@ reference (``planner``) is handed the episodes' seeds (``plan_episodes``) after
 not a deployable policy); a :class:`~envs.policy.RecordsPolicy`
 (``best-heuristic-per-episode``, an oracle over other policies' records) makes its
 records itself (``rollout_records``), and :func:`rollout` returns what it returns.
-
-:func:`rollout` runs ``n_episodes`` episodes as ``n_episodes`` instances of one
-batch of the environment core (:mod:`envs.core`; instance ``i`` gets seed
-``seed + i``: every policy sees the same scenarios and seeds) and steps every
-instance through exactly its first episode. :func:`run_episodes` is the loop
-itself, on parameters and seeds given by the caller (``static-best`` evaluates
-its whole grid in one call).
+:func:`run_episodes` is the loop itself, on parameters and seeds given by the caller.
 """
 
 from __future__ import annotations
@@ -88,6 +65,21 @@ class EpisodeStats:
     t_share: F64
     unconverged: NDArray[np.int64]  # (B,) steps whose fixed point missed its tolerance
     series: dict[str, Any] | None = field(default=None)
+
+    @classmethod
+    def zeros(
+        cls, scenario_names: list[str], tenant_names: list[list[str]], steps: NDArray, T: int
+    ) -> EpisodeStats:
+        """Empty sums for ``len(steps)`` instances (the ``t_`` ones per tenant slot, (B, T))."""
+        sums: dict[str, Any] = {
+            f.name: np.zeros(
+                (len(steps), T) if f.name.startswith("t_") else len(steps),
+                dtype=np.int64 if "int64" in str(f.type) else np.float64,
+            )
+            for f in dataclasses.fields(cls)
+            if f.name not in ("scenario_names", "tenant_names", "steps", "series")
+        }
+        return cls(scenario_names, tenant_names, steps.astype(np.int64).copy(), **sums)
 
     def add(self, m: Metrics, reward: F64, live: NDArray[np.bool_]) -> None:
         """Add one step's metrics of the instances still in their first episode (``live``)."""
@@ -185,7 +177,6 @@ def run_episodes(
     params: EnvParams,
     seeds: Sequence[int] | NDArray[np.integer],
     record_series: bool = False,
-    deterministic: bool = True,
 ) -> EpisodeStats:
     """Step one instance per seed through its first episode under ``policy``.
 
@@ -207,26 +198,7 @@ def run_episodes(
     inst = state.instance
     node_names = list(params.node_names)
     tenant_names = [list(n) for n in inst.tenant_names]
-    z = np.zeros(B)
-    zt = np.zeros((B, T))
-    st = EpisodeStats(
-        scenario_names=list(inst.scenario_names),
-        tenant_names=tenant_names,
-        steps=inst.episode_steps.astype(np.int64).copy(),
-        reward=z.copy(),
-        log_geomean=z.copy(),
-        tenant_steps=np.zeros(B, dtype=np.int64),
-        throughput=z.copy(),
-        latency_x=z.copy(),
-        promotion=z.copy(),
-        demotion=z.copy(),
-        t_active=np.zeros((B, T), dtype=np.int64),
-        t_perf=zt.copy(),
-        t_throughput=zt.copy(),
-        t_latency=zt.copy(),
-        t_share=zt.copy(),
-        unconverged=np.zeros(B, dtype=np.int64),
-    )
+    st = EpisodeStats.zeros(list(inst.scenario_names), tenant_names, inst.episode_steps, T)
     series: dict[str, Any] | None = None
     if record_series:
         series = _new_series(tenant_names[0], node_names, params.codec.weights == "global")
@@ -235,9 +207,7 @@ def run_episodes(
     pstate: Any = None
     k = 0
     while live.any():
-        action, pstate = policy.predict(
-            obs, state=pstate, episode_start=start, deterministic=deterministic
-        )
+        action, pstate = policy.predict(obs, state=pstate, episode_start=start, deterministic=True)
         state, obs, reward, term, trunc, m, _ = core.step_autoreset(
             params, state, np.asarray(action)
         )

@@ -27,10 +27,10 @@ from agents.rollout import run_episodes
 from baselines.policies import STATIC_KERNEL, STATIC_RATIOS, HeuristicPolicy
 from envs.core import EnvParams, Hardware, make_params
 from envs.kernel import auto_interleave_weights, gcd_reduce
+from envs.policy import as_policy
 
 __all__ = [
     "DEFAULT_RATES_MBPS",
-    "DEFAULT_RATIOS",
     "StaticBest",
     "default_cache_dir",
     "static_weight_grid",
@@ -40,32 +40,24 @@ F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
 
-#: DRAM:CXL per-node weight ratios searched by ``static-best`` (besides local-first and the
-#: auto weights): the static family's ratios, DRAM only, CXL only, and 1:4 to 32:1.
-DEFAULT_RATIOS: tuple[tuple[int, int], ...] = STATIC_RATIOS
 #: Promotion rate limits searched by ``static-best`` (0 = off; 65536 = kernel default).
 DEFAULT_RATES_MBPS: tuple[float, ...] = (0.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 65536.0)
 
 
-def static_weight_grid(
-    is_cxl: NDArray[np.bool_],
-    bandwidth_gbps: F64,
-    ratios: Sequence[tuple[int, int]] = DEFAULT_RATIOS,
-    weightiness: int = 32,
-) -> I64:
+def static_weight_grid(is_cxl: NDArray[np.bool_], bandwidth_gbps: F64) -> I64:
     """Weight vectors (K, N) searched by ``static-best`` for one machine.
 
     Local-first (all 0), every DRAM node ``a`` and every CXL node ``b`` for
-    each ratio ``(a, b)``, and the kernel's auto weights; each reduced by its
-    gcd, duplicates removed (first kept).
+    each ratio ``(a, b)`` of the static family (DRAM only, CXL only, and 1:4 to 32:1),
+    and the kernel's auto weights; each reduced by its gcd, duplicates removed (first kept).
     """
     cxl = np.asarray(is_cxl, dtype=bool)
     rows: list[NDArray[np.int64]] = [np.zeros(cxl.size, dtype=np.int64)]
-    for a, b in ratios:
+    for a, b in STATIC_RATIOS:
         w = np.where(cxl, b, a).astype(np.int64)
         if w.any():
             rows.append(w)
-    rows.append(auto_interleave_weights(np.asarray(bandwidth_gbps, dtype=float), weightiness))
+    rows.append(auto_interleave_weights(np.asarray(bandwidth_gbps, dtype=float)))
     grid = np.stack([gcd_reduce(w) for w in rows])
     _, first = np.unique(grid, axis=0, return_index=True)
     return grid[np.sort(first)]
@@ -89,28 +81,16 @@ def _model_fingerprint() -> str:
 
 
 class _FixedActions:
-    """A policy that plays one fixed action per instance (the static-best grid)."""
+    """A policy that plays one fixed action per instance (the static-best grid); what else a
+    policy has is :func:`envs.policy.as_policy`'s default (the grid's parameters are built
+    with static-best's kernel)."""
 
     name = "static-grid"
-    kernel = None  # the grid's parameters are built with static-best's kernel
-    tiering_modes = None
 
     def __init__(self, actions: NDArray[np.float32]) -> None:
         self.actions = actions
 
-    def bind(self, env: Any, num_envs: int) -> None:
-        pass
-
-    def observe(self, metrics: Any, hardware: Any) -> None:
-        pass
-
-    def predict(
-        self,
-        observation: NDArray,
-        state: Any = None,
-        episode_start: NDArray | None = None,
-        deterministic: bool = True,
-    ) -> tuple[NDArray, Any]:
+    def predict(self, observation: NDArray, state: Any = None, **_: Any) -> tuple[NDArray, Any]:
         return self.actions, state
 
 
@@ -122,10 +102,10 @@ class StaticBest(HeuristicPolicy):
     grid (:func:`static_weight_grid` x ``rates``: local-first, DRAM only, CXL
     only, DRAM:CXL ratios 1:4..32:1 and the auto weights, times promotion rate
     limits 0..65536 MB/s) on the bound environment's scenario and split, with
-    ``n_episodes`` episodes of seeds ``seed, seed+1, ...`` (what
+    ``n_episodes`` episodes of seeds ``0, 1, ...`` (what
     :func:`agents.rollout.rollout` uses by default), all in ONE batched
     environment of ``configs x n_episodes`` instances, and keeps the
-    configuration with the best mean ``metric``. The search runs when the
+    configuration with the best mean ``geomean_perf``. The search runs when the
     policy first sees the machine (``observe(None, hardware)`` after the reset). Since the grid holds the
     static heuristics' configurations (``dram-first`` = local-first at rate 0,
     ``interleave`` = 1:1, ``weighted-interleave`` = auto, ``numa-tiering`` =
@@ -139,33 +119,26 @@ class StaticBest(HeuristicPolicy):
 
     Args:
         n_episodes: episodes per configuration (8).
-        seed: first episode seed (0).
-        ratios: DRAM:CXL ratios of the weight grid (:data:`DEFAULT_RATIOS`).
         rates_mbps: promotion rate limits of the grid (:data:`DEFAULT_RATES_MBPS`).
-        metric: ``"geomean_perf"`` (default) or another rollout metric (higher is better).
         cache_dir: where results are cached (``None``: the default; ``False``: no cache).
     """
 
     name = "static-best"
     kernel = STATIC_KERNEL
+    seed = 0  # the first episode's seed
+    metric = "geomean_perf"  # what the search maximises
 
     def __init__(
         self,
         n_episodes: int = 8,
-        seed: int = 0,
-        ratios: Sequence[tuple[int, int]] = DEFAULT_RATIOS,
         rates_mbps: Sequence[float] = DEFAULT_RATES_MBPS,
-        metric: str = "geomean_perf",
         cache_dir: str | Path | bool | None = None,
     ) -> None:
         super().__init__()
         if n_episodes < 1:
             raise ValueError(f"static-best n_episodes: got {n_episodes}, expected at least 1")
         self.n_episodes = int(n_episodes)
-        self.seed = int(seed)
-        self.ratios = tuple((int(a), int(b)) for a, b in ratios)
         self.rates_mbps = tuple(float(r) for r in rates_mbps)
-        self.metric = metric
         self.cache_dir = cache_dir
         self.result: dict[str, Any] | None = None
         self.weights = np.zeros(0, dtype=np.int64)
@@ -189,7 +162,7 @@ class StaticBest(HeuristicPolicy):
     def _choose(self, hw: Hardware) -> None:
         params = self._p()
         fam = params.family
-        grid_w = static_weight_grid(hw.is_cxl[0], hw.firmware_gbps[0], self.ratios)
+        grid_w = static_weight_grid(hw.is_cxl[0], hw.firmware_gbps[0])
         settings = params.env_kwargs()
         settings.pop("kernel")
         settings.pop("action_type")
@@ -241,13 +214,8 @@ class StaticBest(HeuristicPolicy):
         w_inst = np.repeat(cfg_w, E, axis=0)[:, None, :].repeat(rows, axis=1)
         actions = codec.encode_box(w_inst, np.repeat(cfg_r, E))
         seeds = np.tile(self.seed + np.arange(E), G)
-        stats = run_episodes(_FixedActions(actions), grid_params, seeds)
-        met = stats.metrics()
-        if self.metric not in met:
-            raise ValueError(
-                f"static-best metric: got {self.metric!r}, expected one of {list(met)}"
-            )
-        score = np.nanmean(met[self.metric].reshape(G, E), axis=1)
+        stats = run_episodes(as_policy(_FixedActions(actions)), grid_params, seeds)
+        score = np.nanmean(stats.metrics()[self.metric].reshape(G, E), axis=1)
         best = int(np.nanargmax(np.where(np.isnan(score), -np.inf, score)))
         return {
             "weights": cfg_w[best].tolist(),

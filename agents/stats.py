@@ -2,24 +2,12 @@
 
 The statistics ``evaluate.py`` reports, after Agarwal et al. 2021, "Deep Reinforcement
 Learning at the Edge of the Statistical Precipice" (``rliable``), computed with
-``scipy.stats``:
-
-* :func:`iqm` -- the interquartile mean, ``scipy.stats.trim_mean(x, 0.25)``;
-* :func:`bootstrap_ci` -- the engine: a ``scipy.stats.bootstrap`` interval of a
-  statistic of several strata, each stratum resampled with replacement from itself
-  only (its size kept), so every replicate keeps the design of the experiment;
-* :func:`stratified_bootstrap_ci` -- the same for a statistic of the pooled values
-  (the concatenation of the strata);
-* :func:`summarize` -- mean and IQM with their intervals for one set of episodes;
-* :func:`ratio_to_reference` -- paired ratios of a policy to a reference policy with an
-  interval on the mean ratio;
-* :func:`geometric_mean` and :func:`geomean_ratio` -- the aggregate of per-scenario mean
-  ratios, the latter with an interval stratified by scenario;
-* :func:`headroom_share` -- a policy's share of the headroom between a lower and an
-  upper reference (``dram-first`` and the clairvoyant ``planner``), per scenario or
-  across scenarios, with a paired, stratified interval;
-* :func:`worst_ratio_to_best` -- robustness: per policy, its mean over the best
-  heuristic's mean on each scenario, and the scenario where that ratio is worst.
+``scipy.stats``: the point estimates (:func:`iqm`, the interquartile mean;
+:func:`geometric_mean`), the interval engine (:func:`bootstrap_ci`: a
+``scipy.stats.bootstrap`` interval of a statistic of several strata, each stratum
+resampled with replacement from itself only, its size kept, so every replicate keeps the
+design of the experiment) and the comparisons of policies built on them, each saying in
+its docstring what it is for.
 
 Which unit is resampled and what the strata are is the caller's choice
 (:func:`agents.report.summarize_records` documents the one evaluation uses).
@@ -116,21 +104,6 @@ def iqm(x: ArrayLike, axis: int | None = None) -> Any:
     return float(out) if out.ndim == 0 else out
 
 
-def _resolve_statistic(statistic: Statistic | str) -> Statistic:
-    """Map the names ``"mean"``, ``"iqm"`` and ``"median"`` to functions."""
-    if isinstance(statistic, str):
-        table: dict[str, Statistic] = {"mean": np.mean, "iqm": iqm, "median": np.median}
-        try:
-            return table[statistic]
-        except KeyError:
-            raise ValueError(
-                f"unknown statistic {statistic!r}; use one of {sorted(table)} or a callable"
-            ) from None
-    if not callable(statistic):
-        raise TypeError(f"statistic must be callable or a name, got {type(statistic).__name__}")
-    return statistic
-
-
 def _strata_list(
     samples_by_stratum: Mapping[Any, ArrayLike] | Sequence[ArrayLike],
 ) -> list[NDArray[np.float64]]:
@@ -152,7 +125,7 @@ def bootstrap_ci(
     seed: int | np.random.Generator = 0,
     method: str = "percentile",
 ) -> tuple[float, float]:
-    """Stratified bootstrap interval of ``statistic(strata)`` with ``scipy.stats.bootstrap``.
+    """Stratified bootstrap interval ``(low, high)`` of ``statistic(strata)`` (scipy's bootstrap).
 
     The strata are scipy's independent samples (``paired=False``): each replicate
     resamples every stratum with replacement from itself, keeping its size -- which is
@@ -171,9 +144,6 @@ def bootstrap_ci(
         confidence: coverage of the interval, in (0, 1).
         seed: seed (or generator) of the resampling; the same seed gives the same interval.
         method: ``"percentile"``, ``"BCa"`` or ``"basic"`` (see ``scipy.stats.bootstrap``).
-
-    Returns:
-        ``(low, high)``.
 
     Raises:
         ValueError: for no strata, an empty or non-finite stratum, ``n_boot < 1``, a
@@ -239,13 +209,13 @@ def bootstrap_ci(
 
 def stratified_bootstrap_ci(
     samples_by_stratum: Mapping[Any, ArrayLike] | Sequence[ArrayLike],
-    statistic: Statistic | str = np.mean,
+    statistic: Statistic = np.mean,
     n_boot: int = 2000,
     confidence: float = 0.95,
     seed: int | np.random.Generator = 0,
     method: str = "percentile",
 ) -> tuple[float, float]:
-    """Stratified bootstrap interval of ``statistic`` of the pooled values.
+    """Stratified bootstrap interval ``(low, high)`` of ``statistic`` of the pooled values.
 
     Each replicate resamples every stratum within itself (see :func:`bootstrap_ci`) and
     evaluates ``statistic`` on the concatenation of the resampled strata.  With one
@@ -254,17 +224,12 @@ def stratified_bootstrap_ci(
     Args:
         samples_by_stratum: see :func:`bootstrap_ci`.
         statistic: reduction called as ``statistic(x, axis=-1)`` (``np.mean``,
-            ``np.median``, :func:`iqm`) or one of the names ``"mean"``, ``"iqm"``,
-            ``"median"``.
+            ``np.median``, :func:`iqm`).
         n_boot, confidence, seed, method: see :func:`bootstrap_ci`.
-
-    Returns:
-        ``(low, high)``.
     """
-    fn = _resolve_statistic(statistic)
     return bootstrap_ci(
         samples_by_stratum,
-        lambda strata: fn(np.concatenate(strata, axis=-1), axis=-1),
+        lambda strata: statistic(np.concatenate(strata, axis=-1), axis=-1),
         n_boot=n_boot,
         confidence=confidence,
         seed=seed,
@@ -324,19 +289,6 @@ def summarize(
     }
 
 
-def _ratios(values: ArrayLike, ref_values: ArrayLike) -> NDArray[np.float64]:
-    num = _as_finite_1d(values, name="values")
-    den = _as_finite_1d(ref_values, name="ref_values")
-    if num.shape != den.shape:
-        raise ValueError(
-            f"values and ref_values must be paired: got {num.size} and {den.size} values"
-        )
-    if np.any(den == 0.0):
-        bad = int(np.flatnonzero(den == 0.0)[0])
-        raise ValueError(f"ref_values contains zero at index {bad}: the ratio is undefined")
-    return num / den
-
-
 def ratio_to_reference(
     values: ArrayLike,
     ref_values: ArrayLike,
@@ -366,7 +318,16 @@ def ratio_to_reference(
     Raises:
         ValueError: for empty, misaligned or non-finite input, or a zero reference value.
     """
-    ratios = _ratios(values, ref_values)
+    num = _as_finite_1d(values, name="values")
+    den = _as_finite_1d(ref_values, name="ref_values")
+    if num.shape != den.shape:
+        raise ValueError(
+            f"values and ref_values must be paired: got {num.size} and {den.size} values"
+        )
+    if np.any(den == 0.0):
+        bad = int(np.flatnonzero(den == 0.0)[0])
+        raise ValueError(f"ref_values contains zero at index {bad}: the ratio is undefined")
+    ratios = num / den
     groups = _group_by_strata(ratios, strata)
     return {
         "ratios": ratios,

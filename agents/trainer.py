@@ -58,7 +58,7 @@ from agents.runs import (
 from agents.view import environment_config, make_training_vec_env
 from baselines import catalogue
 from envs.core import EnvParams, make_params
-from envs.families import REPORT_SPLIT, SELECT_SPLIT
+from envs.families import REPORT_SPLIT
 
 __all__ = ["UPPER_REFERENCES", "final_comparison", "plan_resume", "run", "train"]
 
@@ -233,9 +233,7 @@ def _callbacks(
     (``params``: the scenario's, which the tags and the layout name nodes and slots by)."""
     label, eval_seed = cfg.recipe.name, EVAL_SEED + cfg.seed
     nodes, slots = params.node_names, params.n_tenants
-    held_out = cb.HeldOutEvaluation(
-        cfg.task.scenario, cfg.env, label, cfg.eval_episodes, eval_seed, split=SELECT_SPLIT
-    )
+    held_out = cb.HeldOutEvaluation(cfg.task.scenario, cfg.env, label, cfg.eval_episodes, eval_seed)
     refs = held_out.references(cfg.references) if cfg.eval_interval > 0 else {}
     means = {k: float(v.mean()) for k, v in refs.items()}
     texts = {
@@ -263,10 +261,8 @@ def _callbacks(
         )
     return [
         *guards,
-        cb.TensorBoardRunCard(
-            tb.layout(label, cfg.references, nodes, slots, cfg.task.reward), texts
-        ),
-        cb.EnvMetricsCallback(nodes, slots, cfg.task.reward),
+        cb.TensorBoardRunCard(tb.layout(label, nodes, slots, cfg.task.reward), texts),
+        cb.EnvMetricsCallback(nodes, cfg.task.reward),
         # train/ at the step it trained on, written before a checkpoint at that step
         *([cb.LogUpdateAtItsStep()] if cfg.algo in ON_POLICY else []),
         cb.EvalAgainstReferences(
@@ -301,18 +297,6 @@ def _at_step_zero(model: Any, callbacks: list[Any]) -> None:
     chain.init_callback(model)
     chain.on_training_start(locals(), globals())
     chain.on_training_end()
-
-
-def _learn(model: Any, cfg: RunConfig, done: int, callbacks: list[Any], out: _Out) -> float:
-    """RL from ``done`` to the budget; the seconds it took."""
-    t0 = time.time()
-    model.learn(
-        cfg.total_timesteps - done,
-        callback=callbacks,
-        reset_num_timesteps=False,
-        progress_bar=out.progress,
-    )
-    return time.time() - t0
 
 
 # ============================================================================ the run
@@ -371,7 +355,14 @@ def train(
     if cfg.recipe.rl is None:
         _at_step_zero(model, callbacks)
     else:
-        wall = _learn(model, cfg, done, callbacks, out)
+        t0 = time.time()
+        model.learn(
+            cfg.total_timesteps - done,
+            callback=callbacks,
+            reset_num_timesteps=False,
+            progress_bar=out.progress,
+        )
+        wall = time.time() - t0
     if stopper.stopped or guard.signalled:
         steps = stopper.resume_timesteps if stopper.stopped else model.num_timesteps
         ck = save_checkpoint(run_dir, model, steps, norm, cfg)

@@ -14,54 +14,10 @@ model validators of :class:`Recipe` and :class:`RunConfig`, in this file only. A
 one :class:`TrainingError` in one format, ``{source}: {field.path}: expected ... (got ...)``.
 """
 
-from agents.config.fields import (
-    ALGOS,
-    FORMAT_VERSION,
-    ON_POLICY,
-    TrainingError,
-    check,
-    check_flags,
-    describe,
-)
-from agents.config.recipe import (
-    EnvSettings,
-    Hyperparams,
-    PolicyKwargs,
-    Recipe,
-    RLSettings,
-    algo_class,
-    policy_names,
-)
-from agents.config.run import (
-    RESUME_OVERRIDES,
-    EvaluateOptions,
-    RunConfig,
-    RunOptions,
-    SweepOptions,
-    Task,
-    trained_names,
-)
+# each module's ``__all__`` is its public names, re-exported here as they are
+from . import fields, recipe, run
+from .fields import *  # noqa: F403
+from .recipe import *  # noqa: F403
+from .run import *  # noqa: F403
 
-__all__ = [
-    "ALGOS",
-    "FORMAT_VERSION",
-    "ON_POLICY",
-    "RESUME_OVERRIDES",
-    "EnvSettings",
-    "EvaluateOptions",
-    "Hyperparams",
-    "PolicyKwargs",
-    "RLSettings",
-    "Recipe",
-    "RunConfig",
-    "RunOptions",
-    "SweepOptions",
-    "Task",
-    "TrainingError",
-    "algo_class",
-    "check",
-    "check_flags",
-    "describe",
-    "policy_names",
-    "trained_names",
-]
+__all__ = [*fields.__all__, *recipe.__all__, *run.__all__]

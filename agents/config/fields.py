@@ -8,20 +8,27 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-)
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from envs import config as env_config
+
+__all__ = [
+    "ALGOS",
+    "FORMAT_VERSION",
+    "ON_POLICY",
+    "TrainingError",
+    "check",
+    "check_flags",
+    "describe",
+]
 
 FORMAT_VERSION = 2
 ALGOS = ("ppo", "a2c", "sac", "td3", "recurrent-ppo")
 ON_POLICY = frozenset({"ppo", "a2c", "recurrent-ppo"})
-ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu", "gelu", "silu")
+#: ``policy_kwargs.activation_fn`` names and their ``torch.nn`` classes.
+ACTIVATIONS = {
+    "tanh": "Tanh", "relu": "ReLU", "elu": "ELU", "leaky_relu": "LeakyReLU", "gelu": "GELU", "silu": "SiLU",
+}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,14 +120,9 @@ def Int(ge: int | None = None, le: int | None = None) -> Any:
     return Annotated[int, BeforeValidator(_whole), Field(ge=ge, le=le, strict=False)]
 
 
-def Num(
-    ge: float | None = None,
-    gt: float | None = None,
-    le: float | None = None,
-    lt: float | None = None,
-) -> Any:
+def Num(ge: float | None = None, gt: float | None = None, le: float | None = None) -> Any:
     """A finite number in the given (open or closed) interval."""
-    return Annotated[float, BeforeValidator(_finite), Field(ge=ge, gt=gt, le=le, lt=lt)]
+    return Annotated[float, BeforeValidator(_finite), Field(ge=ge, gt=gt, le=le)]
 
 
 Layer = Int(1, 1 << 16)

@@ -94,22 +94,28 @@ def _parse_value(text: str) -> Any:
     return value
 
 
-def _override(data: dict[str, Any], item: str) -> None:
-    """Apply one ``--set KEY=VALUE`` to the raw recipe: a dotted KEY sets one entry of a
+def _override_path(item: str) -> list[str]:
+    """The recipe field a ``--set KEY=VALUE`` item sets: a dotted KEY is one entry of a
     mapping; a bare KEY that is not a recipe key is one of the algorithm's constructor
     arguments (``rl.hyperparams.KEY``)."""
+    key = item.split("=", 1)[0].strip()
+    if "." not in key and key not in Recipe.model_fields:
+        return ["rl", "hyperparams", key]
+    return key.split(".")
+
+
+def _override(data: dict[str, Any], item: str) -> None:
+    """Apply one ``--set KEY=VALUE`` to the raw recipe (:func:`_override_path`)."""
     if "=" not in item:
         raise TrainingError(f"--set {item}: expected KEY=VALUE")
     key, value = (part.strip() for part in item.split("=", 1))
-    path = key.split(".")
-    if len(path) == 1 and key not in Recipe.model_fields:
-        if key not in Hyperparams.model_fields:
-            raise TrainingError(
-                f"--set {item}: unknown key {key!r}; expected a recipe key of "
-                f"{sorted(Recipe.model_fields)}, an argument of the algorithm of "
-                f"{sorted(Hyperparams.model_fields)}, or a dotted path (imitation.rounds)"
-            )
-        path = ["rl", "hyperparams", key]
+    path = _override_path(item)
+    if path != key.split(".") and key not in Hyperparams.model_fields:  # a bare KEY: rl.hyperparams
+        raise TrainingError(
+            f"--set {item}: unknown key {key!r}; expected a recipe key of "
+            f"{sorted(Recipe.model_fields)}, an argument of the algorithm of "
+            f"{sorted(Hyperparams.model_fields)}, or a dotted path (imitation.rounds)"
+        )
     node = data
     for i, part in enumerate(path[:-1]):
         child = node.get(part)
@@ -138,18 +144,10 @@ def load_recipe(spec: str, overrides: Sequence[str] = ()) -> tuple[Recipe, str]:
     except ValueError as exc:
         text = str(exc)
     field = text.split(": ", 1)[0]
-    keys = {item: _override_path(item) for item in overrides}
+    keys = {item: ".".join(_override_path(item)) for item in overrides}
     hit = [i for i, k in keys.items() if field.startswith(k) or k.startswith(field)]
     where = f"--set {hit[-1]}" if hit else f"recipe {source!r} with --set {' '.join(overrides)}"
     raise TrainingError(f"{where}: {text}") from None
-
-
-def _override_path(item: str) -> str:
-    """The recipe field a ``--set`` item sets, as a dotted path."""
-    key = item.split("=", 1)[0].strip()
-    if "." not in key and key not in Recipe.model_fields:
-        return f"rl.hyperparams.{key}"
-    return key
 
 
 def whole_rollouts(recipe: Recipe, total: int) -> int:

@@ -5,13 +5,7 @@ from __future__ import annotations
 import inspect
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BeforeValidator,
-    Field,
-    field_validator,
-    model_validator,
-)
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from agents.config.fields import (
     ACTIVATIONS,
@@ -32,6 +26,16 @@ from baselines import catalogue
 from envs.config import EnvConfig, field_names
 from envs.generator import expand_family_names
 
+__all__ = [
+    "EnvSettings",
+    "Hyperparams",
+    "PolicyKwargs",
+    "RLSettings",
+    "Recipe",
+    "algo_class",
+    "policy_names",
+]
+
 # ============================================================================ recipe parts
 
 
@@ -42,7 +46,7 @@ class PolicyKwargs(_Strict):
     net_arch: list[Layer] | dict[Literal["pi", "vf", "qf"], list[Layer]] | None = Field(
         None, description="layer sizes, or a mapping of pi/vf/qf to layer sizes"
     )
-    activation_fn: Literal[ACTIVATIONS] | None = None
+    activation_fn: Literal[tuple(ACTIVATIONS)] | None = None
     ortho_init: bool | None = None
     log_std_init: Num(ge=-20, le=20) | None = None
     full_std: bool | None = None
@@ -217,17 +221,11 @@ def _signature(cls: Any) -> set[str]:
     return set(inspect.signature(cls.__init__).parameters)
 
 
-def policy_keywords(algo: str, policy: str) -> set[str]:
-    """The keyword arguments ``policy``'s constructor takes (a project policy's as declared)."""
-    if policy in PROJECT_POLICIES:
-        return set(PROJECT_POLICIES[policy].keywords)
-    return _signature(algo_class(algo).policy_aliases[policy])
-
-
 def constructor_rules(
     algo: str, policy: str, hp: Hyperparams, pk: PolicyKwargs, prefix: str = ""
 ) -> None:
-    """The keys ``algo``'s constructor and ``policy``'s take (read from their signatures)."""
+    """The keys ``algo``'s constructor and ``policy``'s take (read from their signatures; a
+    project policy's as :data:`PROJECT_POLICIES` declares them)."""
     taken = _signature(algo_class(algo))
     for key in hp.given():
         if key not in taken:
@@ -237,18 +235,16 @@ def constructor_rules(
             )
     if policy not in policy_names(algo):
         raise ValueError(f"policy: expected one of {policy_names(algo)} for {algo}")
-    ptaken = policy_keywords(algo, policy) - {"use_sde"}
+    if policy in PROJECT_POLICIES:
+        ptaken = set(PROJECT_POLICIES[policy].keywords) - {"use_sde"}
+    else:
+        ptaken = _signature(algo_class(algo).policy_aliases[policy]) - {"use_sde"}
     for key in pk.given():
         if key not in ptaken:
             raise ValueError(
                 f"policy_kwargs.{key}: {algo}'s {policy} takes no {key!r}; "
                 f"expected one of {sorted(k for k in PolicyKwargs.model_fields if k in ptaken)}"
             )
-
-
-_ACTIVATIONS = {
-    "tanh": "Tanh", "relu": "ReLU", "elu": "ELU", "leaky_relu": "LeakyReLU", "gelu": "GELU", "silu": "SiLU",
-}  # fmt: skip
 
 
 def sb3_kwargs(hp: Hyperparams, pk: PolicyKwargs) -> dict[str, Any]:
@@ -260,7 +256,7 @@ def sb3_kwargs(hp: Hyperparams, pk: PolicyKwargs) -> dict[str, Any]:
         out["train_freq"] = tuple(out["train_freq"])
     kwargs = pk.given()
     if "activation_fn" in kwargs:
-        kwargs["activation_fn"] = getattr(nn, _ACTIVATIONS[kwargs["activation_fn"]])
+        kwargs["activation_fn"] = getattr(nn, ACTIVATIONS[kwargs["activation_fn"]])
     if kwargs:
         out["policy_kwargs"] = kwargs
     return out
@@ -444,7 +440,3 @@ class Recipe(_Strict):
         return (["imitation"] if self.imitation is not None else []) + (
             [self.algo] if self.total_timesteps > 0 else []
         )
-
-    def sb3_kwargs(self) -> dict[str, Any]:
-        """The algorithm's constructor arguments for stable-baselines3."""
-        return sb3_kwargs(self.hyperparams, self.policy_kwargs)

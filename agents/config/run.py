@@ -6,12 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import (
-    ConfigDict,
-    Field,
-    field_validator,
-    model_validator,
-)
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from agents.config.fields import FORMAT_VERSION, METRICS, Int, Name, _Strict
 from agents.config.flags import POSITIONAL
@@ -21,6 +16,16 @@ from envs.config import MAX_TENANTS, default
 from envs.families import SPLITS
 from envs.scenario import scenario_names
 from envs.spaces import ACTION_TYPES, REWARDS, WEIGHTS
+
+__all__ = [
+    "RESUME_OVERRIDES",
+    "EvaluateOptions",
+    "RunConfig",
+    "RunOptions",
+    "SweepOptions",
+    "Task",
+    "trained_names",
+]
 
 
 class Task(_Strict):
@@ -270,10 +275,6 @@ class RunConfig(_Strict):
     @property
     def n_envs(self) -> int:
         return self.recipe.n_envs
-
-    @property
-    def hyperparams_source(self) -> str:
-        return self.recipe_source
 
     @property
     def env(self) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -45,17 +45,6 @@ __all__ = [
     "view_settings",
 ]
 
-#: Env settings of the agent's view (the rest go to :func:`envs.core.make_params`).
-RESIDUAL_KEYS = (
-    "base_policy",
-    "residual_scale",
-    "mixing",
-    "residual_bases",
-    "residual_codec",
-    "pad_nodes",
-    "train_families",
-    "privileged_critic",
-)
 DEFAULT_RESIDUAL_SCALE = 1.0
 #: How the mixing entries combine several bases (the first is the default): ``soft`` moves
 #: the decision part of the way towards each base; ``hard`` follows one base whole (the
@@ -138,8 +127,6 @@ class ViewConfig:
     #: the observation ends with what the episode still holds (:func:`envs.core.coming_tenants`),
     #: for the critic of an asymmetric actor-critic; zeros where it is not known (evaluation)
     privileged_critic: bool = False
-    #: (K,) whether the residual adjusts each base (:func:`residual_base_mask`)
-    adjusted: tuple[bool, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.base_policy is not None and not isinstance(self.base_policy, str):
@@ -163,8 +150,7 @@ class ViewConfig:
             )
         if self.pad_nodes is not None and self.pad_nodes < 1:
             raise ValueError(f"pad_nodes: got {self.pad_nodes}, expected at least 1")
-        mask = residual_base_mask(self.base_policy, self.residual_bases)  # checks base_policy
-        object.__setattr__(self, "adjusted", tuple(bool(b) for b in mask))
+        residual_base_mask(self.base_policy, self.residual_bases)  # checks both
 
     @classmethod
     def from_env(cls, env_kwargs: Mapping[str, Any]) -> ViewConfig:
@@ -187,10 +173,15 @@ class ViewConfig:
 
     @property
     def residual_mask(self) -> NDArray[np.bool_]:
-        """(K,) whether the residual adjusts each base."""
-        return np.array(self.adjusted, dtype=bool)
+        """(K,) whether the residual adjusts each base (:func:`residual_base_mask`)."""
+        return residual_base_mask(self.base_policy, self.residual_bases)
 
     @property
     def active(self) -> bool:
         """Whether the view differs from the environment's own (a base or node padding)."""
         return self.base_policy is not None or self.pad_nodes is not None or self.privileged_critic
+
+
+#: Env settings of the agent's view (the rest go to :func:`envs.core.make_params`): the
+#: fields of :class:`ViewConfig`, and the families trained at once.
+RESIDUAL_KEYS = (*(f.name for f in dataclasses.fields(ViewConfig)), "train_families")

@@ -259,19 +259,6 @@ def _cell_key(
     return hashlib.sha256(json.dumps(desc).encode()).hexdigest()
 
 
-def _cell_keys(
-    cells: Sequence[Cell],
-    loaded: Sequence[tuple[Any, dict[str, Any]]],
-    seed: int,
-    split: str,
-    series: bool,
-) -> dict[int, str | None]:
-    """Each cell's :func:`_cell_key`, by cell index."""
-    code = _source_fingerprint()
-    ids = [_policy_identity(item) for item in loaded]
-    return {c.index: _cell_key(c, ids[c.policy], seed, split, series, code) for c in cells}
-
-
 def _cell_path(out: Path, cell: Cell) -> Path:
     return out / f"cell-{cell.index:05d}.json"
 
@@ -294,13 +281,6 @@ def _finished_cells(
             if saved.get("key") == keys[c.index]:
                 results[c.index] = saved["records"]
     return results
-
-
-def _save_cell(out: Path, cell: Cell, key: str | None, recs: _Records) -> None:
-    """Write a finished cell's file (whole or not at all): its key, the cell, its records."""
-    atomic_write_text(
-        _cell_path(out, cell), json.dumps({"key": key, "cell": cell.__dict__, "records": recs})
-    )
 
 
 # --------------------------------------------------------------------------- running
@@ -337,20 +317,17 @@ def run_cells(
     import ray
     import ray.cloudpickle as cloudpickle
 
-    cells = plan_cells(
-        names,
-        [splittable(p) for p, _ in loaded],
-        scenarios,
-        episodes,
-        max_in_flight,
-        block_episodes,
-    )
+    can_split = [splittable(p) for p, _ in loaded]
+    cells = plan_cells(names, can_split, scenarios, episodes, max_in_flight, block_episodes)
     results: dict[int, _Records] = {}
     keys: dict[int, str | None] = {}
     out = Path(cells_dir) if cells_dir is not None else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        keys = _cell_keys(cells, loaded, seed, split, record_series)
+        code, ids = _source_fingerprint(), [_policy_identity(item) for item in loaded]
+        keys = {
+            c.index: _cell_key(c, ids[c.policy], seed, split, record_series, code) for c in cells
+        }
         results = _finished_cells(cells, keys, out)
     bar = tqdm(total=len(cells), desc="cells", disable=not show_progress)
     if results and show_progress:
@@ -375,8 +352,9 @@ def run_cells(
                 recs, warns, secs = _task_result(ref)
                 _reissue(warns, issued)
                 results[c.index] = recs
-                if out is not None:
-                    _save_cell(out, c, keys.get(c.index), recs)
+                if out is not None:  # whole or not at all: its key, the cell, its records
+                    saved = {"key": keys.get(c.index), "cell": c.__dict__, "records": recs}
+                    atomic_write_text(_cell_path(out, c), json.dumps(saved))
                 if show_progress:
                     line = _progress_line(c, recs, secs, seed, metric, len(results), len(cells))
                     tqdm.write(line, file=sys.stderr)

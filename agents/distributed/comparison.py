@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.distributed.cells import run_cells
-from agents.distributed.session import RayError, ray_address, ray_session
+from agents.distributed.session import ray_address, ray_session
 
 __all__ = ["RayRunner", "ray_runner"]
 
@@ -38,8 +38,8 @@ class RayRunner:
     removed once the records are in.
 
     Raises:
-        ValueError: (:class:`RayError` among them) an unreachable cluster or a node without
-            the package, before any cell runs; or what a cell raised.
+        ValueError: (:class:`RayError` among them) a bad worker count, an unreachable cluster
+            or a node without the package, before any cell runs; or what a cell raised.
     """
 
     def __init__(
@@ -48,8 +48,6 @@ class RayRunner:
         address: str | None = None,
         block_episodes: int | None = None,
     ) -> None:
-        if workers is not None and workers < 1:
-            raise RayError(f"--workers must be at least 1, got {workers}")
         self.workers = workers
         self.address = address
         self.block_episodes = block_episodes
@@ -61,28 +59,21 @@ class RayRunner:
         scenarios: Sequence[str],
         episodes: int,
         *,
-        seed: int,
-        split: str,
-        record_series: bool,
-        metric: str,
         cells_dir: Path,
-        show_progress: bool = False,
-        **_: Any,
+        **options: Any,
     ) -> list[dict[str, Any]]:
+        """The records of :func:`agents.distributed.run_cells` (``options``: the runner's
+        ``seed``, ``split``, ``record_series``, ``metric`` and ``show_progress``)."""
         with ray_session(self.workers, self.address) as cpus:
             records = run_cells(
                 loaded,
                 names,
                 list(scenarios),
                 episodes,
-                seed=seed,
-                split=split,
-                record_series=record_series,
-                metric=metric,
                 max_in_flight=self.workers or cpus,
                 block_episodes=self.block_episodes,
                 cells_dir=cells_dir,
-                show_progress=show_progress,
+                **options,
             )
         shutil.rmtree(cells_dir, ignore_errors=True)  # the records hold every cell now
         return records
@@ -92,8 +83,7 @@ def ray_runner(workers: int | None, address: str | None) -> RayRunner | None:
     """For ``evaluate.py``: a :class:`RayRunner` bound to the flags, or None without Ray.
 
     Ray is used with ``--workers N`` (N > 1), ``--ray-address`` or ``$RAY_ADDRESS``;
-    ``--workers 1`` alone is the single-process run; ``--workers 0`` is refused
-    (:class:`RayRunner`).
+    ``--workers 1`` alone is the single-process run.
     """
     if (workers is None or workers == 1) and ray_address(address) is None:
         return None

@@ -3,11 +3,8 @@
 With ``base_policy`` listing several heuristics (:mod:`agents.view`), the
 agent's mixing entries decide which heuristic's decision it follows. Which one
 is best depends on the machine and the tenant mix (``best-heuristic-per-episode``
-shows how much that choice is worth), and reinforcement learning from the
-heuristic-at-zero start rarely tries another base long enough to learn it.
-:func:`warm_start` gives the choice a supervised start before training, as its
-own trainer: it labels training episodes with their best expert, fits the
-policy's action mean to the labels (behaviour cloning) and runs DAgger rounds.
+shows how much that choice is worth); :func:`warm_start` gives the choice a
+supervised start, as its own trainer (:mod:`~agents.imitation.dagger` says how).
 
 The parts:
 

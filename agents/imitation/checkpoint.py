@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, cast
 
@@ -43,19 +44,12 @@ __all__ = ["Checkpoint", "CheckpointError", "checkpoint_key", "labelled_states"]
 FORMAT = "tiergym-imitation-checkpoint"
 VERSION = 1
 MANIFEST = "imitation.json"
+#: The arrays of a :data:`~agents.imitation.dataset.Chunk`, as a round's file names them.
+CHUNK = ("obs", "targets", "fit_residual")
 
 
 class CheckpointError(ValueError):
     """A checkpoint folder that is not this warm start's, or a file in it that is unreadable."""
-
-
-def _settings_key(settings: ImitationSettings) -> dict[str, Any]:
-    """The settings as the key reads them: the default teacher (the plan) left out, so that
-    a warm start of the plans keeps the key it had before teachers could be chosen."""
-    got = settings.model_dump(mode="json")
-    if got.get("teacher") == "plan":
-        del got["teacher"]
-    return got
 
 
 def checkpoint_key(
@@ -64,10 +58,15 @@ def checkpoint_key(
     """The hash (sha256, hex) of what a warm start's result depends on: its settings, the env
     settings, the run's seed, the objective and the policy's parameter names and shapes."""
     shapes = {k: [list(v.shape), str(v.dtype)] for k, v in policy.state_dict().items()}
+    # the default teacher (the plan) left out: a warm start of the plans keeps the key it had
+    # before teachers could be chosen
+    own = {
+        k: v for k, v in settings.model_dump(mode="json").items() if (k, v) != ("teacher", "plan")
+    }
     what = {
         "format": FORMAT,
         "version": VERSION,
-        "settings": _settings_key(settings),
+        "settings": own,
         "env": dict(env),
         "seed": int(seed),
         "objective": objective,
@@ -122,66 +121,39 @@ def labelled_states(folder: Path | str, exclude: Sequence[str] = ()) -> NDArray[
     return np.concatenate(out)
 
 
-def _labelled_arrays(got: Labelled) -> dict[str, NDArray]:
-    ep = got.episodes
-    out: dict[str, NDArray] = {
-        "obs": got.obs,
-        "targets": got.targets,
-        "fit_residual": got.fit_residual,
-        "labels": got.labels,
-        "scores": got.scores,
-        "ep_mixing": ep.mixing,
-        "ep_fit_residual": ep.fit_residual,
-        "ep_from_plan": ep.from_plan,
-        "ep_k": np.asarray(ep.k),
-        "ep_stride": np.asarray(ep.stride),
+def _arrays(obj: Any, prefix: str, skip: Sequence[str] = ()) -> dict[str, NDArray]:
+    """The dataclass ``obj``'s fields but ``skip``, as arrays named ``prefix`` + field."""
+    return {
+        prefix + f.name: np.asarray(getattr(obj, f.name)) for f in fields(obj) if f.name not in skip
     }
-    p = ep.plans
+
+
+def _labelled_arrays(got: Labelled) -> dict[str, NDArray]:
+    """What a job file holds: the labels (``obs``, ...), the per-episode targets (``ep_``),
+    their plans (``plan_``) and share targets (``share_``)."""
+    out = _arrays(got, "", ("episodes", "plan_seconds")) | _arrays(got.episodes, "ep_", ["plans"])
+    p = got.episodes.plans
     if p is not None:
-        out |= {
-            "plan_box": p.box,
-            "plan_off": p.off,
-            "plan_base": np.asarray(p.base),
-            "plan_scale": np.asarray(p.scale),
-            "plan_off_margin": np.asarray(p.off_margin),
-            "plan_tail": np.asarray(p.tail),
-        }
+        out |= _arrays(p, "plan_", ["shares"])
         if p.shares is not None:
-            sh = p.shares
-            out |= {
-                "share_share": sh.share,
-                "share_used": sh.used,
-                "share_is_cxl": sh.is_cxl,
-                "share_span": np.asarray(sh.span),
-            }
+            out |= _arrays(p.shares, "share_")
     return out
+
+
+def _read_fields(cls: Any, z: Mapping[str, NDArray], prefix: str, **more: Any) -> Any:
+    """A ``cls`` from the arrays :func:`_arrays` named (one-value ones as numbers) and
+    ``more``; a field that a file written before it lacks keeps its default."""
+    got = {f.name: z[prefix + f.name] for f in fields(cls) if prefix + f.name in z}
+    return cls(**{k: v.item() if v.ndim == 0 else v for k, v in got.items()}, **more)
 
 
 def _labelled_from(z: Mapping[str, NDArray], plan_seconds: float) -> Labelled:
     plans = None
     if "plan_box" in z:
-        shares = None
-        if "share_share" in z:
-            shares = ShareTargets(
-                z["share_share"], z["share_used"], z["share_is_cxl"], float(z["share_span"])
-            )
-        plans = Plans(
-            z["plan_box"],
-            z["plan_off"],
-            int(z["plan_base"]),
-            float(z["plan_scale"]),
-            float(z["plan_off_margin"]),
-            shares,
-            int(z["plan_tail"]) if "plan_tail" in z else 0,  # written before the field: none
-        )
-    # a checkpoint written before per-step targets has no stride: its targets are per episode
-    stride = int(z["ep_stride"]) if "ep_stride" in z else 1
-    ep = EpisodeTargets(
-        z["ep_mixing"], z["ep_fit_residual"], z["ep_from_plan"], plans, int(z["ep_k"]), stride
-    )
-    return Labelled(
-        z["obs"], z["targets"], z["fit_residual"], z["labels"], z["scores"], ep, plan_seconds
-    )
+        shares = _read_fields(ShareTargets, z, "share_") if "share_share" in z else None
+        plans = _read_fields(Plans, z, "plan_", shares=shares)
+    ep = _read_fields(EpisodeTargets, z, "ep_", plans=plans)
+    return _read_fields(Labelled, z, "", episodes=ep, plan_seconds=plan_seconds)
 
 
 class Checkpoint:
@@ -259,7 +231,11 @@ class Checkpoint:
         if self.folder is None:
             return
         if rows is not None:
-            arrays = {f"{what}_{n}": a for n, c in enumerate(rows) for what, a in _named(c)}
+            arrays = {
+                f"{what}_{n}": a
+                for n, c in enumerate(rows)
+                for what, a in zip(CHUNK, c, strict=True)
+            }
             self._write_npz(self.folder / f"round-{r:02d}.npz", arrays)
         state = {k: v.detach().cpu().numpy() for k, v in policy.state_dict().items()}
         self._write_npz(self.folder / f"fit-{r:02d}.npz", state)
@@ -295,7 +271,3 @@ class Checkpoint:
             raise CheckpointError(f"{self.folder}: saved weights do not fit this policy")
         policy.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state.items()})
         policy.set_training_mode(False)
-
-
-def _named(c: Chunk) -> list[tuple[str, NDArray]]:
-    return [("obs", c[0]), ("targets", c[1]), ("fit_residual", c[2])]

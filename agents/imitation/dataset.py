@@ -78,6 +78,7 @@ def corner_targets(near: NDArray[np.bool_], size: int, margin: float) -> NDArray
     return out
 
 
+@dataclass
 class EpisodeTargets:
     """One job's per-episode targets, turned into per-row targets of recorded observations.
 
@@ -89,17 +90,12 @@ class EpisodeTargets:
     per-step targets read: the ``mpc`` teacher's).
     """
 
-    def __init__(
-        self,
-        mixing: NDArray[np.float32],
-        fit_residual: NDArray[np.bool_],
-        from_plan: NDArray[np.bool_],
-        plans: Plans | None,
-        k: int,
-        stride: int = 1,
-    ) -> None:
-        self.mixing, self.fit_residual, self.from_plan = mixing, fit_residual, from_plan
-        self.plans, self.k, self.stride = plans, k, stride
+    mixing: NDArray[np.float32]
+    fit_residual: NDArray[np.bool_]
+    from_plan: NDArray[np.bool_]
+    plans: Plans | None
+    k: int
+    stride: int = 1
 
     def rows(self, obs: NDArray[np.float32]) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
         """``(targets (S, size), residual weights (S,))`` of recorded observations (S, ...)."""
@@ -238,14 +234,8 @@ def label_episodes(
             obs = _following(seen, labels)
         else:
             model.stride = settings.stride
-            rollout(
-                LearnedPolicy(model, kw, "follower", "imitation"),
-                family,
-                episodes,
-                seed,
-                "train",
-                kw,
-            )
+            follower = LearnedPolicy(model, kw, "follower", "imitation")
+            rollout(follower, family, episodes, seed, "train", kw)
             obs = np.concatenate(model.seen)
         bar.update()
     targets, weights = per_episode.rows(obs)

@@ -1,11 +1,9 @@
 """The experts the warm start imitates: each base at its corner, and the planner's plans
 (or the causal mpc's actions).
 
-With ``base_policy`` listing several heuristics (:mod:`agents.view`), the
-agent's mixing entries decide which heuristic's decision it follows. Each base
-runs through the agent's own interface at its corner (its mixing entry at 1, the
-others at -1, the residual 0), which is that heuristic exactly, so an expert's
-score is what the agent reaches by picking that base.
+Each base runs through the agent's own interface at its corner (its mixing entry
+at 1, the others at -1, the residual 0), which is that heuristic exactly, so an
+expert's score is what the agent reaches by picking that base.
 
 The plans: choosing among heuristics caps what the policy can reach; the rest
 is per-tenant placement no heuristic makes. So each training family episode can
@@ -47,7 +45,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agents.config.imitation import ImitationSettings
-from agents.imitation.objective import check_objective, record_score, scoring_env
+from agents.imitation.objective import check_objective, record_score, score_metric, scoring_env
 from agents.rollout import make_params, rollout, run_episodes
 from agents.view import LearnedPolicy, make_interface, privileged_width
 from baselines.mpc import MPC
@@ -95,8 +93,8 @@ class ShareTargets:
     """What the ``share`` residual codec's targets need besides the box (:func:`plan_actions`).
 
     ``share`` (E, R) each episode's planned DRAM share per weight row (0..SHARE_TOP, above
-    1 local-first), or (E, S, R) one per step of the episode (the ``mpc`` teacher), ``used`` (E, R) the rows of tenants the episode has (the others keep
-    the base: target 0), ``is_cxl`` (E, M) the agent's (padded) nodes' kind, ``span`` the
+    1 local-first), or (E, S, R) one per step of the episode (the ``mpc`` teacher),
+    ``used`` (E, R) the rows of tenants the episode has (the others keep the base: target 0), ``is_cxl`` (E, M) the agent's (padded) nodes' kind, ``span`` the
     interface's share step (:attr:`agents.view.AgentInterface.share_span`).
     """
 
@@ -106,33 +104,28 @@ class ShareTargets:
     span: float
 
 
+@dataclass
 class Plans:
     """Each episode's plan as a residual target: box actions in the agent's (padded) layout
     (:func:`plan_actions`).
 
     ``box`` (E, A) each episode's plan as a box action, or (E, S, A) one per step of the
     episode (the ``mpc`` teacher's decisions, :func:`mpc_actions`; a step past the last
-    takes the last), ``off`` (E, A) or (E, S, A) its entries that switch something off, ``base`` the index of the base it is a residual over, ``scale``
-    the residual scale, ``off_margin`` how far below the box's -1 the entries that are off
-    are fitted (:attr:`ImitationSettings.off_margin`); ``shares`` with the ``share`` residual
-    codec (its weight targets); ``tail`` the entries of the agent's observation after the
-    base actions (the critic's privileged entries, :func:`agents.view.privileged_width`).
+    takes the last), ``off`` (E, A) or (E, S, A) its entries that switch something off,
+    ``base`` the index of the base it is a residual over, ``scale`` the residual scale,
+    ``off_margin`` how far below the box's -1 the entries that are off are fitted
+    (:attr:`ImitationSettings.off_margin`); ``shares`` with the ``share`` residual codec (its
+    weight targets); ``tail`` the entries of the agent's observation after the base actions
+    (the critic's privileged entries, :func:`agents.view.privileged_width`).
     """
 
-    def __init__(
-        self,
-        box: NDArray[np.float32],
-        off: NDArray[np.bool_],
-        base: int,
-        scale: float,
-        off_margin: float,
-        shares: ShareTargets | None = None,
-        tail: int = 0,
-    ) -> None:
-        self.box, self.off, self.base, self.scale = box, off, base, scale
-        self.off_margin = off_margin
-        self.shares = shares
-        self.tail = tail
+    box: NDArray[np.float32]
+    off: NDArray[np.bool_]
+    base: int
+    scale: float
+    off_margin: float
+    shares: ShareTargets | None = None
+    tail: int = 0
 
     @property
     def per_step(self) -> bool:
@@ -210,13 +203,7 @@ class LabelFollower(Recording):
 
 
 def expert_scores(
-    model: Any,
-    kw: Mapping[str, Any],
-    family: str,
-    episodes: int,
-    seed: int,
-    objective: str,
-    name: str = "corner",
+    model: Any, kw: Mapping[str, Any], family: str, episodes: int, seed: int, objective: str
 ) -> list[float]:
     """Run ``model`` (an expert, :class:`LabelFollower`) through the agent's interface on
     ``episodes`` training episodes of ``family`` (seeds ``seed`` on; env settings ``kw``) and
@@ -225,7 +212,7 @@ def expert_scores(
 
     skw = dict(scoring_env(kw, objective))
     recs = rollout(
-        LearnedPolicy(model, skw, name, "imitation"), family, episodes, seed, "train", skw
+        LearnedPolicy(model, skw, "corner", "imitation"), family, episodes, seed, "train", skw
     )
     recs.sort(key=lambda r: r["seed"])
     return [record_score(r, objective) for r in recs]
@@ -413,8 +400,7 @@ def mpc_actions(
     is_cxl = np.repeat(np.asarray(core.hardware(state).is_cxl, dtype=bool), S, axis=0)
     share = dram_share(w.reshape(E * S, R, N), is_cxl).reshape(E, S, R)
     plans = _as_plans(params, iface, base, state, w, rate, share, settings)
-    metric = "geomean_perf" if objective == "log-geomean" else "reward"
-    return plans, np.asarray(stats.metrics()[metric], dtype=np.float64), seconds
+    return plans, np.asarray(stats.metrics()[score_metric(objective)], dtype=np.float64), seconds
 
 
 #: The teachers of :attr:`ImitationSettings.teacher`: what labels the residual with plans.

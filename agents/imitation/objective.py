@@ -29,7 +29,7 @@ from typing import Any
 
 from envs.spaces import REWARDS
 
-__all__ = ["check_objective", "record_score", "scoring_env"]
+__all__ = ["check_objective", "record_score", "score_metric", "scoring_env"]
 
 
 def check_objective(objective: str) -> str:
@@ -49,7 +49,11 @@ def scoring_env(kw: Mapping[str, Any], objective: str) -> Mapping[str, Any]:
     return {**kw, "reward": objective}
 
 
+def score_metric(objective: str) -> str:
+    """The record metric that is the episode score of ``objective`` (run on :func:`scoring_env`)."""
+    return "geomean_perf" if objective == "log-geomean" else "reward"
+
+
 def record_score(record: Mapping[str, Any], objective: str) -> float:
     """The episode score of ``objective`` of a rollout record (run on :func:`scoring_env`)."""
-    metric = "geomean_perf" if objective == "log-geomean" else "reward"
-    return record["metrics"][metric]
+    return record["metrics"][score_metric(objective)]

@@ -49,9 +49,6 @@ def _q(path: Path | str) -> str:
     return repr(str(path))
 
 
-# ------------------------------------------------------------------------------------ spaces
-
-
 def atomic_write(path: Path | str, write: Callable[[BinaryIO], object]) -> None:
     """Write ``path`` whole or not at all: ``write(f)`` fills a temporary file in the same
     folder, which is flushed to disk and renamed into place."""

@@ -34,7 +34,6 @@ from agents.persist.files import (
 
 __all__ = [
     "SpacesOnlyEnv",
-    "archive_kind",
     "read_model",
     "require_safe",
     "restore_model_state",
@@ -200,31 +199,6 @@ def write_model(path: Path, model: Any, meta: Mapping[str, Any], num_timesteps: 
     atomic_write(path, write)
 
 
-def archive_kind(path: Path) -> str:
-    """``"tiergym"`` (safe), ``"sb3"`` (stable-baselines3's pickle archive); else raises.
-
-    Reads only the ZIP directory; nothing is extracted or run.
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise ModelFileError(f"model file {_q(p)} does not exist")
-    try:
-        with zipfile.ZipFile(p) as zf:
-            names = set(zf.namelist())
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise ModelFileError(
-            f"model file {_q(p)} could not be loaded: not a ZIP archive ({exc})"
-        ) from None
-    if names == {META_NAME, WEIGHTS_NAME}:
-        return "tiergym"
-    if "data" in names and names & (SB3_MEMBERS - {"data"}):
-        return "sb3"
-    raise ModelFileError(
-        f"model file {_q(p)} could not be loaded: a ZIP archive with members {sorted(names)[:8]}, "
-        f"expected {META_NAME} and {WEIGHTS_NAME}"
-    )
-
-
 def _read_member(zf: zipfile.ZipFile, name: str, limit: int, path: Path) -> bytes:
     info = zf.getinfo(name)
     if info.file_size > limit:
@@ -240,18 +214,34 @@ def _read_member(zf: zipfile.ZipFile, name: str, limit: int, path: Path) -> byte
 
 def require_safe(path: Path) -> None:
     """Nothing, if ``path`` is a safe ``model.zip`` by its ZIP directory (nothing is read
-    from its members).
+    from its members, nothing is extracted or run).
 
     Raises:
         UntrustedFileError: the file is stable-baselines3's pickle archive.
         ModelFileError: it is no ZIP archive, or one of other members.
     """
-    if archive_kind(path) == "sb3":
+    p = Path(path)
+    if not p.is_file():
+        raise ModelFileError(f"model file {_q(p)} does not exist")
+    try:
+        with zipfile.ZipFile(p) as zf:
+            names = set(zf.namelist())
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise ModelFileError(
+            f"model file {_q(p)} could not be loaded: not a ZIP archive ({exc})"
+        ) from None
+    if names == {META_NAME, WEIGHTS_NAME}:
+        return
+    if "data" in names and names & (SB3_MEMBERS - {"data"}):
         raise UntrustedFileError(
             f"model file {_q(path)} is a stable-baselines3 pickle archive (written by "
             "stable-baselines3 itself, or by TierGym before its safe model format); loading it "
             "could run arbitrary code, so it is never read: train the policy again"
         )
+    raise ModelFileError(
+        f"model file {_q(p)} could not be loaded: a ZIP archive with members {sorted(names)[:8]}, "
+        f"expected {META_NAME} and {WEIGHTS_NAME}"
+    )
 
 
 def read_model(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -359,6 +349,3 @@ def restore_model_state(
     window = int(getattr(model, "_stats_window_size", 100))
     model.ep_info_buffer = deque(eps, maxlen=window)
     model.ep_success_buffer = deque(maxlen=window)
-
-
-# ------------------------------------------------------------------------- numpy archives

@@ -1,31 +1,15 @@
 """Rendering of TierGym evaluation results: summaries, Markdown, CSV and plots.
 
-Input contract: a list of episode records as :func:`agents.rollout.rollout` and
-:func:`agents.evaluation.compare` make them, each a dict::
-
-    {
-        "scenario": str,            # the scenario or family asked for ("kv-store", "mixed")
-        "instance": str,            # optional: the scenario the episode ran ("mixed-test-17")
-        "policy": str,
-        "seed": int,                # the episode's own seed (run seed + episode index)
-        "episode": int,             # index of the episode in its run
-        "run_seed": int,            # optional: the run's seed
-        "metrics": {"reward": float, "geomean_perf": float, "throughput_gbps": float,
-                    "worst_perf": float, "mean_latency_ns": float,
-                    "promotion_mbps": float, "demotion_mbps": float},
-        "tenants": {name: {"norm_perf": float, "throughput_gbps": float,
-                           "mean_latency_ns": float, "dram_access_share": float}},
-    }
+Input contract: a list of episode records as :func:`agents.rollout.rollout` makes them
+(its docstring lays one out; :func:`agents.evaluation.compare` adds ``run_seed``, the run's
+seed); ``instance`` is optional.
 
 The package's modules, each re-exported here:
 
 - :mod:`agents.report.records`: the contract's metric names, the records' validation,
   :func:`write_csv` (one row per record);
-- :mod:`agents.report.summary`: :func:`summarize_records` turns records into a
-  JSON-serialisable summary (mean and IQM with bootstrap CIs over episodes; paired
-  ratios to a reference policy; the geometric mean of those ratios across scenarios
-  with a CI stratified by scenario; the details are in its docstring) and
-  :func:`headroom_summary` each policy's share of the planner's headroom;
+- :mod:`agents.report.summary`: :func:`summarize_records`, the statistics summary of the
+  records (its module says what it holds), and :func:`headroom_summary`;
 - :mod:`agents.report.markdown`: :func:`markdown_table`, :func:`headroom_markdown` and
   :func:`leaderboard_markdown` render a summary, :func:`generalisation_markdown` the
   generalisation summary;

@@ -42,13 +42,6 @@ def scenario_group(scenario: str, trained_on: Sequence[str]) -> str:
     return "held-out" if scenario.startswith("unseen-") else "other"
 
 
-def _mean(summary: Mapping[str, Any], scen: str, pol: str) -> float | None:
-    entry = summary["per_scenario"][scen].get(pol)
-    if entry is None:
-        return None
-    return float(entry["metrics"][summary["metric"]]["mean"])
-
-
 def _ratio(summary: Mapping[str, Any], scen: str, pol: str) -> float | None:
     entry = summary["per_scenario"][scen].get(pol)
     if entry is None or entry.get("ratio") is None:
@@ -114,7 +107,7 @@ def generalisation_summary(
         mine = against_best["per_policy"].get(pol, {}).get("ratios", {})
         per_scen: dict[str, Any] = {}
         for scen in summary["scenarios"]:
-            if _mean(summary, scen, pol) is None:
+            if pol not in summary["per_scenario"][scen]:
                 continue
             entry: dict[str, Any] = {"group": scenario_group(scen, names)}
             if scen in mine:

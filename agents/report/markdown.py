@@ -29,8 +29,17 @@ def _md_escape(text: str) -> str:
     return str(text).replace("|", "\\|")
 
 
-def _fmt(x: float, digits: int) -> str:
-    return f"{x:.{digits}f}"
+#: Decimals of every number in the tables.
+DIGITS = 3
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.{DIGITS}f}"
+
+
+def _ci(ci: Sequence[float]) -> str:
+    """``[low, high]`` of an interval."""
+    return f"[{_fmt(ci[0])}, {_fmt(ci[1])}]"
 
 
 def _row(first: str, cells: Sequence[str]) -> str:
@@ -43,20 +52,16 @@ def _header(first: str, policies: list[str]) -> list[str]:
     return [_row(first, [_md_escape(p) for p in policies]), "|" + "---|" * (len(policies) + 1)]
 
 
-def _metric_cell(entry: Mapping[str, Any] | None, metric: str, stat: str, digits: int) -> str:
+def _metric_cell(entry: Mapping[str, Any] | None, metric: str, stat: str) -> str:
     """``value [low, high]`` of one (scenario, policy) entry's ``stat``; ``-`` without one."""
     if entry is None or metric not in entry["metrics"]:
         return "-"
     m = entry["metrics"][metric]
-    lo, hi = m[f"{stat}_ci"]
-    return f"{_fmt(m[stat], digits)} [{_fmt(lo, digits)}, {_fmt(hi, digits)}]"
+    return f"{_fmt(m[stat])} {_ci(m[f'{stat}_ci'])}"
 
 
 def markdown_table(
-    summary: Mapping[str, Any],
-    metric: str | None = None,
-    stat: str = "mean",
-    digits: int = 3,
+    summary: Mapping[str, Any], metric: str | None = None, stat: str = "mean"
 ) -> str:
     """Markdown table of one metric: rows = scenarios, columns = policies.
 
@@ -68,7 +73,6 @@ def markdown_table(
         summary: output of :func:`agents.report.summarize_records`.
         metric: metric to show; defaults to the summary's primary metric.
         stat: ``"mean"`` or ``"iqm"``.
-        digits: decimals for every number.
     """
     if stat not in ("mean", "iqm"):
         raise ValueError(f"stat must be 'mean' or 'iqm', got {stat!r}")
@@ -77,30 +81,29 @@ def markdown_table(
     lines = _header(f"scenario ({metric}, {stat} [{summary['confidence']:.0%} CI])", policies)
     for scen in summary["scenarios"]:
         row = summary["per_scenario"][scen]
-        cells = [_metric_cell(row.get(pol), metric, stat, digits) for pol in policies]
+        cells = [_metric_cell(row.get(pol), metric, stat) for pol in policies]
         lines.append(_row(_md_escape(scen), cells))
     ref = summary.get("reference")
     if ref is not None:
         geos = [summary["per_policy"][pol]["geomean_ratio"] for pol in policies]
-        cells = ["-" if geo is None else _fmt(geo, digits) for geo in geos]
+        cells = ["-" if geo is None else _fmt(geo) for geo in geos]
         lines.append(_row(f"geomean ratio to {_md_escape(ref)} ({summary['metric']})", cells))
     text = "\n".join(lines) + "\n"
     for key in HEADROOM_UPPERS:
         if summary.get(key):
-            text += "\n" + headroom_markdown(summary, digits=digits, key=key)
+            text += "\n" + headroom_markdown(summary, key=key)
     return text
 
 
-def _share_text(entry: Mapping[str, Any] | None, digits: int) -> str:
+def _share_text(entry: Mapping[str, Any] | None) -> str:
     """``share [low, high]`` of a headroom entry (no interval where it has none), else ``-``."""
     if entry is None or entry.get("share") is None:
         return "-"
     ci = entry.get("ci")
-    ci_text = "" if ci is None else f" [{_fmt(ci[0], digits)}, {_fmt(ci[1], digits)}]"
-    return f"{_fmt(entry['share'], digits)}{ci_text}"
+    return _fmt(entry["share"]) + ("" if ci is None else f" {_ci(ci)}")
 
 
-def headroom_markdown(summary: Mapping[str, Any], digits: int = 3, key: str = "headroom") -> str:
+def headroom_markdown(summary: Mapping[str, Any], key: str = "headroom") -> str:
     """Markdown table of each policy's headroom share: rows = scenarios, then across scenarios.
 
     Cells read ``share [low, high]`` (0 = ``dram-first``, 1 = the section's upper bound:
@@ -121,18 +124,14 @@ def headroom_markdown(summary: Mapping[str, Any], digits: int = 3, key: str = "h
     for scen, entry in head["per_scenario"].items():
         h = entry["headroom"]
         label = f"{scen} (headroom {'-' if h is None else f'{h:+.1%}'})"
-        cells = [_share_text(entry["policies"].get(p), digits) for p in policies]
+        cells = [_share_text(entry["policies"].get(p)) for p in policies]
         lines.append(_row(_md_escape(label), cells))
-    cells = [_share_text(head["per_policy"].get(p), digits) for p in policies]
+    cells = [_share_text(head["per_policy"].get(p)) for p in policies]
     lines.append(_row("across scenarios with headroom", cells))
     return "\n".join(lines) + "\n"
 
 
-def leaderboard_markdown(
-    summary: Mapping[str, Any],
-    higher_is_better: bool | None = None,
-    digits: int = 3,
-) -> str:
+def leaderboard_markdown(summary: Mapping[str, Any]) -> str:
     """Markdown leaderboard ranking policies by geometric-mean ratio to the reference.
 
     Columns: rank, policy, the geometric mean over scenarios of the mean ratio to the
@@ -143,10 +142,8 @@ def leaderboard_markdown(
     single heuristic over the scenarios and that scenario (with its best heuristic).
 
     Args:
-        summary: output of :func:`agents.report.summarize_records` made with a reference policy.
-        higher_is_better: ranking direction; ``None`` infers it from the primary metric
-            (only metrics in :data:`LOWER_IS_BETTER` rank ascending).
-        digits: decimals for the ratio.
+        summary: output of :func:`agents.report.summarize_records` made with a reference
+            policy; only primary metrics in :data:`LOWER_IS_BETTER` rank ascending.
 
     Raises:
         ValueError: if the summary has no reference policy.
@@ -154,11 +151,9 @@ def leaderboard_markdown(
     ref = summary.get("reference")
     if ref is None:
         raise ValueError("a leaderboard needs a summary made with a reference policy")
-    if higher_is_better is None:
-        higher_is_better = summary["metric"] not in LOWER_IS_BETTER
     n_total = len(summary["scenarios"])
-    rows = [(pol, info) for pol, info in summary["per_policy"].items()]
-    sign = -1.0 if higher_is_better else 1.0
+    rows = list(summary["per_policy"].items())
+    sign = 1.0 if summary["metric"] in LOWER_IS_BETTER else -1.0
     rows.sort(key=lambda item: (sign * item[1]["geomean_ratio"], item[0]))
     heads = [summary[k] for k in HEADROOM_UPPERS if summary.get(k)]
     rob = summary.get("robustness")
@@ -171,27 +166,27 @@ def leaderboard_markdown(
     ]
     for rank, (pol, info) in enumerate(rows, start=1):
         ci = info.get("geomean_ratio_ci")
-        ci_text = "-" if ci is None else f"[{_fmt(ci[0], digits)}, {_fmt(ci[1], digits)}]"
+        ci_text = "-" if ci is None else _ci(ci)
         lines.append(
-            f"| {rank} | {_md_escape(pol)} | {_fmt(info['geomean_ratio'], digits)} | "
+            f"| {rank} | {_md_escape(pol)} | {_fmt(info['geomean_ratio'])} | "
             f"{ci_text} | {info['n_scenarios']}/{n_total} |"
-            + "".join(f" {_share_text(h['per_policy'].get(pol), digits)} |" for h in heads)
-            + (f" {_robustness_cells(rob['per_policy'].get(pol), digits)} |" if rob else "")
+            + "".join(f" {_share_text(h['per_policy'].get(pol))} |" for h in heads)
+            + (f" {_robustness_cells(rob['per_policy'].get(pol))} |" if rob else "")
         )
     return "\n".join(lines) + "\n"
 
 
-def _robustness_cells(entry: Mapping[str, Any] | None, digits: int) -> str:
+def _robustness_cells(entry: Mapping[str, Any] | None) -> str:
     """``ratio | scenario (best heuristic)`` of a robustness entry, ``- | -`` without one."""
     if entry is None:
         return "- | -"
     return (
-        f"{_fmt(entry['worst_vs_best_heuristic'], digits)} | "
+        f"{_fmt(entry['worst_vs_best_heuristic'])} | "
         f"{_md_escape(entry['worst_scenario'])} ({_md_escape(entry['best_heuristic'])})"
     )
 
 
-def generalisation_markdown(gen: Mapping[str, Any], reference: str, digits: int = 3) -> str:
+def generalisation_markdown(gen: Mapping[str, Any], reference: str) -> str:
     """Markdown of :func:`agents.report.generalisation_summary`: per learned policy and
     group (held-out first) its geometric-mean ratio, the best single heuristic's, the
     policy's ratio to it and its worst scenario against that scenario's best heuristic;
@@ -208,15 +203,15 @@ def generalisation_markdown(gen: Mapping[str, Any], reference: str, digits: int 
     notes = []
     for pol, info in gen.items():
         for group, g in info["groups"].items():
-            geo = "-" if g["geomean_ratio"] is None else _fmt(g["geomean_ratio"], digits)
+            geo = "-" if g["geomean_ratio"] is None else _fmt(g["geomean_ratio"])
             best = (
-                f"{_md_escape(g['best_heuristic'])} ({_fmt(g['best_heuristic_ratio'], digits)})"
+                f"{_md_escape(g['best_heuristic'])} ({_fmt(g['best_heuristic_ratio'])})"
                 if "best_heuristic" in g
                 else "-"
             )
-            vs = _fmt(g["vs_best_heuristic"], digits) if "vs_best_heuristic" in g else "-"
+            vs = _fmt(g["vs_best_heuristic"]) if "vs_best_heuristic" in g else "-"
             worst = (
-                f"{_md_escape(g['worst_scenario'])}: {_fmt(g['worst_vs_best_heuristic'], digits)}"
+                f"{_md_escape(g['worst_scenario'])}: {_fmt(g['worst_vs_best_heuristic'])}"
                 if "worst_scenario" in g
                 else "-"
             )
@@ -227,12 +222,10 @@ def generalisation_markdown(gen: Mapping[str, Any], reference: str, digits: int 
             for s in g["below"]:
                 e = info["per_scenario"][s]
                 ci = e.get("vs_best_heuristic_ci")
-                interval = (
-                    f" [{_fmt(ci[0], digits)}, {_fmt(ci[1], digits)}]" if ci is not None else ""
-                )
+                interval = f" {_ci(ci)}" if ci is not None else ""
                 notes.append(
                     f"- {_md_escape(pol)} on {_md_escape(s)} ({group}): "
-                    f"{_fmt(e['vs_best_heuristic'], digits)}{interval} of "
+                    f"{_fmt(e['vs_best_heuristic'])}{interval} of "
                     f"{_md_escape(e['best_heuristic'])}'s mean, more than "
                     f"{BELOW_TOLERANCE:.0%} below the best heuristic"
                     + (

@@ -59,16 +59,12 @@ def _ratio_bars(
     return means, lo_err, hi_err
 
 
-def plot_ratio_bars(
-    summary: Mapping[str, Any],
-    path: str | Path,
-    include_reference: bool = False,
-) -> Path:
+def plot_ratio_bars(summary: Mapping[str, Any], path: str | Path) -> Path:
     """PNG grouped bar chart of each policy's ratio to the reference per scenario.
 
     Bars are the mean paired ratio, error bars its bootstrap CI, and a dashed line marks
-    parity (1.0).  The reference itself (always exactly 1) is omitted unless
-    ``include_reference``.  Returns the path written.
+    parity (1.0).  The reference itself (always exactly 1) is omitted.  Returns the path
+    written.
 
     Raises:
         ValueError: if the summary has no reference policy.
@@ -77,7 +73,7 @@ def plot_ratio_bars(
     if ref is None:
         raise ValueError("plot_ratio_bars needs a summary made with a reference policy")
     scenarios = list(summary["scenarios"])
-    policies = [p for p in summary["policies"] if include_reference or p != ref]
+    policies = [p for p in summary["policies"] if p != ref]
     n_bars = max(1, len(policies))
     fig = _new_figure((min(30.0, max(6.0, 1.5 + len(scenarios) * (0.4 + 0.3 * n_bars))), 4.5))
     ax = fig.add_subplot(1, 1, 1)

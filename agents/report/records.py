@@ -2,7 +2,7 @@
 
 A record is a dict as :func:`agents.rollout.rollout` and
 :func:`agents.evaluation.compare` make them (the layout is in the docstring of
-:mod:`agents.report`). :func:`validate_records` checks that contract and
+:func:`agents.rollout.rollout`). :func:`validate_records` checks that contract and
 refuses two records of one episode; :func:`metric_names` orders the metric
 columns the records have; :func:`write_csv` flattens the records, one row each.
 """
@@ -21,20 +21,12 @@ from agents.config.fields import METRICS
 __all__ = [
     "LOWER_IS_BETTER",
     "METRICS",
-    "TENANT_METRICS",
     "metric_by_seed",
     "metric_names",
     "validate_records",
     "write_csv",
 ]
 
-#: Per-tenant metrics of the record contract.
-TENANT_METRICS: tuple[str, ...] = (
-    "norm_perf",
-    "throughput_gbps",
-    "mean_latency_ns",
-    "dram_access_share",
-)
 #: Metrics for which a smaller value is better (used to order the leaderboard).
 LOWER_IS_BETTER: frozenset[str] = frozenset({"mean_latency_ns"})
 
@@ -100,66 +92,30 @@ def metric_names(records: Sequence[Mapping[str, Any]]) -> list[str]:
     return [m for m in METRICS if m in present] + sorted(present - set(METRICS))
 
 
-def _tenant_columns(records: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
-    """``(tenant, key)`` of every tenant value in the records, by tenant name.
-
-    Per tenant, the keys of :data:`TENANT_METRICS` come first (in that order), then
-    any others sorted, in the order the records first show them.
-    """
-    seen: dict[tuple[str, str], None] = {}
-    for rec in records:
-        for tname, tvals in sorted((rec.get("tenants") or {}).items()):
-            keys = [k for k in TENANT_METRICS if k in tvals] + sorted(
-                set(tvals) - set(TENANT_METRICS)
-            )
-            for k in keys:
-                seen.setdefault((str(tname), k), None)
-    return sorted(seen, key=lambda tk: tk[0])
-
-
-def _csv_row(
-    rec: Mapping[str, Any], metric_cols: Sequence[str], tenant_cols: Sequence[tuple[str, str]]
-) -> list[Any]:
-    """One record's CSV row: its keys, its metrics, its tenants' values (blank where absent)."""
-    row: list[Any] = [
-        rec["scenario"],
-        rec.get("instance", ""),
-        rec["policy"],
-        int(rec["seed"]),
-        int(rec["episode"]),
-    ]
-    row += [repr(float(rec["metrics"][m])) if m in rec["metrics"] else "" for m in metric_cols]
-    tenants = rec.get("tenants") or {}
-    for t, k in tenant_cols:
-        v = tenants.get(t, {}).get(k)
-        row.append("" if v is None else repr(float(v)))
-    return row
-
-
-def write_csv(
-    records: Iterable[Mapping[str, Any]],
-    path: str | Path,
-    include_tenants: bool = False,
-) -> Path:
+def write_csv(records: Iterable[Mapping[str, Any]], path: str | Path) -> Path:
     """Write one CSV row per record: ``scenario,instance,policy,seed,episode,<metric...>``.
 
     ``instance`` is the scenario instance the episode ran (blank for a record without
     one); ``seed`` the episode's own seed.  Metric columns follow :data:`METRICS` order,
-    then any extra metrics sorted by name; a metric a record lacks is left blank.  With
-    ``include_tenants``, columns ``tenant.<name>.<key>`` are appended for every tenant
-    seen.  Floats are written with full precision.  Returns the path written.
+    then any extra metrics sorted by name; a metric a record lacks is left blank.  Floats
+    are written with full precision.  Returns the path written.
     """
     recs = validate_records(records)
-    metric_cols = metric_names(recs)
-    tenant_cols = _tenant_columns(recs) if include_tenants else []
+    cols = metric_names(recs)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(
-            ["scenario", "instance", "policy", "seed", "episode", *metric_cols]
-            + [f"tenant.{t}.{k}" for t, k in tenant_cols]
-        )
-        for rec in recs:
-            writer.writerow(_csv_row(rec, metric_cols, tenant_cols))
+        writer.writerow(["scenario", "instance", "policy", "seed", "episode", *cols])
+        for r in recs:
+            keys = [
+                r["scenario"],
+                r.get("instance", ""),
+                r["policy"],
+                int(r["seed"]),
+                int(r["episode"]),
+            ]
+            writer.writerow(
+                keys + [repr(float(r["metrics"][m])) if m in r["metrics"] else "" for m in cols]
+            )
     return out

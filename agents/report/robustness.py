@@ -20,12 +20,10 @@ from agents.stats import worst_ratio_to_best
 __all__ = ["robustness_summary", "scenario_means"]
 
 
-def scenario_means(
-    summary: Mapping[str, Any], metric: str | None = None
-) -> dict[str, dict[str, float]]:
-    """``{scenario: {policy: mean}}`` of ``metric`` (the summary's primary metric by default)
-    for every (scenario, policy) of a :func:`agents.report.summarize_records` summary that has it."""
-    metric = metric or summary["metric"]
+def scenario_means(summary: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """``{scenario: {policy: mean}}`` of the primary metric for every (scenario, policy) of a
+    :func:`agents.report.summarize_records` summary that has it."""
+    metric = summary["metric"]
     return {
         scen: {
             pol: float(e["metrics"][metric]["mean"])
@@ -39,8 +37,8 @@ def scenario_means(
 def robustness_summary(summary: Mapping[str, Any], heuristics: Sequence[str]) -> dict[str, Any]:
     """Each policy's worst ratio to the best of ``heuristics`` over the summary's scenarios.
 
-    ``heuristics`` are the single heuristics a policy is measured against (evaluation's
-    :func:`agents.evaluation.deployable_heuristics`); only those the summary ran count. On
+    ``heuristics`` are the single heuristics a policy is measured against (evaluation's: every
+    deployable heuristic of :mod:`baselines.catalogue`); only those the summary ran count. On
     each scenario the best is the one with the best mean of the primary metric (the lowest
     for a metric of :data:`agents.report.LOWER_IS_BETTER`); a policy's ratio there is its
     mean over that mean; its worst is over the scenarios it ran. Layout::

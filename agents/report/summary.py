@@ -127,12 +127,9 @@ def _metric_stats(
             s = summarize(vals, **boot)
         except ValueError as exc:
             raise ValueError(f"{where}, metric {name!r}: {exc}") from exc
+        # mean, mean_ci, iqm, iqm_ci, n (the strata: one)
         out[name] = {
-            "mean": s["mean"],
-            "mean_ci": _ci_list(s["mean_ci"]),
-            "iqm": s["iqm"],
-            "iqm_ci": _ci_list(s["iqm_ci"]),
-            "n": s["n"],
+            k: _ci_list(v) if k.endswith("_ci") else v for k, v in s.items() if k != "n_strata"
         }
     return out
 

@@ -119,19 +119,6 @@ class TrialPlan:
     first: dict[str, Any]
 
 
-def _options(spec: SweepSpec, point: Mapping[str, Any]) -> dict[str, Any]:
-    """The trial's :class:`RunOptions` fields, but for its budget and run folder."""
-    return {
-        "recipe": str(point["recipe"]),
-        "scenario": str(point["scenario"]),
-        "seed": int(point["seed"]),
-        "set": [set_item(k, v) for k, v in point["hp"].items()],
-        "eval_interval": 0,
-        **spec.train_options(),
-        **STAGE_OPTIONS,
-    }
-
-
 def plan_trial(spec: SweepSpec, point: Mapping[str, Any]) -> TrialPlan:
     """The trial of ``point``: its run as ``train.py --timesteps budget.timesteps`` resolves
     it, and its stages (budget marks in whole rollouts).
@@ -142,7 +129,15 @@ def plan_trial(spec: SweepSpec, point: Mapping[str, Any]) -> TrialPlan:
     one stage. Raises :class:`agents.config.TrainingError` (resolve's) or
     :class:`SweepError`.
     """
-    values = _options(spec, point)
+    values = {  # the trial's RunOptions fields, but for its budget and run folder
+        "recipe": str(point["recipe"]),
+        "scenario": str(point["scenario"]),
+        "seed": int(point["seed"]),
+        "set": [set_item(k, v) for k, v in point["hp"].items()],
+        "eval_interval": 0,
+        **spec.train_options(),
+        **STAGE_OPTIONS,
+    }
     budget = spec.budget.timesteps
     cfg = plan_run(RunOptions(**values, timesteps=budget)).cfg
     recipe = cfg.recipe

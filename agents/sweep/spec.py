@@ -57,6 +57,7 @@ from pydantic import BeforeValidator, Field, PrivateAttr, create_model, model_va
 
 from agents.config import RunOptions, TrainingError, check
 from agents.config.fields import Int, Name, Num, PlainMap, _plain, _Strict
+from agents.report import LOWER_IS_BETTER
 from agents.report import METRICS as RECORD_METRICS
 
 __all__ = [
@@ -109,7 +110,6 @@ TRAIN_KEYS = (
 )
 #: Episode metrics an objective may use: the record contract's, less the solver diagnostic.
 METRICS = tuple(m for m in RECORD_METRICS if m != "unconverged_steps")
-LOWER_IS_BETTER = ("mean_latency_ns",)
 #: Default validation seeds: held out from training (seeded from the run seed) and from the
 #: seeds train.py evaluates on (10,000 + seed) and compares on (20,000 + seed).
 VALIDATION_SEED = 50_000
@@ -161,15 +161,14 @@ def _dist_of(value: Any) -> tuple[str, Any] | None:
     return None
 
 
-def _number(a: Any) -> bool:
-    return isinstance(a, int | float) and not isinstance(a, bool) and math.isfinite(a)
-
-
 def _range_rules(kind: str, args: list[Any]) -> None:
     """A numeric distribution's arguments (a ValueError saying what is wrong)."""
     n = DISTRIBUTIONS[kind] or 0
     names = ["mean", "sd"] if kind == "randn" else ["low", "high", "q"][:n]
-    if not isinstance(args, list) or len(args) != n or not all(_number(a) for a in args):
+    numbers = isinstance(args, list) and all(
+        isinstance(a, int | float) and not isinstance(a, bool) and math.isfinite(a) for a in args
+    )
+    if not numbers or len(args) != n:
         raise ValueError(f"{kind} takes [{', '.join(names)}], numbers")
     if kind == "randn":
         if args[1] <= 0:
@@ -437,19 +436,17 @@ class SweepSpec(_Section):
         return [k for k, v in self.entries().items() if isinstance(v, Dist)]
 
 
-def _resolve_path(text: str, base: Path) -> str:
-    """A path in a sweep file: relative to the sweep file's folder if it exists there, else as given."""
-    p = Path(text)
-    if not p.is_absolute() and (base / p).exists():
-        return str((base / p).resolve())
-    return str(p.resolve()) if p.exists() else text
-
-
 def _file_paths(entry: Any, base: Path) -> Any:
-    """YAML files in a recipe or scenario entry, made absolute (trials run in other folders)."""
+    """YAML files in a recipe or scenario entry, made absolute (trials run in other folders):
+    relative to the sweep file's folder ``base`` if they exist there, else as given."""
 
     def one(v: Any) -> Any:
-        return _resolve_path(v, base) if str(v).endswith((".yaml", ".yml")) else v
+        p = Path(str(v))
+        if not str(v).endswith((".yaml", ".yml")):
+            return v
+        if not p.is_absolute() and (base / p).exists():
+            return str((base / p).resolve())
+        return str(p.resolve()) if p.exists() else v
 
     return entry.map(one) if isinstance(entry, Dist) else one(entry)
 

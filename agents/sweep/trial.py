@@ -22,13 +22,7 @@ from agents.interrupts import InterruptGuard
 from agents.persist import atomic_write_text
 from agents.rollout import rollout
 from agents.runs import checkpoint_steps, latest_checkpoint
-from agents.sweep.plan import (
-    command_line,
-    plain,
-    plan_trial,
-    resume_options,
-    trial_dir_name,
-)
+from agents.sweep.plan import command_line, plain, plan_trial, resume_options, trial_dir_name
 from agents.sweep.spec import SweepError, SweepSpec
 from agents.trainer import run
 

@@ -5,9 +5,7 @@ The package's modules, each re-exported here:
 - :mod:`agents.tensorboard.tags`: the tag names (every one with its unit, in the
   ``env/``, ``eval/``, ``eval_ratio/``, ``time/``, ``train/`` and ``rollout/``
   namespaces) and :func:`describe`, each tag's description;
-- :mod:`agents.tensorboard.custom_scalars`: :func:`layout`, the Custom Scalars
-  view (the learned policy and the references on one axis, each in its own colour as a
-  run of its own, the ratio with its interval, one chart per quantity with every node or tenant slot) and
+- :mod:`agents.tensorboard.custom_scalars`: :func:`layout`, the Custom Scalars view, and
   :func:`write_custom_scalars`;
 - :mod:`agents.tensorboard.cards`: the text cards, :func:`guide_markdown`,
   :func:`hyperparameter_markdown` (with :func:`hparam_values`, the settings for the

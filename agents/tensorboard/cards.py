@@ -53,7 +53,7 @@ def hparam_values(cfg: Any) -> dict[str, bool | int | float | str]:
         "eval_episodes": cfg.eval_episodes,
         "checkpoint_interval": cfg.checkpoint_interval,
         "references": ",".join(cfg.references),
-        "hyperparams_source": cfg.hyperparams_source,
+        "hyperparams_source": cfg.recipe_source,
     }
     flat.update({f"env.{k}": value(v) for k, v in cfg.env.items()})
     flat.update({k: value(v) for k, v in cfg.hyperparams.items()})
@@ -61,29 +61,23 @@ def hparam_values(cfg: Any) -> dict[str, bool | int | float | str]:
 
 
 def hyperparameter_markdown(
-    cfg: Any,
-    command: Sequence[str] | str | None,
-    eval_seed: int | None,
-    references: Mapping[str, float] | None = None,
+    cfg: Any, command: Sequence[str], eval_seed: int, references: Mapping[str, float]
 ) -> str:
     """The hyperparameter text card: every setting, the evaluation, the references, the command."""
-    flat = hparam_values(cfg)
-    rows = [f"| {k} | {_cell(v)} |" for k, v in flat.items()]
-    if eval_seed is not None:
-        rows.append(
-            f"| evaluation | every {cfg.eval_interval:,} steps and at step 0 (0 = off): "
-            f"{cfg.eval_episodes} episodes of the validation split, seeds {eval_seed}.."
-            f"{eval_seed + cfg.eval_episodes - 1}, deterministic actions, metric {METRIC} |"
-        )
+    rows = [f"| {k} | {_cell(v)} |" for k, v in hparam_values(cfg).items()]
+    rows.append(
+        f"| evaluation | every {cfg.eval_interval:,} steps and at step 0 (0 = off): "
+        f"{cfg.eval_episodes} episodes of the validation split, seeds {eval_seed}.."
+        f"{eval_seed + cfg.eval_episodes - 1}, deterministic actions, metric {METRIC} |"
+    )
     if references:
         scores = ", ".join(f"{k} {v:.4f}" for k, v in references.items())
         rows.append(f"| reference scores (same episodes) | {scores} |")
     if cfg.created:
         rows.append(f"| created | {cfg.created} |")
-    if command is not None:
-        cmd = command if isinstance(command, str) else shlex.join(command)
-        cmd = f"python {cmd}" if cmd.startswith("train.py") else cmd
-        rows.append(f"| command | `{_cell(cmd)}` |")
+    cmd = shlex.join(command)
+    cmd = f"python {cmd}" if cmd.startswith("train.py") else cmd
+    rows.append(f"| command | `{_cell(cmd)}` |")
     return "| setting | value |\n|---|---|\n" + "\n".join(rows)
 
 
@@ -123,7 +117,6 @@ def guide_markdown(
     eval_seed: int,
     scenario: str,
     family: bool = True,
-    versus: str = "dram-first",
 ) -> str:
     """The ``guide`` text card: where to look, units, tenant slots, evaluation seeds, ratios.
 
@@ -170,7 +163,7 @@ def guide_markdown(
         "run's own folder and of each reference on the same episodes in the sub-folder named "
         f"after it | {evaluation} |",
         f"| `eval_ratio/` | `{algo}` over the best reference ({best or 'none'}) and over "
-        f"`{versus}`, with `_low`/`_high` bounds | with `eval/` |",
+        "`dram-first`, with `_low`/`_high` bounds | with `eval/` |",
         "| `train/` | the update's losses and statistics, at the step it trained on | after "
         "every update |",
         "| `time/`, `rollout/` | speed, evaluation time, episode returns | after every rollout |",

@@ -69,13 +69,13 @@ def _multiline(title: str, tags: Sequence[str]) -> layout_pb2.Chart:
     return layout_pb2.Chart(title=title, multiline=layout_pb2.MultilineChartContent(tag=tags))
 
 
-def _comparison_charts(algo: str, versus: str) -> list[layout_pb2.Chart]:
+def _comparison_charts(algo: str) -> list[layout_pb2.Chart]:
     """The learned policy and the references on one axis (one tag, a run each); its ratios
     with their intervals; whether it is learning."""
     margin = layout_pb2.MarginChartContent(
         series=[
             layout_pb2.MarginChartContent.Series(value=v, lower=lo, upper=hi)
-            for v, lo, hi in (ratio_tags(algo, "best_ref"), ratio_tags(algo, versus))
+            for v, lo, hi in (ratio_tags(algo, "best_ref"), ratio_tags(algo, "dram-first"))
         ]
     )
     learning = [
@@ -156,24 +156,18 @@ def _training_charts() -> list[layout_pb2.Chart]:
 
 
 def layout(
-    algo: str,
-    references: Sequence[str],
-    node_names: Sequence[str],
-    n_tenants: int,
-    reward: str | None = None,
-    versus: str = "dram-first",
+    algo: str, node_names: Sequence[str], n_tenants: int, reward: str | None = None
 ) -> layout_pb2.Layout:
     """The Custom Scalars layout of a run (its categories and charts, in reading order).
 
-    ``references`` (the run's reference heuristics) need no entry of their own: the first
-    chart matches the tag they share with the learned policy, in their runs
-    (:func:`~agents.tensorboard.tags.reference_run`) as in the run's own folder.
+    The references need no entry of their own: the first chart matches the tag they share
+    with the learned policy, in their runs (:func:`~agents.tensorboard.tags.reference_run`)
+    as in the run's own folder.
     """
-    del references  # their lines are the shared tag's in their own runs
     cats = [
         layout_pb2.Category(
             title="1. learned policy vs references (held-out evaluation)",
-            chart=_comparison_charts(algo, versus),
+            chart=_comparison_charts(algo),
         ),
         layout_pb2.Category(title="2. nodes (training rollouts)", chart=_node_charts(node_names)),
         layout_pb2.Category(

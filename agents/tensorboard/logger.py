@@ -70,19 +70,12 @@ def _hparams_summaries(
         ],
     )
     end = plugin_data_pb2.SessionEndInfo(status=api_pb2.Status.Value("STATUS_SUCCESS"))
-    return (
-        summary(
-            "_hparams_/experiment", plugin_data_pb2.HParamsPluginData(experiment=exp, version=0)
-        ),
-        summary(
-            "_hparams_/session_start_info",
-            plugin_data_pb2.HParamsPluginData(session_start_info=start, version=0),
-        ),
-        summary(
-            "_hparams_/session_end_info",
-            plugin_data_pb2.HParamsPluginData(session_end_info=end, version=0),
-        ),
+    parts = {"experiment": exp, "session_start_info": start, "session_end_info": end}
+    exp_s, start_s, end_s = (
+        summary(f"_hparams_/{k}", plugin_data_pb2.HParamsPluginData(version=0, **{k: v}))
+        for k, v in parts.items()
     )
+    return exp_s, start_s, end_s
 
 
 class DescribedTensorBoardFormat(TensorBoardOutputFormat):

@@ -17,19 +17,9 @@ The DRAM share and its weights (``SHARE_TOP``, :func:`dram_share`) come from
 :mod:`baselines.placement`.
 """
 
-from agents.config.view import (
-    DEFAULT_RESIDUAL_SCALE,
-    MIXINGS,
-    RESIDUAL_CODECS,
-    RESIDUAL_KEYS,
-    ViewConfig,
-    base_names,
-    environment_config,
-    residual_base_mask,
-    view_settings,
-)
-
 # each module's ``__all__`` is its public names, re-exported here as they are
+from agents.config import view as _settings
+from agents.config.view import *  # noqa: F403
 from agents.view import interface, padding, policy, vec_env
 from agents.view.interface import *  # noqa: F403
 from agents.view.padding import *  # noqa: F403
@@ -38,17 +28,9 @@ from agents.view.vec_env import *  # noqa: F403
 from baselines.placement import SHARE_TOP, dram_share
 
 __all__ = [
-    "DEFAULT_RESIDUAL_SCALE",
-    "MIXINGS",
-    "RESIDUAL_CODECS",
-    "RESIDUAL_KEYS",
     "SHARE_TOP",
-    "ViewConfig",
-    "base_names",
     "dram_share",
-    "environment_config",
-    "residual_base_mask",
-    "view_settings",
+    *_settings.__all__,
     *interface.__all__,
     *padding.__all__,
     *policy.__all__,

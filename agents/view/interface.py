@@ -120,6 +120,16 @@ class AgentInterface:
 
     def __init__(self, spec: ViewConfig) -> None:
         self.spec = spec
+        # the spec's settings, under the names the view reads them by
+        self.names = spec.names  # the bases' heuristic names (empty: no base)
+        self.scale = spec.residual_scale
+        self.pad_nodes = spec.pad_nodes
+        self.mixing = spec.mixing
+        self.codec = spec.residual_codec
+        self.active = spec.active
+        self.privileged_critic = spec.privileged_critic
+        #: the share that a residual entry of 1 moves a weight row's DRAM share by
+        self.share_span = share_span(self.scale)
         #: (K,) the bases the residual adjusts
         self.residual_mask = spec.residual_mask
         self.policies: list[Any] = [make_policy(n) for n in spec.names]
@@ -133,43 +143,6 @@ class AgentInterface:
         self.base: NDArray[np.float32] | None = None
         #: each base's share of the decision at the last :meth:`action_to_env` (B, K)
         self.mix: NDArray | None = None
-
-    # ------------------------------------------------------------------ the spec's settings
-    @property
-    def names(self) -> list[str]:
-        """The bases' heuristic names (empty: no base)."""
-        return self.spec.names
-
-    @property
-    def scale(self) -> float:
-        return self.spec.residual_scale
-
-    @property
-    def pad_nodes(self) -> int | None:
-        return self.spec.pad_nodes
-
-    @property
-    def mixing(self) -> str:
-        return self.spec.mixing
-
-    @property
-    def codec(self) -> str:
-        """The residual codec's name (``residual_codec``)."""
-        return self.spec.residual_codec
-
-    @property
-    def active(self) -> bool:
-        return self.spec.active
-
-    @property
-    def privileged_critic(self) -> bool:
-        """Whether the observation ends with the critic's privileged entries."""
-        return self.spec.privileged_critic
-
-    @property
-    def share_span(self) -> float:
-        """The share that a residual entry of 1 moves a weight row's DRAM share by."""
-        return share_span(self.scale)
 
     def spaces(self, params: EnvParams) -> tuple[spaces.Box, spaces.Space]:
         return agent_spaces(

@@ -31,7 +31,6 @@ __all__ = [
     "node_descriptors",
     "pad_action",
     "pad_observation",
-    "padded_sizes",
     "unpad_action",
 ]
 
@@ -244,12 +243,6 @@ class PaddedLayout:
             "shares": shares,
             "critic_tenant_features": critic_features,
         }
-
-
-def padded_sizes(params: EnvParams, pad_nodes: int) -> tuple[int, int]:
-    """(observation, box action) sizes of the agent's padded view of ``params`` (no base part)."""
-    lay = PaddedLayout.of(params, pad_nodes)
-    return lay.obs.size, lay.action.size
 
 
 def node_descriptors(hw: Hardware, rows: NDArray | None = None) -> dict[str, NDArray | float]:

@@ -131,15 +131,8 @@ class ConcatVecEnv(VecEnv):
 
     def step_wait(self) -> VecEnvStepReturn:
         out = [v.step_wait() for v in self.venvs]
-        infos: list[dict[str, Any]] = []
-        for o in out:
-            infos += list(o[3])
-        return (
-            np.concatenate([o[0] for o in out]),
-            np.concatenate([o[1] for o in out]),
-            np.concatenate([o[2] for o in out]),
-            infos,
-        )
+        obs, rewards, dones = (np.concatenate([o[k] for o in out]) for k in range(3))
+        return obs, rewards, dones, [info for o in out for info in o[3]]
 
     def close(self) -> None:
         for v in self.venvs:

@@ -80,7 +80,7 @@ def tiny_ppo(**env_kw: Any) -> tuple[PPO, Recorder, Capture]:
 def test_env_metrics_callback_logs_rollout_means_of_the_adapter_metrics() -> None:
     model, venv, cap = tiny_ppo()
     params = venv.get_attr("params")[0]
-    cb = EnvMetricsCallback(params.node_names, params.n_tenants)
+    cb = EnvMetricsCallback(params.node_names)
     model.learn(3 * ROLLOUT, callback=cb)
     assert len(venv.steps) == 3 * N_STEPS
     assert len(cap.dumps) == 3  # one dump per rollout (log_interval=1)
@@ -156,7 +156,7 @@ def test_env_metrics_callback_skips_tenants_never_active() -> None:
     )
     cap = Capture()
     model.set_logger(Logger(folder=None, output_formats=[cap]))
-    model.learn(ROLLOUT, callback=EnvMetricsCallback(["dram0", "cxl0"], 2))
+    model.learn(ROLLOUT, callback=EnvMetricsCallback(["dram0", "cxl0"]))
     logged = cap.dumps[0][1]
     assert (
         "env/tenant_slot0/norm_perf_vs_alone" in logged

@@ -308,18 +308,6 @@ def test_write_csv_one_row_per_record(records: list[dict[str, Any]], tmp_path: P
             assert float(row[m]) == rec["metrics"][m]  # full precision round trip
 
 
-def test_write_csv_with_tenants(records: list[dict[str, Any]], tmp_path: Path) -> None:
-    colo = [r for r in records if r["scenario"] == "colocation"][:3]
-    path = write_csv(colo, tmp_path / "t.csv", include_tenants=True)
-    with path.open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    assert len(rows) == 3
-    for row, rec in zip(rows, colo, strict=True):
-        for tname, tvals in rec["tenants"].items():
-            share = float(row[f"tenant.{tname}.dram_access_share"])
-            assert share == tvals["dram_access_share"] and 0.0 <= share <= 1.0
-
-
 # ----------------------------------------------------------------------------- plots
 
 
@@ -346,10 +334,6 @@ def test_plot_ratio_bars_draws_the_bars(summary: dict[str, Any], tmp_path: Path)
     # 2 scenarios x 2 non-reference policies: the figure's minimum width, 6 x 4.5 in
     rgb = _image(plot_ratio_bars(summary, tmp_path / "plots" / "ratios.png"), (6.0, 4.5))
     assert _has_colour(rgb, "C0") and _has_colour(rgb, "C1") and not _has_colour(rgb, "C2")
-    rgb = _image(
-        plot_ratio_bars(summary, tmp_path / "with_ref.png", include_reference=True), (6.0, 4.5)
-    )
-    assert _has_colour(rgb, "C2")  # a third series: the reference
 
 
 def test_plot_ratio_bars_needs_reference(records: list[dict[str, Any]], tmp_path: Path) -> None:

@@ -110,15 +110,16 @@ def test_summary_robustness_section_and_leaderboard_columns() -> None:
 def test_evaluation_results_carry_it(tmp_path: Path) -> None:
     """What ``evaluate.py`` and ``train.py`` write and print: the catalogue's deployable
     heuristics are the reference set, and the leaderboard shows the worst scenario."""
-    from agents.evaluation import deployable_heuristics, write_results
+    from agents.evaluation import write_results
+    from baselines import catalogue
 
     recs = _records()  # "dram-first" and "tpp" are catalogue heuristics, "learned" is not
     summ = write_results(
         tmp_path, recs, reference="dram-first", metric="geomean_perf", seed=0, n_boot=50,
-        confidence=0.95, command=None, plots=False,
+        command=None, plots=False,
     )  # fmt: skip
     assert summ["robustness"]["heuristics"] == [
-        h for h in deployable_heuristics() if h in ("dram-first", "tpp")
+        h for h in catalogue.names(kind="heuristic", deployable=True) if h in ("dram-first", "tpp")
     ]
     saved = json.loads((tmp_path / "results.json").read_text())["summary"]["robustness"]
     assert saved["per_policy"]["learned"]["worst_scenario"] == "b"

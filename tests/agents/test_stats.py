@@ -85,10 +85,10 @@ def test_interval_on_episodes_is_scipy_bootstrap(method: str) -> None:
 
 def test_interval_contains_estimate_and_narrows_with_more_episodes() -> None:
     widths = {}
-    for stat in ("mean", "iqm"):
+    for stat in (np.mean, iqm):
         for n in (4, 64):
             vals = episode_values("random", "kv-store", n)
-            point = np.mean(vals) if stat == "mean" else iqm(vals)
+            point = stat(vals)
             lo, hi = stratified_bootstrap_ci([vals], stat, seed=0)
             assert lo <= point <= hi
             widths[stat, n] = hi - lo
@@ -97,9 +97,9 @@ def test_interval_contains_estimate_and_narrows_with_more_episodes() -> None:
 
 def test_interval_is_deterministic_for_a_seed() -> None:
     vals = episode_values("random", "kv-store", 16)
-    a = stratified_bootstrap_ci({"kv-store": vals}, "iqm", seed=3)
-    assert a == stratified_bootstrap_ci({"kv-store": vals}, "iqm", seed=3)
-    assert a != stratified_bootstrap_ci({"kv-store": vals}, "iqm", seed=4)
+    a = stratified_bootstrap_ci({"kv-store": vals}, iqm, seed=3)
+    assert a == stratified_bootstrap_ci({"kv-store": vals}, iqm, seed=3)
+    assert a != stratified_bootstrap_ci({"kv-store": vals}, iqm, seed=4)
 
 
 def test_stratified_interval_never_mixes_strata() -> None:
@@ -138,8 +138,6 @@ def test_interval_validation_errors() -> None:
         stratified_bootstrap_ci([[1.0, 2.0]], np.mean, confidence=1.5)
     with pytest.raises(ValueError, match="n_boot"):
         stratified_bootstrap_ci([[1.0, 2.0]], np.mean, n_boot=0)
-    with pytest.raises(ValueError, match="unknown statistic"):
-        stratified_bootstrap_ci([[1.0, 2.0]], "mode")
     with pytest.raises(ValueError, match="method"):
         stratified_bootstrap_ci([[1.0, 2.0]], np.mean, method="normal")
     with pytest.raises(ValueError, match="one value per replicate"):

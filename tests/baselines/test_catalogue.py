@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agents.config import RunOptions, TrainingError, check
-from agents.evaluation import deployable_heuristics, load_policy, make_reference
+from agents.evaluation import load_policy, make_reference
 from agents.oracles import ORACLE_HEURISTICS
 from baselines import catalogue, make_policy, policy_names
 from envs.plugins import make_baseline_policy
@@ -29,7 +29,7 @@ def test_queries() -> None:
     heuristics = catalogue.names(kind="heuristic")
     assert {"dram-first", "memcg-fair", "caption", "damon-tiering", "colloid"} <= set(heuristics)
     assert "planner" not in heuristics and "random" not in heuristics
-    assert deployable_heuristics() == heuristics
+    assert catalogue.names(kind="heuristic", deployable=True) == heuristics
     assert list(ORACLE_HEURISTICS) == heuristics
     assert catalogue.names(closing=True) == ["best-heuristic-per-episode", "planner", "mpc"]
     assert set(catalogue.names(kind="upper-bound")) == {
@@ -60,7 +60,10 @@ def test_reward_baselines_are_what_the_environment_accepts() -> None:
 
 def test_run_references_default_to_every_deployable_heuristic() -> None:
     opts = check(RunOptions, {}, "the command line")
-    assert opts.reference_names() == [*deployable_heuristics(), "adaptive"]
+    assert opts.reference_names() == [
+        *catalogue.names(kind="heuristic", deployable=True),
+        "adaptive",
+    ]
     opts = check(RunOptions, {"references": "tpp,static:3:1"}, "the command line")
     assert opts.reference_names() == ["tpp", "static:3:1"]
     with pytest.raises(TrainingError, match=r"references.*unknown policy 'tp'"):
