@@ -2,6 +2,7 @@
 
     python benchmarks/trace_diff.py --before ../wt-before     # this checkout is "after"
     python benchmarks/trace_diff.py --before ../wt-before --rtol 1e-9
+    python benchmarks/trace_diff.py --before . --precision fast --rtol 1e-4   # the fast path
 
 The companion of ``ab_speed.py`` for speed work, whose rule is that results do not
 change. Each checkout runs, in a fresh process with ``PYTHONPATH`` set to it, the
@@ -28,7 +29,10 @@ to NaN), and a difference in the sign of a zero is counted apart. With ``--rtol 
 they agree within a relative difference R, and the solver's residual (itself a
 relative error, at most the solver's tolerance) within an absolute difference R: the
 check for a change that reorders floating-point operations. It prints the number of
-arrays, how many differ and the largest differences.
+arrays, how many differ and the largest differences. ``--precision fast`` records the
+"after" checkout on the fast path (the "before" one on the reference): its traces
+part from the reference's after some steps where reclaim stops at a watermark
+(docs/model.md, "Precision"), so the comparison says how many arrays do.
 """
 
 from __future__ import annotations
@@ -80,9 +84,12 @@ def _arrays(prefix: str, obj: Any, out: dict[str, np.ndarray]) -> None:
         out[prefix] = np.array(obj)
 
 
-def record(path: str) -> None:
-    """Run every case of the docstring in this process and save its arrays to ``path``."""
+def record(path: str, precision: str = "reference") -> None:
+    """Run every case of the docstring in this process and save its arrays to ``path``
+    (the model core at ``precision``; the argument is passed only where it is not the
+    default, so that a checkout from before the setting records too)."""
     out: dict[str, np.ndarray] = {}
+    pk: dict[str, Any] = {} if precision == "reference" else {"precision": precision}
 
     def model(name: str, spec: Any, b: int, steps: int, kernel: Any = None) -> None:
         rng = np.random.default_rng(0)
@@ -93,13 +100,13 @@ def record(path: str) -> None:
             if i % 3 == 0:
                 w[: b // 2] = 0.0
             a = Action(w, rng.uniform(0, 2000, b) * (rng.uniform(size=b) > 0.2))
-            s, o = step(p, s, a)
+            s, o = step(p, s, a, **pk)
             if i % 7 == 0 or i == steps - 1:
                 _arrays(f"{name}/{i}/out", o, out)
                 _arrays(f"{name}/{i}/state", s, out)
 
     def single(name: str, steps: int, **kw: Any) -> None:
-        e = gym.make("tiergym/TieredMemory-v0", **kw)
+        e = gym.make("tiergym/TieredMemory-v0", **kw, **pk)
         e.reset(seed=3)
         e.action_space.seed(3)
         for i in range(steps):
@@ -112,7 +119,11 @@ def record(path: str) -> None:
 
     def vector(name: str, n: int, steps: int, **kw: Any) -> None:
         e = gym.make_vec(
-            "tiergym/TieredMemory-v0", num_envs=n, vectorization_mode="vector_entry_point", **kw
+            "tiergym/TieredMemory-v0",
+            num_envs=n,
+            vectorization_mode="vector_entry_point",
+            **kw,
+            **pk,
         )
         e.reset(seed=5)
         e.action_space.seed(5)
@@ -219,10 +230,17 @@ def main() -> None:
         help="agree within this relative difference (the solver's residual: absolute); "
         "default 0: bit for bit",
     )
+    ap.add_argument(
+        "--precision",
+        choices=("reference", "fast"),  # envs.model.PRECISIONS (not imported: "before" lacks it)
+        default="reference",
+        help='the model core\'s precision of the "after" checkout (docs/model.md, '
+        '"Precision"; "before" records the default); default reference',
+    )
     ap.add_argument("--record", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.record:
-        record(args.record)
+        record(args.record, args.precision)
         return
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
@@ -230,6 +248,8 @@ def main() -> None:
             root = Path(getattr(args, name)).resolve()
             path = str(Path(tmp) / f"{name}.npz")
             cmd = [sys.executable, str(Path(__file__).resolve()), "--before", "-", "--record", path]
+            if name == "after" and args.precision != "reference":
+                cmd += ["--precision", args.precision]
             env = {**os.environ, "PYTHONPATH": str(root)}
             done = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
             if done.returncode:
