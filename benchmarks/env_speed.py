@@ -19,7 +19,8 @@ Tables printed:
    and NUMA-balancing scanning;
    1c. the reference and the fast precision side by side (``precision=``,
    docs/model.md "Precision"; measured in turn, best of 3): the model core at
-   B = 4096 (``--model-only`` stops after this row), the native vector env at
+   B = 4096, on one thread and with the fixed point on two (``TIERGYM_THREADS=2``;
+   ``--model-only`` stops after these rows), the native vector env at
    N = 4096, one ``gym.make`` instance, and the vector env's rate over the model
    core's on the same work (table 3's method); ``--precision`` prints only this;
 2. the native vector env (observation and reward included) at N = 64, 1024,
@@ -55,12 +56,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 import yaml
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 from envs import Action, KernelConfig, compile_params, core, init_state, load_scenario, step
 from envs.gym_env import TieredMemoryVecEnv
+from envs.jit import get_threads, set_threads
 from envs.model import PRECISIONS
 from envs.model import step as model_step
 from envs.sb3 import make_vec_env
@@ -339,6 +342,18 @@ def precision_table(quick: bool, rng: np.random.Generator, cp: float, model_only
         b,
         best_of(reps, lambda prec: model_rate(b, steps, rng, precision=prec)),
     )
+    most = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    if most >= 2:  # the fixed point split over two of numba's threads (envs.jit.set_threads)
+        before = get_threads()
+        set_threads(2)
+        try:
+            row(
+                "model core, 2 threads (`TIERGYM_THREADS=2`)",
+                b,
+                best_of(reps, lambda prec: model_rate(b, steps, rng, precision=prec)),
+            )
+        finally:
+            set_threads(before)
     if model_only:
         return
     row(

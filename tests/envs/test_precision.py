@@ -32,6 +32,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import envs.model
 from envs import Action, compile_params, init_state, load_scenario
 from envs.config import EnvConfig
 from envs.core import make_params
@@ -43,7 +44,7 @@ from envs.model import (
     solver_tolerance,
     step,
 )
-from envs.solver import TOL
+from envs.solver import LANES, TOL, WIDE_LANES
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = yaml.safe_load((ROOT / "benchmarks" / "bench-4-tenants.yaml").read_text())
@@ -232,6 +233,38 @@ def test_batch_equals_single_on_the_fast_path() -> None:
                 for f in dataclasses.fields(oi):
                     x, y = getattr(oi, f.name)[0], getattr(outs[k], f.name)[i]
                     assert np.array_equal(x, y, equal_nan=True), (name, i, k, f.name)
+
+
+def test_the_solvers_lanes_change_no_number() -> None:
+    """The fast path's wider blocks (WIDE_LANES) give every element the numbers the
+    reference's width gives, at either tolerance; a bad width is a one-line error."""
+    p = compile_params(load_scenario("cxl-spill"), batch_size=150, jitter=0.1)
+    s = init_state(p, np.arange(150))
+    for a in actions(p, 150, 6, 2):
+        s, _ = step(p, s, a)
+    problems: list[Any] = []
+    orig = envs.model.solve_fixed_point
+
+    def keep(*args: Any, **kw: Any) -> Any:
+        problems.append((args, kw))
+        return orig(*args, **kw)
+
+    envs.model.solve_fixed_point = keep
+    try:
+        step(p, s, actions(p, 150, 1, 3)[0])
+    finally:
+        envs.model.solve_fixed_point = orig
+    args, kw = problems[0]
+    assert kw["lanes"] == LANES == 32 and WIDE_LANES == 64
+    for tol in (TOL, FAST_SOLVER_TOL):
+        got = [orig(*args, **{**kw, "tol": tol, "lanes": n}) for n in (LANES, WIDE_LANES, 7)]
+        assert got[0].iterations.max() > got[0].iterations.min()  # lanes finish apart
+        for other in got[1:]:
+            for f in dataclasses.fields(other):
+                x, y = getattr(got[0], f.name), getattr(other, f.name)
+                assert np.array_equal(x, y, equal_nan=True), (tol, f.name)
+    with pytest.raises(ValueError, match=r"lanes: got 0, expected an integer >= 1"):
+        orig(*args, **{**kw, "lanes": 0})
 
 
 def test_the_environments_pass_the_setting_to_the_model() -> None:
