@@ -2,7 +2,7 @@
 
     python benchmarks/trace_diff.py --before ../wt-before     # this checkout is "after"
     python benchmarks/trace_diff.py --before ../wt-before --rtol 1e-9
-    python benchmarks/trace_diff.py --before . --precision fast --rtol 1e-4   # the fast path
+    python benchmarks/trace_diff.py --before . --precision fast --rtol 1e-4 --atol 1e-6
 
 The companion of ``ab_speed.py`` for speed work, whose rule is that results do not
 change. Each checkout runs, in a fresh process with ``PYTHONPATH`` set to it, the
@@ -171,8 +171,11 @@ def record(path: str, precision: str = "reference") -> None:
 RESIDUALS = ("solver_residual",)
 
 
-def compare(a_path: str, b_path: str, rtol: float = 0.0) -> int:
-    """Print how the two traces differ; the number of arrays that do (beyond ``rtol``)."""
+def compare(a_path: str, b_path: str, rtol: float = 0.0, atol: float = 0.0) -> int:
+    """Print how the two traces differ; the number of arrays that do (beyond ``rtol``, or
+    with ``atol`` beyond ``max(rtol * |x|, atol)``: relative differences of numbers below
+    ``atol / rtol`` taken on that scale)."""
+    floor = atol / rtol if (rtol and atol) else 0.0
     a, b = np.load(a_path), np.load(b_path)
     if set(a.files) != set(b.files):
         print(f"the traces hold different arrays: {sorted(set(a.files) ^ set(b.files))[:10]}")
@@ -187,12 +190,13 @@ def compare(a_path: str, b_path: str, rtol: float = 0.0) -> int:
             continue
         if x.dtype.kind != "f":
             if not np.array_equal(x, y):
-                print(f"differs: {k}")
+                if differ < 10:
+                    print(f"differs: {k}")
                 differ += 1
             continue
         if not np.array_equal(x, y, equal_nan=True):
             with np.errstate(invalid="ignore", divide="ignore"):
-                rel = np.abs(x - y) / np.maximum(np.abs(x), np.abs(y))
+                rel = np.abs(x - y) / np.maximum(np.maximum(np.abs(x), np.abs(y)), floor)
             rel = np.where((x == y) | (np.isnan(x) & np.isnan(y)), 0.0, rel)
             resid = any(r in k for r in RESIDUALS)
             gap = float(np.nanmax(np.abs(x - y) if resid else rel))
@@ -209,6 +213,7 @@ def compare(a_path: str, b_path: str, rtol: float = 0.0) -> int:
         elif not np.array_equal(np.signbit(x), np.signbit(y)):
             signs += 1
     tail = f", {within} more within {rtol:g}" if rtol else ""
+    tail += f" (or {atol:g} absolutely)" if floor else ""
     print(
         f"{len(a.files)} arrays: {differ} differ{tail} (largest relative difference {worst:.3g}; "
         f"the solver's residuals: largest absolute difference {worst_resid:.3g}), "
@@ -229,6 +234,13 @@ def main() -> None:
         default=0.0,
         help="agree within this relative difference (the solver's residual: absolute); "
         "default 0: bit for bit",
+    )
+    ap.add_argument(
+        "--atol",
+        type=float,
+        default=0.0,
+        help="with --rtol: agree within max(rtol * |x|, atol) (a reward or a log near 0); "
+        "default 0",
     )
     ap.add_argument(
         "--precision",
@@ -257,7 +269,7 @@ def main() -> None:
             if not done.stdout.strip().splitlines()[-1].startswith(str(root)):
                 sys.exit(f"{name}: imported envs from outside {root}")
             paths.append(path)
-        sys.exit(1 if compare(paths[0], paths[1], rtol=args.rtol) else 0)
+        sys.exit(1 if compare(paths[0], paths[1], rtol=args.rtol, atol=args.atol) else 0)
 
 
 if __name__ == "__main__":

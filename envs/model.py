@@ -130,10 +130,12 @@ PRECISIONS = ("reference", "fast")
 #: (:data:`envs.solver.WIDE_LANES`: the same numbers, less waiting at this tolerance)
 FAST_SOLVER_TOL = 1e-6
 #: the documented tolerance of the fast path: every float of a step's outputs and new
-#: state, from the same state and action, within this relative difference of the
-#: reference's (both below 1e-9: equal); so is every step of a trajectory where no
-#: discontinuous mechanism fires (``tests/envs/test_precision.py``)
+#: state (and the environments' rewards and observations), from the same state and
+#: action, within ``max(FAST_RTOL * |x|, FAST_ATOL)`` of the reference's ``x`` (the
+#: absolute bound for numbers near 0: a reward, a log); so is every step of a trajectory
+#: where no discontinuous mechanism fires (``tests/envs/test_precision.py``)
 FAST_RTOL = 1e-4
+FAST_ATOL = 1e-6
 #: the fast path's tolerance on a trajectory's means (throughput, normalised performance,
 #: latency over the batch and the run) where reclaim to a watermark fires: a difference
 #: of 1e-6 on either side of a watermark moves later demotions, so such a trajectory's
