@@ -371,13 +371,21 @@ def precision_table(quick: bool, rng: np.random.Generator, cp: float, model_only
         1,
         best_of(reps, lambda prec: single_rate(20 if quick else 1000, "mixed", precision=prec)),
     )
-    over = {prec: overhead_rates(b, 5 if quick else 60, prec) for prec in PRECISIONS}
-    ref_m, ref_v = over["reference"][0], over["reference"][2]
-    fast_m, fast_v = over["fast"][0], over["fast"][2]
+    # table 3's rates (the best of each over the repeats, the precisions in turn)
+    model = dict.fromkeys(PRECISIONS, 0.0)
+    vec = dict.fromkeys(PRECISIONS, 0.0)
+    for _ in range(reps):
+        for prec in PRECISIONS:
+            m, _, v, _ = overhead_rates(b, 5 if quick else 60, prec)
+            model[prec], vec[prec] = max(model[prec], m), max(vec[prec], v)
     print(
         f"\nNative vector env over the model core on the same `mixed` work (N = {b}, "
-        f"table 3's method): reference {ref_v:,.0f} / {ref_m:,.0f} = {ref_v / ref_m:.0%}, "
-        f"fast {fast_v:,.0f} / {fast_m:,.0f} = {fast_v / fast_m:.0%}."
+        f"table 3's method, best of {reps}): "
+        + ", ".join(
+            f"{prec} {vec[prec]:,.0f} / {model[prec]:,.0f} = {vec[prec] / model[prec]:.0%}"
+            for prec in PRECISIONS
+        )
+        + "."
     )
 
 

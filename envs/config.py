@@ -131,8 +131,8 @@ class EnvConfig:
         '`"reference"`',
         '`"reference"` or `"fast"`: the model core\'s fixed point solved to 1e-8 (the '
         "reference numbers, kept bit for bit) or to 1e-6 (fewer Newton iterations): a "
-        "step's metrics within 1e-4 relative of the reference's from the same state, a "
-        "run's means within 1e-3 ([model.md](model.md#precision))",
+        "step's metrics within 1e-4 relative (1e-6 absolute near 0) of the reference's "
+        "from the same state, a run's means within 1e-3 ([model.md](model.md#precision))",
     )
 
     def __post_init__(self) -> None:
