@@ -2,6 +2,7 @@
 
     python benchmarks/env_speed.py            # full tables (a few minutes)
     python benchmarks/env_speed.py --quick    # small sizes, a smoke run
+    python benchmarks/env_speed.py --precision   # reference and fast side by side
 
 Tables printed:
 
@@ -15,7 +16,13 @@ Tables printed:
    at B = 1, 64, 1024, 4096, against the same scenario stepped as B separate
    B=1 instances in a Python loop, with the ratio;
    1b. the model core at B = 4096 under the kernel options of the memcg limits
-   and NUMA-balancing scanning (``--model-only`` stops after this table);
+   and NUMA-balancing scanning;
+   1c. the reference and the fast precision side by side (``precision=``,
+   docs/model.md "Precision"; measured in turn, best of 3): the model core at
+   B = 4096, on one thread and with the fixed point on two (``TIERGYM_THREADS=2``;
+   ``--model-only`` stops after these rows), the native vector env at
+   N = 4096, one ``gym.make`` instance, and the vector env's rate over the model
+   core's on the same work (table 3's method); ``--precision`` prints only this;
 2. the native vector env (observation and reward included) at N = 64, 1024,
    4096 against ``gymnasium.vector.SyncVectorEnv`` over N single envs;
 3. what the environment adds over the model: the model core alone, the
@@ -49,12 +56,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 import yaml
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 from envs import Action, KernelConfig, compile_params, core, init_state, load_scenario, step
 from envs.gym_env import TieredMemoryVecEnv
+from envs.jit import get_threads, set_threads
+from envs.model import PRECISIONS
 from envs.model import step as model_step
 from envs.sb3 import make_vec_env
 
@@ -132,6 +142,7 @@ def model_rate(
     rng: np.random.Generator,
     scenario: Any = SCENARIO,
     kernel: KernelConfig | None = None,
+    precision: str = "reference",
 ) -> float:
     """Model steps per second (batch elements x steps / s) of the batched core."""
     sc = load_scenario(scenario)
@@ -143,10 +154,10 @@ def model_rate(
         for _ in range(steps + 5)
     ]
     for a in acts[:5]:  # warm up: allocation, first fixed points
-        s, _ = step(p, s, a)
+        s, _ = step(p, s, a, precision=precision)
     t0 = time.perf_counter()
     for a in acts[5:]:
-        s, _ = step(p, s, a)
+        s, _ = step(p, s, a, precision=precision)
     return batch * steps / (time.perf_counter() - t0)
 
 
@@ -222,12 +233,14 @@ def layout_rates(batch: int, small: int, reps: int) -> tuple[float, float]:
     return reps / t_last, reps / t_first
 
 
-def overhead_rates(n: int, steps: int) -> tuple[float, float, float, float]:
+def overhead_rates(
+    n: int, steps: int, precision: str = "reference"
+) -> tuple[float, float, float, float]:
     """Steps/s of the model core, the environment core and the native vector env on the
     same actions, and the model's share of the vector env's own steps (its model calls
     timed inside them: the same instances and episodes, autoresets included)."""
 
-    params = core.make_params("mixed")
+    params = core.make_params("mixed", precision=precision)
     state, _ = core.reset(params, np.arange(n))
     rng = np.random.default_rng(1)
     acts = [rng.uniform(-1, 1, (n, params.codec.size)).astype(np.float32) for _ in range(steps)]
@@ -236,14 +249,14 @@ def overhead_rates(n: int, steps: int) -> tuple[float, float, float, float]:
     ms = state.model
     t0 = time.perf_counter()
     for a in decoded:
-        ms, _ = model_step(state.instance, ms, a, check=False)
+        ms, _ = model_step(state.instance, ms, a, check=False, precision=precision)
     model = n * steps / (time.perf_counter() - t0)
     st = state
     t0 = time.perf_counter()
     for raw in acts:
         st, *_ = core.step_autoreset(params, st, raw)
     env_core = n * steps / (time.perf_counter() - t0)
-    venv = TieredMemoryVecEnv(num_envs=n, scenario="mixed")
+    venv = TieredMemoryVecEnv(num_envs=n, scenario="mixed", precision=precision)
     venv.reset(seed=0)
     inside = [0.0]
 
@@ -291,6 +304,91 @@ def ppo_share(n_envs: int, total: int, n_steps: int, batch_size: int) -> tuple[f
     return spent[0], wall, total / wall
 
 
+def best_of(repeats: int, measure: Any) -> dict[str, float]:
+    """The best of ``repeats`` rates of ``measure(precision)`` for each precision, the two
+    measured in turn (reference, fast, reference, ...) so that a change of the machine's
+    load falls on both."""
+    best = dict.fromkeys(PRECISIONS, 0.0)
+    for _ in range(repeats):
+        for prec in PRECISIONS:
+            best[prec] = max(best[prec], measure(prec))
+    return best
+
+
+def precision_table(quick: bool, rng: np.random.Generator, cp: float, model_only: bool) -> None:
+    """The reference and the fast precision side by side (``precision=``, docs/model.md
+    "Precision"): the model core at B = 4096, and (unless ``model_only``) the native
+    vector env at N = 4096, one ``gym.make`` instance and the vector env's rate over the
+    model core's on the same work (table 3's last but one column)."""
+    b = 256 if quick else 4096
+    reps = 1 if quick else 3
+    print(f"\n## Reference and fast precision side by side (best of {reps}, measured in turn)\n")
+    print(
+        "| what | B or N | reference steps/s | x CartPole | fast steps/s | x CartPole "
+        "| fast / reference |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+
+    def row(what: str, n: int, r: dict[str, float]) -> None:
+        ref, fast = r["reference"], r["fast"]
+        print(
+            f"| {what} | {n} | {ref:,.0f} | {vs_cartpole(ref, cp)} | {fast:,.0f} "
+            f"| {vs_cartpole(fast, cp)} | {fast / ref:.2f}x |"
+        )
+
+    steps = 3 if quick else 40
+    row(
+        "model core, 4 tenants on spr-a1000",
+        b,
+        best_of(reps, lambda prec: model_rate(b, steps, rng, precision=prec)),
+    )
+    most = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    if most >= 2:  # the fixed point split over two of numba's threads (envs.jit.set_threads)
+        before = get_threads()
+        set_threads(2)
+        try:
+            row(
+                "model core, 2 threads (`TIERGYM_THREADS=2`)",
+                b,
+                best_of(reps, lambda prec: model_rate(b, steps, rng, precision=prec)),
+            )
+        finally:
+            set_threads(before)
+    if model_only:
+        return
+    row(
+        "native vector env, `mixed`",
+        b,
+        best_of(
+            reps,
+            lambda prec: env_rate(
+                b, 3 if quick else 20, "mixed", "vector_entry_point", 3, precision=prec
+            ),
+        ),
+    )
+    row(
+        "one `gym.make` instance, `mixed`",
+        1,
+        best_of(reps, lambda prec: single_rate(20 if quick else 1000, "mixed", precision=prec)),
+    )
+    # table 3's rates (the best of each over the repeats, the precisions in turn)
+    model = dict.fromkeys(PRECISIONS, 0.0)
+    vec = dict.fromkeys(PRECISIONS, 0.0)
+    for _ in range(reps):
+        for prec in PRECISIONS:
+            m, _, v, _ = overhead_rates(b, 5 if quick else 60, prec)
+            model[prec], vec[prec] = max(model[prec], m), max(vec[prec], v)
+    print(
+        f"\nNative vector env over the model core on the same `mixed` work (N = {b}, "
+        f"table 3's method, best of {reps}): "
+        + ", ".join(
+            f"{prec} {vec[prec]:,.0f} / {model[prec]:,.0f} = {vec[prec] / model[prec]:.0%}"
+            for prec in PRECISIONS
+        )
+        + "."
+    )
+
+
 def paired_table(quick: bool) -> None:
     """Steps/s with and without ``reward_baseline`` (the twins), measured side by side."""
     print(
@@ -326,6 +424,11 @@ def main() -> None:
         "--topology", action="store_true", help="only the topology table (model core, B = 4096)"
     )
     ap.add_argument(
+        "--precision",
+        action="store_true",
+        help="only the precision table (reference and fast side by side)",
+    )
+    ap.add_argument(
         "--paired",
         action="store_true",
         help="only the paired-seed reward baseline's table (reward_baseline, with and without)",
@@ -339,6 +442,9 @@ def main() -> None:
         paired_table(args.quick)
         return
     cp = cartpole_table(args.quick)
+    if args.precision:
+        precision_table(args.quick, rng, cp, model_only=False)
+        return
     if args.topology:
         topology_table(args.quick, rng, cp)
         return
@@ -375,6 +481,7 @@ def main() -> None:
             f"| {name} | {rates[name]:,.0f} | {vs_cartpole(rates[name], cp)} "
             f"| {rates[name] / ref:.0%} |"
         )
+    precision_table(args.quick, rng, cp, args.model_only)
     if args.model_only:
         return
 

@@ -2,6 +2,7 @@
 
     python benchmarks/profile_step.py            # spr-a1000 and cxl-spill at B = 4096, one env
     python benchmarks/profile_step.py --quick    # small sizes: a smoke run, not a measurement
+    python benchmarks/profile_step.py --precision fast   # the fast path (docs/model.md)
 
 Cases: the 4-tenant ``spr-a1000`` scenario that ``benchmarks/env_speed.py`` steps
 too (``benchmarks/bench-4-tenants.yaml``, read by both) and the 6-node ``cxl-spill`` scenario, both through
@@ -173,7 +174,9 @@ def helper_targets(meter: Meter) -> list[tuple[Any, str, Callable[..., Any]]]:
     ]
 
 
-def model_case(spec: Any, batch: int, steps: int, seed: int = 0) -> dict[str, Any]:
+def model_case(
+    spec: Any, batch: int, steps: int, seed: int = 0, precision: str = "reference"
+) -> dict[str, Any]:
     """The four passes of the docstring on the model core: per step seconds and counts."""
     rng = np.random.default_rng(seed)
     p = compile_params(load_scenario(spec), batch_size=batch)
@@ -184,14 +187,14 @@ def model_case(spec: Any, batch: int, steps: int, seed: int = 0) -> dict[str, An
         for _ in range(steps + 5)
     ]
     for a in acts[:5]:  # warm up: allocation, first fixed points (as env_speed)
-        s0, _ = envs.model.step(p, s0, a)
+        s0, _ = envs.model.step(p, s0, a, precision=precision)
     acts = acts[5:]
 
     def run() -> tuple[float, list[Any]]:
         s, outs = s0, []
         t0 = time.perf_counter()
         for a in acts:
-            s, out = envs.model.step(p, s, a)
+            s, out = envs.model.step(p, s, a, precision=precision)
             outs.append(out.solver_iterations)
         return (time.perf_counter() - t0) / steps, outs
 
@@ -219,9 +222,9 @@ def model_case(spec: Any, batch: int, steps: int, seed: int = 0) -> dict[str, An
     }
 
 
-def env_case(steps: int, seed: int = 0) -> dict[str, Any]:
+def env_case(steps: int, seed: int = 0, precision: str = "reference") -> dict[str, Any]:
     """One ``gym.make`` instance of ``mixed``: per-call seconds of each layer and phase."""
-    env = gym.make("tiergym/TieredMemory-v0", scenario="mixed")
+    env = gym.make("tiergym/TieredMemory-v0", scenario="mixed", precision=precision)
     env.action_space.seed(seed)
     acts = [env.action_space.sample() for _ in range(steps)]
     inner = env.unwrapped
@@ -370,6 +373,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=None, help="steps per pass (default 100)")
     ap.add_argument("--no-cxl", action="store_true", help="skip the cxl-spill case")
     ap.add_argument("--no-env", action="store_true", help="skip the single gym.make instance")
+    ap.add_argument(
+        "--precision",
+        choices=envs.model.PRECISIONS,
+        default="reference",
+        help='the model core\'s precision (docs/model.md, "Precision"); default reference',
+    )
     args = ap.parse_args()
     batch = 256 if args.quick else 4096
     steps = args.steps or (5 if args.quick else 100)
@@ -377,11 +386,13 @@ def main() -> None:
         f"# TierGym step profile ({platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores, numpy {np.__version__})\n"
     )
-    print_model_case("spr-a1000, 4 tenants", model_case(SCENARIO, batch, steps))
+    prec = args.precision
+    print(f"Precision: {prec}.\n")
+    print_model_case("spr-a1000, 4 tenants", model_case(SCENARIO, batch, steps, precision=prec))
     if not args.no_cxl:
-        print_model_case("cxl-spill", model_case("cxl-spill", batch, steps))
+        print_model_case("cxl-spill", model_case("cxl-spill", batch, steps, precision=prec))
     if not args.no_env:
-        print_env_case(env_case(200 if args.quick else 2000))
+        print_env_case(env_case(200 if args.quick else 2000, precision=prec))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     python benchmarks/trace_diff.py --before ../wt-before     # this checkout is "after"
     python benchmarks/trace_diff.py --before ../wt-before --rtol 1e-9
+    python benchmarks/trace_diff.py --before . --precision fast --rtol 1e-4 --atol 1e-6
 
 The companion of ``ab_speed.py`` for speed work, whose rule is that results do not
 change. Each checkout runs, in a fresh process with ``PYTHONPATH`` set to it, the
@@ -28,7 +29,10 @@ to NaN), and a difference in the sign of a zero is counted apart. With ``--rtol 
 they agree within a relative difference R, and the solver's residual (itself a
 relative error, at most the solver's tolerance) within an absolute difference R: the
 check for a change that reorders floating-point operations. It prints the number of
-arrays, how many differ and the largest differences.
+arrays, how many differ and the largest differences. ``--precision fast`` records the
+"after" checkout on the fast path (the "before" one on the reference): its traces
+part from the reference's after some steps where reclaim stops at a watermark
+(docs/model.md, "Precision"), so the comparison says how many arrays do.
 """
 
 from __future__ import annotations
@@ -80,9 +84,12 @@ def _arrays(prefix: str, obj: Any, out: dict[str, np.ndarray]) -> None:
         out[prefix] = np.array(obj)
 
 
-def record(path: str) -> None:
-    """Run every case of the docstring in this process and save its arrays to ``path``."""
+def record(path: str, precision: str = "reference") -> None:
+    """Run every case of the docstring in this process and save its arrays to ``path``
+    (the model core at ``precision``; the argument is passed only where it is not the
+    default, so that a checkout from before the setting records too)."""
     out: dict[str, np.ndarray] = {}
+    pk: dict[str, Any] = {} if precision == "reference" else {"precision": precision}
 
     def model(name: str, spec: Any, b: int, steps: int, kernel: Any = None) -> None:
         rng = np.random.default_rng(0)
@@ -93,13 +100,13 @@ def record(path: str) -> None:
             if i % 3 == 0:
                 w[: b // 2] = 0.0
             a = Action(w, rng.uniform(0, 2000, b) * (rng.uniform(size=b) > 0.2))
-            s, o = step(p, s, a)
+            s, o = step(p, s, a, **pk)
             if i % 7 == 0 or i == steps - 1:
                 _arrays(f"{name}/{i}/out", o, out)
                 _arrays(f"{name}/{i}/state", s, out)
 
     def single(name: str, steps: int, **kw: Any) -> None:
-        e = gym.make("tiergym/TieredMemory-v0", **kw)
+        e = gym.make("tiergym/TieredMemory-v0", **kw, **pk)
         e.reset(seed=3)
         e.action_space.seed(3)
         for i in range(steps):
@@ -112,7 +119,11 @@ def record(path: str) -> None:
 
     def vector(name: str, n: int, steps: int, **kw: Any) -> None:
         e = gym.make_vec(
-            "tiergym/TieredMemory-v0", num_envs=n, vectorization_mode="vector_entry_point", **kw
+            "tiergym/TieredMemory-v0",
+            num_envs=n,
+            vectorization_mode="vector_entry_point",
+            **kw,
+            **pk,
         )
         e.reset(seed=5)
         e.action_space.seed(5)
@@ -160,8 +171,11 @@ def record(path: str) -> None:
 RESIDUALS = ("solver_residual",)
 
 
-def compare(a_path: str, b_path: str, rtol: float = 0.0) -> int:
-    """Print how the two traces differ; the number of arrays that do (beyond ``rtol``)."""
+def compare(a_path: str, b_path: str, rtol: float = 0.0, atol: float = 0.0) -> int:
+    """Print how the two traces differ; the number of arrays that do (beyond ``rtol``, or
+    with ``atol`` beyond ``max(rtol * |x|, atol)``: relative differences of numbers below
+    ``atol / rtol`` taken on that scale)."""
+    floor = atol / rtol if (rtol and atol) else 0.0
     a, b = np.load(a_path), np.load(b_path)
     if set(a.files) != set(b.files):
         print(f"the traces hold different arrays: {sorted(set(a.files) ^ set(b.files))[:10]}")
@@ -176,12 +190,13 @@ def compare(a_path: str, b_path: str, rtol: float = 0.0) -> int:
             continue
         if x.dtype.kind != "f":
             if not np.array_equal(x, y):
-                print(f"differs: {k}")
+                if differ < 10:
+                    print(f"differs: {k}")
                 differ += 1
             continue
         if not np.array_equal(x, y, equal_nan=True):
             with np.errstate(invalid="ignore", divide="ignore"):
-                rel = np.abs(x - y) / np.maximum(np.abs(x), np.abs(y))
+                rel = np.abs(x - y) / np.maximum(np.maximum(np.abs(x), np.abs(y)), floor)
             rel = np.where((x == y) | (np.isnan(x) & np.isnan(y)), 0.0, rel)
             resid = any(r in k for r in RESIDUALS)
             gap = float(np.nanmax(np.abs(x - y) if resid else rel))
@@ -198,6 +213,7 @@ def compare(a_path: str, b_path: str, rtol: float = 0.0) -> int:
         elif not np.array_equal(np.signbit(x), np.signbit(y)):
             signs += 1
     tail = f", {within} more within {rtol:g}" if rtol else ""
+    tail += f" (or {atol:g} absolutely)" if floor else ""
     print(
         f"{len(a.files)} arrays: {differ} differ{tail} (largest relative difference {worst:.3g}; "
         f"the solver's residuals: largest absolute difference {worst_resid:.3g}), "
@@ -219,10 +235,24 @@ def main() -> None:
         help="agree within this relative difference (the solver's residual: absolute); "
         "default 0: bit for bit",
     )
+    ap.add_argument(
+        "--atol",
+        type=float,
+        default=0.0,
+        help="with --rtol: agree within max(rtol * |x|, atol) (a reward or a log near 0); "
+        "default 0",
+    )
+    ap.add_argument(
+        "--precision",
+        choices=("reference", "fast"),  # envs.model.PRECISIONS (not imported: "before" lacks it)
+        default="reference",
+        help='the model core\'s precision of the "after" checkout (docs/model.md, '
+        '"Precision"; "before" records the default); default reference',
+    )
     ap.add_argument("--record", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.record:
-        record(args.record)
+        record(args.record, args.precision)
         return
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
@@ -230,6 +260,8 @@ def main() -> None:
             root = Path(getattr(args, name)).resolve()
             path = str(Path(tmp) / f"{name}.npz")
             cmd = [sys.executable, str(Path(__file__).resolve()), "--before", "-", "--record", path]
+            if name == "after" and args.precision != "reference":
+                cmd += ["--precision", args.precision]
             env = {**os.environ, "PYTHONPATH": str(root)}
             done = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
             if done.returncode:
@@ -237,7 +269,7 @@ def main() -> None:
             if not done.stdout.strip().splitlines()[-1].startswith(str(root)):
                 sys.exit(f"{name}: imported envs from outside {root}")
             paths.append(path)
-        sys.exit(1 if compare(paths[0], paths[1], rtol=args.rtol) else 0)
+        sys.exit(1 if compare(paths[0], paths[1], rtol=args.rtol, atol=args.atol) else 0)
 
 
 if __name__ == "__main__":

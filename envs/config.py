@@ -19,7 +19,7 @@ from typing import Any
 
 from envs.families import SPLITS
 from envs.generator import check_chances
-from envs.model import KernelConfig
+from envs.model import PRECISIONS, KernelConfig
 from envs.spaces import ACTION_TYPES, OBSERVATIONS, REWARDS, TIERING_MODES, WEIGHTS
 
 __all__ = [
@@ -126,6 +126,14 @@ class EnvConfig:
         "([scenarios.md](scenarios.md#the-generator-gen--and-unseen--families)); other "
         "scenarios ignore it",
     )
+    precision: str = _arg(
+        "reference",
+        '`"reference"`',
+        '`"reference"` or `"fast"`: the model core\'s fixed point solved to 1e-8 (the '
+        "reference numbers, kept bit for bit) or to 1e-6 (fewer Newton iterations): a "
+        "step's metrics within 1e-4 relative (1e-6 absolute near 0) of the reference's "
+        "from the same state, a run's means within 1e-3 ([model.md](model.md#precision))",
+    )
 
     def __post_init__(self) -> None:
         """Each field's check (the one place it is written): a ``ValueError`` naming it."""
@@ -135,6 +143,7 @@ class EnvConfig:
             ("weights", WEIGHTS),
             ("action_type", ACTION_TYPES),
             ("observation", OBSERVATIONS),
+            ("precision", PRECISIONS),
         ):
             if getattr(self, name) not in choices:
                 raise ValueError(

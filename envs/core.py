@@ -114,6 +114,7 @@ class EnvParams:
     mode_table: dict[str, NDArray[Any]] | None = None  # kernel arrays of codec.modes (M,)
     reward_baseline: str | None = None  # the heuristic of the paired-seed twins
     twin: EnvParams | None = None  # the twins' environment: the heuristic's kernel, box actions
+    precision: str = "reference"  # the model core's (envs.model.PRECISIONS)
 
     @property
     def n_tenants(self) -> int:
@@ -196,6 +197,7 @@ def build_params(config: EnvConfig) -> EnvParams:
                 pool_size=c.pool_size,
                 tiering_modes=policy.tiering_modes,
                 observation=c.observation,
+                precision=c.precision,
             )
         )
     return EnvParams(
@@ -210,6 +212,7 @@ def build_params(config: EnvConfig) -> EnvParams:
         mode_table=kernel_arrays(mode_kernels(kern, modes)) if modes else None,
         reward_baseline=c.reward_baseline,
         twin=twin,
+        precision=c.precision,
     )
 
 
@@ -743,7 +746,7 @@ def step(
     if params.twin is None:
         if twin_action is not None:
             raise ValueError("twin_action: this environment has no reward_baseline")
-        model, out = model_step(inst, state.model, act, check=False)
+        model, out = model_step(inst, state.model, act, check=False, precision=params.precision)
     else:
         if twin_action is None or state.twin is None:
             raise ValueError(
@@ -761,7 +764,13 @@ def step(
             pair_params = cached[2]
         else:
             pair_params = inst.concat(tinst)
-        pair, pout = model_step(pair_params, state.model.concat(tw.model), both, check=False)
+        pair, pout = model_step(
+            pair_params,
+            state.model.concat(tw.model),
+            both,
+            check=False,
+            precision=params.precision,
+        )
         (model, tmodel), (out, tout) = pair.split(B), pout.split(B)
         tnew, tobs, _, tmetrics = _account(
             params.twin, tw, tmodel, tout, tact, tweights, tmode, None

@@ -83,19 +83,22 @@ from envs.scenario import (
     ZipfHotness,
     tenant_cpu_node,
 )
-from envs.solver import TOL as SOLVER_TOL
 from envs.solver import (
+    LANES,
+    WIDE_LANES,
     NodeCurves,
     SocketLinks,
     link_weights,
     lsum,
     solve_fixed_point,
 )
+from envs.solver import TOL as SOLVER_TOL
 from envs.solver import curve_rows as _curve_rows
 
 __all__ = [
     "BUCKET_EDGES",
     "LINE_BYTES",
+    "PRECISIONS",
     "Action",
     "KernelConfig",
     "Outputs",
@@ -113,6 +116,45 @@ BUCKET_EDGES = np.array([0.0, 0.001, 0.005, 0.02, 0.06, 0.15, 0.3, 0.6, 1.0])
 K_BUCKETS = len(BUCKET_EDGES) - 1
 _BUCKET_WIDTHS = np.diff(BUCKET_EDGES)[:, None]  # (K, 1) share of the working set per bucket
 _WIDTHS = np.ascontiguousarray(_BUCKET_WIDTHS[:, 0])  # (K,) the same, for the compiled phases
+
+#: The model core's precisions (:func:`step`'s ``precision``, the environment's argument of
+#: that name). ``"reference"``: the fixed point solved to the solver's tolerance
+#: (:data:`envs.solver.TOL`, 1e-8 relative error of Little's law), the numbers every
+#: release keeps bit for bit. ``"fast"``: the same float64 code with Newton stopped at
+#: :data:`FAST_SOLVER_TOL` (usually one Newton iteration fewer in a block); a step's
+#: metrics stay within :data:`FAST_RTOL` of the reference's
+#: (``tests/envs/test_precision.py``).
+PRECISIONS = ("reference", "fast")
+#: the fixed point's tolerance on the fast path (the residual: relative error of Little's law);
+#: the fast path also solves 64 elements side by side instead of 32
+#: (:data:`envs.solver.WIDE_LANES`: the same numbers, less waiting at this tolerance)
+FAST_SOLVER_TOL = 1e-6
+#: the documented tolerance of the fast path: every float of a step's outputs and new
+#: state (and the environments' rewards and observations), from the same state and
+#: action, within ``max(FAST_RTOL * |x|, FAST_ATOL)`` of the reference's ``x`` (the
+#: absolute bound for numbers near 0: a reward, a log); so is every step of a trajectory
+#: where no discontinuous mechanism fires (``tests/envs/test_precision.py``)
+FAST_RTOL = 1e-4
+FAST_ATOL = 1e-6
+#: the fast path's tolerance on a trajectory's means (throughput, normalised performance,
+#: latency over the batch and the run) where reclaim to a watermark fires: a difference
+#: of 1e-6 on either side of a watermark moves later demotions, so such a trajectory's
+#: per-step numbers part from the reference's (as the reference's own do when solved to
+#: 1e-10 instead of 1e-8) while its means stay close
+FAST_MEAN_RTOL = 1e-3
+
+
+def solver_tolerance(precision: str) -> float:
+    """The fixed point's tolerance of a precision of :data:`PRECISIONS`.
+
+    Raises:
+        ValueError: an unknown precision, named with the known ones.
+    """
+    if precision == "reference":
+        return SOLVER_TOL
+    if precision == "fast":
+        return FAST_SOLVER_TOL
+    raise ValueError(f"precision: got {precision!r}, expected one of {list(PRECISIONS)}")
 
 
 # --------------------------------------------------------------------------- configuration
@@ -1750,13 +1792,22 @@ def memory_events_high(tn: Tenants, charged: F64, total_use: F64) -> F64:
     return np.where(over, charged * (PAGES_PER_GIB / MEMCG_CHARGE_BATCH), 0.0)
 
 
-def step(params: Params, state: State, action: Action, check: bool = True) -> tuple[State, Outputs]:
+def step(
+    params: Params,
+    state: State,
+    action: Action,
+    check: bool = True,
+    precision: str = "reference",
+) -> tuple[State, Outputs]:
     """Advance every batch element by one interval; ``state`` is not modified.
 
     ``action`` is batch-first (see :class:`Action`); ``check=False`` skips its
-    validation (callers that built it themselves). The interval runs the
-    phases below in order, each a function of this module.
+    validation (callers that built it themselves). ``precision`` one of
+    :data:`PRECISIONS` (``"fast"``: the fixed point to :data:`FAST_SOLVER_TOL`). The
+    interval runs the phases below in order, each a function of this module.
     """
+    tol = solver_tolerance(precision)
+    lanes = WIDE_LANES if precision == "fast" else LANES
     if check:
         action = validate_action(params, action)
     p = params
@@ -1822,6 +1873,8 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
         links=links,
         random=rnd if p.flags["random"] else None,
         curve_rows=p.curve_rows,
+        tol=tol,
+        lanes=lanes,
     )
 
     # ---- outputs (batch-first: views of the batch-last arrays)
@@ -1863,7 +1916,7 @@ def step(params: Params, state: State, action: Action, check: bool = True) -> tu
             "total_throughput_gbps": total,
             "solver_residual": sol.residual,
             "solver_iterations": sol.iterations,
-            "solver_converged": sol.residual <= SOLVER_TOL,
+            "solver_converged": sol.residual <= tol,
             "tenant_memory_events_high": events_high.T,
         },
     )

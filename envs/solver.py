@@ -232,6 +232,12 @@ def lsum(x: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
 # array argument).
 
 _W = 32  # lanes: batch elements solved side by side
+#: the lanes of :func:`solve_fixed_point` by default (the reference precision's)
+LANES = _W
+#: the lanes of the fast precision (:mod:`envs.model`): its elements mostly take the same
+#: number of Newton iterations, so a wider block waits less for its slowest lane than at
+#: the reference's tolerance (the numbers are the same for any width)
+WIDE_LANES = 64
 _HOLD = 4  # a block with this many unfinished lanes or fewer sets them aside (stragglers)
 _PER_THREAD = 4  # blocks a thread solves at least, where the batch is split (set_threads)
 
@@ -1321,6 +1327,7 @@ def solve_fixed_point(
     links: SocketLinks | None = None,
     random: F64 | None = None,
     curve_rows: F64 | None = None,
+    lanes: int = LANES,
 ) -> Solution:
     """Solve every batch element's fixed point (arrays batch-last).
 
@@ -1333,7 +1340,9 @@ def solve_fixed_point(
     ``links`` the socket links (:class:`SocketLinks`; None: no limit);
     ``random`` (T, B) 1 for a tenant with random access (None: all sequential);
     ``curve_rows`` :func:`envs.solver.curve_rows` of ``nc``, where the caller keeps them
-    (``nc``'s fields are then not read).
+    (``nc``'s fields are then not read); ``lanes`` the elements solved side by side (a
+    block; at most the batch): a matter of speed alone, every element's numbers are the
+    same for any value (the fast precision of :mod:`envs.model` uses :data:`WIDE_LANES`).
 
     Each element: a warm start pulled back below 90% utilisation (kept where it already
     solves the problem), else a cold start at the zero-load demand scaled to 50%, halved
@@ -1343,6 +1352,8 @@ def solve_fixed_point(
     start and, if that fails too, by continuation: the bytes in flight raised in stages
     from 10% to 100%, each stage started from the last one's solution.
     """
+    if isinstance(lanes, bool) or not isinstance(lanes, int | np.integer) or lanes < 1:
+        raise ValueError(f"lanes: got {lanes!r}, expected an integer >= 1")
     tb, tnb, nb, ltb, lb = _pack(
         cap, compute, rfrac, share, remote, bg_rd, bg_wr, nc, links, random, curve_rows
     )
@@ -1355,11 +1366,11 @@ def solve_fixed_point(
     iters = np.empty(B, dtype=np.int64)
     args = (tb, tnb, nb, ltb, lb, xs, has_x0, float(tol), int(max_iter))
     threads = get_threads()
-    if threads > 1 and B >= _W * _PER_THREAD * threads and may_thread():  # a large batch
+    if threads > 1 and B >= lanes * _PER_THREAD * threads and may_thread():  # a large batch
         numba.set_num_threads(threads)
-        _solve_chunks(*args, out_t, out_n, out_l, out_b, iters, _W, threads)
+        _solve_chunks(*args, out_t, out_n, out_l, out_b, iters, lanes, threads)
     else:
-        _solve_batch(*args, out_t, out_n, out_l, out_b, iters, min(_W, B), 0, B)
+        _solve_batch(*args, out_t, out_n, out_l, out_b, iters, min(lanes, B), 0, B)
     sol = record(
         Solution,
         {
