@@ -154,6 +154,7 @@ class EnvSettings(_Strict):
     generator_chances: dict[str, Num()] | None = env_field(
         "generator_chances", "; training only, evaluation draws envs.generator.CHANCES"
     )
+    precision: Name | None = env_field("precision")
     base_policy: Name | NameList | None = Field(
         None, description="a heuristic (residual actions over it) or several (the agent mixes them)"
     )
