@@ -22,7 +22,8 @@ killed. Only the knobs of ``envs.host.KNOBS`` are ever written (never DAMON's tr
 
 A policy is a heuristic that can run on a host (the catalogue says which, what
 each reads and writes, and why the others cannot) or a trained run folder whose policy
-was trained on the host view (``observation="host"``, global weights; :class:`HostRun`). It refuses, with
+was trained on the host view (``observation="host"``, global weights; :class:`HostRun`),
+possibly as a residual over heuristics a host can run (run here on the host's counters). It refuses, with
 one line naming what is missing and exit code 2: a host without the knobs or counters the
 policy needs, a run trained on another layout or node count, ``--apply`` without
 permission to write, and any bad flag. Exit code 1: the kernel refused some write (each
