@@ -22,7 +22,8 @@ killed. Only the knobs of ``envs.host.KNOBS`` are ever written (never DAMON's tr
 
 A policy is a heuristic that can run on a host (the catalogue says which, what
 each reads and writes, and why the others cannot) or a trained run folder whose policy
-was trained on the host view (``observation="host"``, global weights; :class:`HostRun`). It refuses, with
+was trained on the host view (``observation="host"``, global weights; :class:`HostRun`),
+possibly as a residual over heuristics a host can run (run here on the host's counters). It refuses, with
 one line naming what is missing and exit code 2: a host without the knobs or counters the
 policy needs, a run trained on another layout or node count, ``--apply`` without
 permission to write, and any bad flag. Exit code 1: the kernel refused some write (each
@@ -49,7 +50,7 @@ from agents.evaluation import load_policy
 from baselines import catalogue, make_policy
 from baselines.catalogue import HostRole
 from baselines.policies import HeuristicPolicy
-from envs.core import EnvParams, Hardware
+from envs.core import EnvParams, Hardware, kernel_config
 from envs.host import (
     INPUTS,
     NUMA_BALANCING,
@@ -63,12 +64,11 @@ from envs.host import (
     KnobRefusal,
     KnobWrite,
     host_view,
-    host_view_size,
     knob_kind,
     restore,
 )
 from envs.kernel import gcd_reduce
-from envs.spaces import ActionCodec
+from envs.spaces import ActionCodec, ObservationEncoder
 
 __all__ = ["main"]
 
@@ -91,18 +91,27 @@ class _HostPool:
     node_names: tuple[str, ...]
 
 
-def host_params(kernel: Any, machine: HostMachine, tenants: int = 1) -> EnvParams:
+def host_params(
+    kernel: Any,
+    machine: HostMachine,
+    tenants: int = 1,
+    codec: ActionCodec | None = None,
+    encoder: ObservationEncoder | None = None,
+) -> EnvParams:
     """Environment parameters a heuristic binds to on a host: global box weights over the
     host's nodes and ``tenants`` slots. A heuristic reads only the codec, the node count
-    and names and the tenant slots of its parameters, so no scenario pool is built."""
+    and names and the tenant slots of its parameters, so no scenario pool is built.
+
+    ``codec`` and ``encoder`` (a trained run's, :class:`HostRun`) replace the plain global
+    codec and the missing encoder: what the agent's view checks its spaces against."""
     n = machine.n_nodes
     return EnvParams(
         family=cast(Any, None),
         split="host",
         pool=cast(Any, _HostPool(tenants, n, machine.node_names)),
         kernel=kernel,
-        codec=ActionCodec(tenants, n, "global", "box"),
-        encoder=cast(Any, None),
+        codec=codec if codec is not None else ActionCodec(tenants, n, "global", "box"),
+        encoder=cast(Any, encoder),
         reward="log-geomean",
         jitter=0.0,
     )
@@ -189,8 +198,15 @@ class HostRun:
     of what a host shows; a run trained on the simulator's other layouts reads what a
     host does not expose (tenant performance, per-node latency, tenant descriptors). The
     run must also use global weights (no mainline interface sets a process's weights),
-    tiering modes among :data:`HOST_MODES`, no residual base policy nor node padding, and
-    the host's node count. ``--cgroups`` fill its tenant slots in order.
+    tiering modes among :data:`HOST_MODES`, no node padding, and the host's node count.
+    ``--cgroups`` fill its tenant slots in order.
+
+    A run trained as a residual over base heuristics (``base_policy``,
+    :mod:`agents.view`) runs its bases here on the host's counters (:func:`host_info`,
+    as ``--policy HEURISTIC`` does) and adds its residual with the view's own code
+    (:class:`agents.view.LearnedPolicy`, what evaluation runs): each base must be a
+    heuristic a host can run, and its inputs are checked like a heuristic's
+    (:attr:`inputs`).
 
     Raises:
         DeployError: any of these does not hold (one line naming it).
@@ -220,46 +236,101 @@ class HostRun:
                 f"{where}: picks tiering modes {bad}, which are not mainline knobs "
                 f"(a host offers {list(HOST_MODES)})"
             )
-        if getattr(policy, "agent", None) is not None and policy.agent.active:
+        agent = policy.agent
+        if agent.pad_nodes is not None:
             raise DeployError(
-                f"{where}: a residual over a base policy or a padded node view; deploy runs "
-                "policies on the plain host view"
+                f"{where}: a padded node view (pad_nodes={agent.pad_nodes}); deploy runs "
+                "policies on the host's own nodes"
             )
+        #: what the bases read (names of envs.host.INPUTS), beside the host view
+        self.inputs: tuple[str, ...] = ()
+        for base in agent.names:
+            role = catalogue.host_role(base)
+            if role.refused is not None:
+                raise DeployError(
+                    f"{where}: base policy {base} cannot run on a host: {role.refused}"
+                )
+            if "auto" in role.knobs and role.fallback is not None:
+                role = role.fallback  # the residual adjusts the weights: written per node
+            self.inputs += tuple(i for i in role.inputs if i not in self.inputs)
         model = policy.model
         T = int(env.get("max_tenants") or 0)
         n_obs = int(model.observation_space.shape[0])
-        nodes = (n_obs - 3 * T - 3) // 2
-        if T < 1 or host_view_size(T, nodes) != n_obs:
+        kernel = kernel_config(env.get("kernel"))
+        kind = str(env.get("action_type", "box"))
+        top = float(env.get("max_promote_mbps", 65536.0))
+
+        def params(nodes: int) -> EnvParams:
+            """The run's spaces on a host of ``nodes`` nodes: its host view of ``T`` slots;
+            its global weights (the same layout for any slots) bound, like a heuristic's,
+            with the machine as one tenant (:func:`host_info`)."""
+            codec = ActionCodec(1, nodes, "global", kind, top, modes)
+            return host_params(
+                kernel, _resized(machine, nodes), 1, codec, ObservationEncoder(T, nodes, "host")
+            )
+
+        def fits(nodes: int) -> bool:
+            try:
+                return agent.spaces(params(nodes))[0].shape == (n_obs,)
+            except ValueError:
+                return False
+
+        trained = [n for n in range(1, _MAX_NODES + 1) if T >= 1 and fits(n)]
+        if not trained:
             raise DeployError(f"{where}: an observation of {n_obs} entries is not a host view")
-        if nodes != machine.n_nodes:
+        if machine.n_nodes not in trained:
             raise DeployError(
-                f"{where}: trained on machines of {nodes} nodes; this host has "
+                f"{where}: trained on machines of {trained[0]} nodes; this host has "
                 f"{machine.n_nodes} {list(machine.node_names)}"
             )
         if n_cgroups > T:
             raise DeployError(f"--cgroups: {n_cgroups} cgroups for a policy of {T} tenant slots")
-        self.model, self.T, self.machine = model, T, machine
-        self.codec = ActionCodec(
-            T,
-            nodes,
-            "global",
-            str(env.get("action_type", "box")),
-            float(env.get("max_promote_mbps", 65536.0)),
-            modes,
-        )
-        kernel = env.get("kernel") or {}
-        self.demotion = bool(kernel.get("demotion", True)) if isinstance(kernel, dict) else True
+        self.policy, self.model, self.T, self.machine = policy, model, T, machine
+        self.params = params(machine.n_nodes)
+        self.codec = self.params.codec
+        self.hw = host_hardware(machine)
+        if agent.active:
+            try:  # the model's spaces on this host, then the bases bound to it
+                policy.bind(self.params, 1)
+            except ValueError as exc:
+                raise DeployError(f"{where}: {_one_line(exc)}") from None
+            policy.observe(None, self.hw)
+        self.demotion = bool(kernel.demotion)
         self.name = path
 
+    def action(self, snap: HostSnapshot, first: bool) -> np.ndarray:
+        """The environment action (1, size) the run takes on ``snap``: the model's on the
+        host view, or with bases the residual over them, exactly as in the simulator
+        (:meth:`agents.view.LearnedPolicy.predict`; the bases observe the interval's
+        counters, not at the first read)."""
+        obs = host_view(snap, self.machine.is_slow, self.T)[None]
+        if self.policy.agent.active:
+            if not first:
+                self.policy.observe(host_info(snap), self.hw)
+            act, _ = self.policy.predict(obs, episode_start=np.array([first]), deterministic=True)
+        else:
+            act, _ = self.model.predict(obs, deterministic=True)
+        return np.asarray(act).reshape(1, -1)
+
     def decide(self, snap: HostSnapshot, first: bool) -> Decision:
-        """The model's action on the host view of ``snap``."""
-        obs = host_view(snap, self.machine.is_slow, self.T)
-        act, _ = self.model.predict(obs[None], deterministic=True)
-        a = np.asarray(act).reshape(1, -1)
+        """The run's :meth:`action` on ``snap`` as knob values."""
+        a = self.action(snap, first)
         model, w = self.codec.decode(a)
         mode = self.codec.modes[int(self.codec.decode_mode(a)[0])] if self.codec.modes else None
         demotion = False if mode == "no-demotion" else self.demotion
         return Decision(w[0, 0].astype(np.int64), float(model.promote_mbps[0]), demotion)
+
+
+#: The most nodes a run's layout is matched against (:class:`HostRun`).
+_MAX_NODES = 64
+
+
+def _resized(machine: HostMachine, nodes: int) -> HostMachine:
+    """``machine`` if it has ``nodes`` nodes, else a stand-in of that many (only the node
+    count and names are read while a run's trained node count is sought)."""
+    if nodes == machine.n_nodes:
+        return machine
+    return cast(Any, _HostPool(1, nodes, tuple(str(i) for i in range(nodes))))
 
 
 def role_of(spec: str) -> HostRole:
@@ -540,10 +611,8 @@ def make_host_policy(
     machine = reader.machine()
     if Path(spec).exists() and not spec.startswith("static:"):
         run = HostRun(spec, machine, len(reader.cgroups))
-        if reader.cgroups:
-            run_role = dataclasses.replace(RUN_ROLE, inputs=(*RUN_ROLE.inputs, "cgroup-usage"))
-        else:
-            run_role = RUN_ROLE
+        inputs = (*RUN_ROLE.inputs, *("cgroup-usage",)[: bool(reader.cgroups)], *run.inputs)
+        run_role = dataclasses.replace(RUN_ROLE, inputs=tuple(dict.fromkeys(inputs)))
         return run, check_host(spec, run_role, reader, writer, knobs)[1]
     role = role_of(spec)
     role, files = check_host(spec, role, reader, writer, knobs)

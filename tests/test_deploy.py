@@ -702,3 +702,180 @@ def test_evaluate_main_with_a_host_view_run(
     policies = list(dict.fromkeys(r["policy"] for r in doc["records"]))
     assert policies == ["hosted", *catalogue.names(host=True)]
     assert "hosted" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- residual runs
+
+#: the residual the built model adds (its action head's bias): more DRAM weight, less CXL
+#: weight, a lower promotion rate, and the tiering-mode entry past no-demotion's threshold
+RESIDUAL_BIAS = (0.1, -0.1, -0.4, 1.2)
+
+
+def make_residual_run(
+    tmp_path: Path,
+    name: str,
+    base: str = "bw-aware-interleave",
+    recorded_base: str | None = None,
+    bias: tuple[float, ...] = RESIDUAL_BIAS,
+    **settings: Any,
+) -> Path:
+    """A run folder of a freshly built PPO model in the agent's view: the host view, global
+    weights, the host's tiering modes, a residual over ``base`` (its spaces; the run
+    records ``recorded_base`` instead when given). Its action head's bias is ``bias``, so
+    its residual is far from zero and the decision differs from the base's."""
+    import torch
+    from stable_baselines3 import PPO
+
+    from agents import persist
+    from agents.view.vec_env import make_training_vec_env
+    from envs import core
+
+    run_dir = tmp_path / name
+    run_dir.mkdir()
+    env = core.make_params(
+        "colocation", pool_size=8, observation="host", weights="global",
+        tiering_modes=["default", "no-demotion"], **settings,
+    ).env_kwargs()  # fmt: skip
+    venv = make_training_vec_env(2, {**env, "pool_size": 8, "base_policy": base})
+    model = PPO("MlpPolicy", venv, n_steps=8, batch_size=16, device="cpu", seed=0)
+    head = model.policy.action_net
+    assert isinstance(head, torch.nn.Linear) and head.bias is not None
+    with torch.no_grad():
+        head.bias.copy_(torch.tensor(bias))
+    env = {**env, "base_policy": recorded_base or base}
+    meta = {"algo": "ppo", "policy": "MlpPolicy", "hyperparams": {"n_steps": 8, "batch_size": 16},
+            "normalize_reward": False, "env": env, "seed": 0}  # fmt: skip
+    persist.write_model(run_dir / "model.zip", model, meta, 0)
+    (run_dir / "tiergym.json").write_text(json.dumps({"algo": "ppo", "env": env, "seed": 0}))
+    return run_dir
+
+
+def view_decisions(run_dir: Path, snaps: list[Any], machine: Any) -> list[deploy.Decision]:
+    """What the simulator's agent view decides on the host view of ``snaps`` (in order):
+    the run's view bound to the simulator's own parameters of its settings, its base
+    observing each snapshot's counters (not the first), the residual applied, the action
+    decoded by the simulator's codec."""
+    import numpy as np
+
+    from agents.config.view import environment_config
+    from agents.evaluation import load_policy
+    from agents.view import make_interface
+    from envs import core
+    from envs.host import host_view
+
+    policy, env = load_policy(str(run_dir))
+    trained = json.loads((run_dir / "tiergym.json").read_text())["env"]  # its scenario
+    params = core.make_params(**{**environment_config(trained).given(), "pool_size": 8})
+    codec = params.codec
+    agent = make_interface(env)
+    assert agent.names == ["bw-aware-interleave"]
+    agent.bind(params, 1)
+    hw = deploy.host_hardware(machine)
+    agent.observe(None, hw)
+    out = []
+    for i, snap in enumerate(snaps):
+        if i:
+            agent.observe(deploy.host_info(snap), hw)
+        obs = host_view(snap, machine.is_slow, params.encoder.T)[None]
+        base = agent.decide(obs, np.array([i == 0]))
+        act, _ = policy.model.predict(agent.obs_to_agent(obs, base), deterministic=True)
+        a = agent.action_to_env(base, act)
+        model_action, w = codec.decode(a)
+        mode = codec.modes[int(codec.decode_mode(a)[0])]
+        out.append(
+            deploy.Decision(
+                w[0, 0].astype(np.int64), float(model_action.promote_mbps[0]), mode == "default"
+            )
+        )
+    return out
+
+
+def _same(a: deploy.Decision, b: deploy.Decision) -> bool:
+    return (
+        a.weights.tolist() == b.weights.tolist()
+        and a.rate_mbps == pytest.approx(b.rate_mbps, rel=1e-6)
+        and a.demotion == b.demotion
+        and a.auto == b.auto
+    )
+
+
+def test_a_residual_run_decides_what_the_simulators_view_decides(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A residual over ``bw-aware-interleave`` (host view, global weights) in a dry run:
+    its base runs on the host's counters and its residual is added by the view's code, so
+    each interval's writes are those of the decision the simulator's agent view takes on
+    the same host view and counters, and they differ from the base heuristic's alone; no
+    byte changes. A replay over snapshots whose MBM bandwidth grows (the base offloads
+    part of it to CXL) matches the view's decisions too."""
+    from envs.host import HostWriter
+
+    run_dir = make_residual_run(tmp_path, "run")
+    root = host(tmp_path / "h", mbm_bytes=[0, 0])
+    before = tree(root)
+    code, lines, err = run(
+        ["--policy", str(run_dir), "--root", str(root), "--steps", "2", "--interval", "0.01"],
+        capsys,
+    )
+    assert code == 0 and err == [], err
+    assert tree(root) == before
+    reader = HostReader(root)
+    machine = reader.machine()
+    snaps = [reader.read(), reader.read()]  # a static tree: what each interval read
+    want = view_decisions(run_dir, snaps, machine)
+    writer = HostWriter(root)
+    for line, d, snap in zip(lines[1:], want, snaps, strict=True):
+        plan = writer.plan(deploy.host_action(d, snap.knobs, snap.node_ids), snap.knobs)
+        assert line.rsplit(" | ", 1)[1] == deploy._writes("would write", plan), line
+    assert not want[0].demotion  # the residual's mode entry: no-demotion, the base's default
+    # the base alone decides otherwise (the residual is not dropped)
+    alone = deploy.HostHeuristic(
+        "bw-aware-interleave", catalogue.host_role("bw-aware-interleave"), machine
+    )
+    assert not any(
+        _same(alone.decide(s, first=i == 0), d)
+        for i, (s, d) in enumerate(zip(snaps, want, strict=True))
+    )
+
+    rec = tmp_path / "rec"
+    for i, gb in enumerate([0, 600, 1120]):  # 300 then 260 GB/s over 2 s: DRAM gives 250
+        host(rec / f"snap{i + 1}", mbm_bytes=[gb * 10**9, 0], uptime_s=100.0 + 2.0 * i)
+    code, lines, err = run(["--policy", str(run_dir), "--replay", str(rec)], capsys)
+    assert code == 0 and err == [] and len(lines) == 4, err
+    reader = HostReader(rec / "snap1", clock=iter([100.0, 102.0, 104.0]).__next__)
+    snaps = []
+    for i in range(3):
+        reader.root = rec / f"snap{i + 1}"
+        snaps.append(reader.read())
+    assert snaps[2].bandwidth_gbps == pytest.approx(260.0)
+    want = view_decisions(run_dir, snaps, machine)
+    policy = deploy.HostRun(str(run_dir), machine, 0)
+    got = [policy.decide(s, first=i == 0) for i, s in enumerate(snaps)]
+    assert all(_same(g, w) for g, w in zip(got, want, strict=True)), (got, want)
+    assert len({tuple(d.weights.tolist()) for d in want}) == 3, want  # the base moves
+    for line, d, snap, i in zip(lines[1:], want, snaps, range(3), strict=True):
+        plan = HostWriter(rec / f"snap{i + 1}").plan(
+            deploy.host_action(d, snap.knobs, snap.node_ids), snap.knobs, unknown="?"
+        )
+        assert line.endswith(deploy._writes("policy would write", plan)), line
+
+
+@pytest.mark.parametrize(
+    ("recorded", "tree_kw", "message"),
+    [
+        ("memcg-fair", {"mbm_bytes": [0, 0]}, "base policy memcg-fair cannot run on a host"),
+        ("bw-aware-interleave", {}, "needs what this host does not expose: mbm"),
+    ],
+)
+def test_residual_runs_a_host_cannot_run_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], recorded: str, tree_kw: dict, message: str
+) -> None:
+    """A residual over a base a host cannot run, or on a host without what its base reads
+    (bw-aware-interleave: resctrl MBM), is refused in one line; no byte changes."""
+    run_dir = make_residual_run(tmp_path, "run", recorded_base=recorded)
+    root = host(tmp_path / "h", **tree_kw)
+    before = tree(root)
+    code, lines, err = run(["--policy", str(run_dir), "--root", str(root), "--steps", "1"], capsys)
+    assert code == 2 and lines == [] and len(err) == 1, err
+    assert message in err[0], err[0]
+    assert tree(root) == before

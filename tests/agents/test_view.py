@@ -681,3 +681,42 @@ def test_mixing_shares_and_gate() -> None:
     hard = mix_bases(base, np.array([[0, 0, 0, 0.5, 0.5], [0, 0, 0, -0.2, 0.0]]), "hard", listed)
     assert hard.share is not None and hard.share.tolist() == [[0, 1, 0], [1, 0, 0]]
     assert mix_bases(None, action, "soft", listed).share is None
+
+
+def test_zero_residual_on_the_host_view_with_global_weights_is_the_base() -> None:
+    """What ``deploy.py`` runs as a residual (issue #51): the host view, one global weight
+    vector and the host's tiering modes. The agent observes the host view then the base's
+    action; the zero residual over each host heuristic of the default kernel scores exactly
+    what the heuristic scores with global weights, and a residual moves the score."""
+    from envs.host import host_view_size
+
+    host = {"observation": "host", "weights": "global", "tiering_modes": ["default", "no-demotion"]}
+    params = core.make_params("colocation", split="test", pool_size=8, **host)
+    for name in ["bw-aware-interleave", "weighted-interleave", "numa-tiering", "dram-first"]:
+        kw = {**host, "base_policy": name}
+        obs_space, act_space = agent_spaces(params, name)
+        T, N = params.encoder.T, params.n_nodes
+        assert obs_space.shape == (host_view_size(T, N) + params.codec.size,)
+        assert act_space.shape == (N + 2,)  # one weight row, the rate, the mode
+        pol = LearnedPolicy(ZeroModel(obs_space, act_space), kw, "zero", "test")
+        residual = _geomeans(rollout(pol, "colocation", 4, seed=3, env_kwargs=kw))
+        native = _geomeans(rollout(name, "colocation", 4, seed=3, env_kwargs={"weights": "global"}))
+        assert residual == native, name
+
+    class Push(ZeroModel):  # more CXL weight for every tenant (the one global row)
+        def predict(self, obs, state=None, episode_start=None, deterministic=True):
+            a = np.zeros((obs.shape[0], self.action_space.shape[0]), np.float32)
+            a[:, 1] = 1.0
+            return a, state
+
+    kw = {**host, "base_policy": "bw-aware-interleave"}
+    pushed = LearnedPolicy(Push(*agent_spaces(params, "bw-aware-interleave")), kw, "p", "t")
+    moved = np.mean(_geomeans(rollout(pushed, "colocation", 4, seed=3, env_kwargs=kw)))
+    base = np.mean(
+        _geomeans(
+            rollout(
+                "bw-aware-interleave", "colocation", 4, seed=3, env_kwargs={"weights": "global"}
+            )
+        )
+    )
+    assert abs(moved - base) > 0.005
