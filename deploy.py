@@ -275,12 +275,13 @@ class HostRun:
             except ValueError:
                 return False
 
-        trained = [n for n in range(1, _MAX_NODES + 1) if T >= 1 and fits(n)]
-        if not trained:
-            raise DeployError(f"{where}: an observation of {n_obs} entries is not a host view")
-        if machine.n_nodes not in trained:
+        if not (T >= 1 and machine.n_nodes <= _MAX_NODES and fits(machine.n_nodes)):
+            # the trained node count is sought only to say what it was
+            trained = next((n for n in range(1, _MAX_NODES + 1) if T >= 1 and fits(n)), None)
+            if trained is None:
+                raise DeployError(f"{where}: an observation of {n_obs} entries is not a host view")
             raise DeployError(
-                f"{where}: trained on machines of {trained[0]} nodes; this host has "
+                f"{where}: trained on machines of {trained} nodes; this host has "
                 f"{machine.n_nodes} {list(machine.node_names)}"
             )
         if n_cgroups > T:
@@ -611,7 +612,8 @@ def make_host_policy(
     machine = reader.machine()
     if Path(spec).exists() and not spec.startswith("static:"):
         run = HostRun(spec, machine, len(reader.cgroups))
-        inputs = (*RUN_ROLE.inputs, *("cgroup-usage",)[: bool(reader.cgroups)], *run.inputs)
+        cgroup = ("cgroup-usage",) if reader.cgroups else ()
+        inputs = (*RUN_ROLE.inputs, *cgroup, *run.inputs)
         run_role = dataclasses.replace(RUN_ROLE, inputs=tuple(dict.fromkeys(inputs)))
         return run, check_host(spec, run_role, reader, writer, knobs)[1]
     role = role_of(spec)
