@@ -159,7 +159,7 @@ def test_the_budget_lives_in_the_recipe(tmp_path: Path) -> None:
     root = {"runs_root": tmp_path}
     default = resolve(RunOptions(**root))
     assert default.recipe.name == "ppo-finetune"
-    assert default.recipe.trainers == ["imitation", "ppo"] and default.total_timesteps == 2_097_152
+    assert default.recipe.trainers == ["imitation", "ppo"] and default.total_timesteps == 1_048_576
     assert resolve(RunOptions(recipe="imitation", **root)).recipe.rl is None
     written = load_recipe("ppo-finetune")[0].imitation
     assert default.recipe.imitation == written  # the recipe's phase, whole
