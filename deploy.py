@@ -51,6 +51,7 @@ from baselines import catalogue, make_policy
 from baselines.catalogue import HostRole
 from baselines.policies import HeuristicPolicy
 from envs.core import EnvParams, Hardware, kernel_config
+from envs.errors import one_line, report_error
 from envs.host import (
     INPUTS,
     NUMA_BALANCING,
@@ -216,7 +217,7 @@ class HostRun:
         try:
             policy, env = load_policy(path)
         except ValueError as exc:
-            raise DeployError(f"--policy {path!r}: {_one_line(exc)}") from None
+            raise DeployError(f"--policy {path!r}: {one_line(exc)}") from None
         where = f"--policy {path!r}"
         layout = env.get("observation", "full")
         if layout != "host":
@@ -294,7 +295,7 @@ class HostRun:
             try:  # the model's spaces on this host, then the bases bound to it
                 policy.bind(self.params, 1)
             except ValueError as exc:
-                raise DeployError(f"{where}: {_one_line(exc)}") from None
+                raise DeployError(f"{where}: {one_line(exc)}") from None
             policy.observe(None, self.hw)
         self.demotion = bool(kernel.demotion)
         self.name = path
@@ -430,10 +431,6 @@ def host_action(d: Decision, knobs: dict[str, str], nodes: Sequence[int]) -> Hos
 
 
 # =============================================================================== printing
-
-
-def _one_line(exc: BaseException) -> str:
-    return "; ".join(x.strip() for x in str(exc).splitlines() if x.strip())
 
 
 def _label(path: str) -> str:
@@ -621,7 +618,7 @@ def make_host_policy(
     try:
         return HostHeuristic(spec, role, machine), files
     except ValueError as exc:
-        raise DeployError(f"--policy {spec}: {_one_line(exc)}") from None
+        raise DeployError(f"--policy {spec}: {one_line(exc)}") from None
 
 
 def run_live(opts: Options, out: Callable[[str], None]) -> int:
@@ -725,7 +722,7 @@ def run_replay(opts: Options, out: Callable[[str], None]) -> int:
         try:
             snap = reader.read()
         except HostError as exc:
-            raise DeployError(f"--replay snapshot {snap_dir.name}: {_one_line(exc)}") from None
+            raise DeployError(f"--replay snapshot {snap_dir.name}: {one_line(exc)}") from None
         d = policy.decide(snap, first=i == 0)
         plan = HostWriter(snap_dir, opts.cgroups).plan(
             host_action(d, snap.knobs, snap.node_ids), snap.knobs, unknown="?"
@@ -750,8 +747,7 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] | None = 
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
     except (DeployError, HostError) as exc:
-        print(f"deploy.py: error: {_one_line(exc)}", file=sys.stderr)
-        return 2
+        return report_error(exc, "deploy.py")
 
 
 if __name__ == "__main__":

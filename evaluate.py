@@ -52,6 +52,7 @@ from agents.config.run import HOST_REFERENCES, NO_REFERENCES
 from agents.distributed import ray_runner  # --workers / --ray-address: Ray tasks
 from agents.evaluation import check_output_dir, leaderboard_text, load_policy, run_comparison
 from baselines import catalogue
+from envs.errors import report_error
 from envs.generator import expand_family_names
 from envs.jit import get_threads
 
@@ -116,11 +117,6 @@ def with_references(
     return loaded + [r for r in extra if r not in given]
 
 
-def one_line(exc: BaseException) -> str:
-    """An error message on one line (a multi-line one joined with '; ')."""
-    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-
-
 def main(argv: list[str] | None = None) -> int:
     """Parse the arguments, run the comparison and print its tables; the exit code."""
     argv = sys.argv[1:] if argv is None else argv
@@ -144,9 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     except SystemExit as exc:  # --help (0) or a one-line argparse error (2)
         return exc.code if isinstance(exc.code, int) else 2
-    except ValueError as exc:
-        print(f"error: {one_line(exc)}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # one line (TIERGYM_TRACEBACK=1: the traceback too)
+        return report_error(exc)
     print(report.markdown_table(summary, metric=args.metric))
     print()
     print(leaderboard_text(summary), end="")

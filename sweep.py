@@ -28,6 +28,7 @@ import sys
 from agents.config import SweepOptions
 from agents.config.flags import flag_parser, parse_flags
 from agents.sweep.run import run_sweep
+from envs.errors import report_error
 from envs.jit import get_threads
 
 
@@ -46,9 +47,8 @@ def main(argv: list[str] | None = None) -> int:
                            address=args.ray_address, show_progress=not args.no_progress)  # fmt: skip
     except SystemExit as exc:  # --help (0) or a one-line argparse error (2)
         return exc.code if isinstance(exc.code, int) else 2
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # one line (TIERGYM_TRACEBACK=1: the traceback too)
+        return report_error(exc)
     print()
     print(result["markdown"])
     best = result["best"]

@@ -27,6 +27,7 @@ from agents.config.flags import flag_parser, parse_flags
 from agents.config.load import load_recipe, recipe_names
 from agents.interrupts import Interrupted, InterruptGuard
 from agents.trainer import run
+from envs.errors import report_error
 from envs.jit import get_threads
 
 
@@ -57,12 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     except Interrupted:
         guard.report()
-    except (TrainingError, ValueError) as exc:
-        print(
-            f"error: {'; '.join(x.strip() for x in str(exc).splitlines() if x.strip())}",
-            file=sys.stderr,
-        )
-        return 2
+    except (TrainingError, ValueError) as exc:  # one line (TIERGYM_TRACEBACK=1: the traceback too)
+        return report_error(exc)
     finally:
         guard.release()
     return 0

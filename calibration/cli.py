@@ -27,6 +27,7 @@ from calibration.fit import fit
 from calibration.presets import write_presets
 from calibration.probe import ProbeError, probe
 from calibration.report import write_report
+from envs.errors import report_error
 
 __all__ = ["main"]
 
@@ -60,8 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         series = load_series(args.data)
     except CalibrationDataError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report_error(exc)
     if args.report:
         print(f"wrote {write_report(args.data)}")
         return 0
@@ -95,8 +95,7 @@ def _probe_main(argv: list[str]) -> int:
     try:
         text, host = probe(args.root, args.output, args.snapshot, args.name)
     except (ProbeError, OSError) as exc:
-        print(f"error: {_one_line(exc)}", file=sys.stderr)
-        return 2
+        return report_error(exc)
     if args.output is None:
         sys.stdout.write(text)
     else:
@@ -105,12 +104,6 @@ def _probe_main(argv: list[str]) -> int:
     if args.snapshot is not None:
         print(f"copied the files read to {args.snapshot}")
     return 0
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return "; ".join(lines)
 
 
 def _subcommand(name: str, argv: list[str]) -> int:

@@ -53,6 +53,7 @@ import yaml
 from numpy.typing import NDArray
 
 from calibration.data import F64
+from envs.errors import report_error
 from envs.kernel import LINE_BYTES
 from envs.model import BUCKET_EDGES
 from envs.scenario import ScenarioError, hardware_presets, load_scenario
@@ -641,8 +642,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(args)
     except DamonError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report_error(exc)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -44,6 +44,7 @@ from calibration.fit import INITIAL, PARAMETERS, fit_memory, hardware_with, thet
 from calibration.metrics import MixMetrics, memory_metrics, pooled_median
 from calibration.presets import a1000_2s_hardware, a1000_hardware, rounded
 from calibration.probe import ProbeError, machine_yaml, parse_cpulist
+from envs.errors import report_error
 from envs.hardware import mix_peak
 from envs.scenario import ScenarioError, hardware_presets, load_hardware
 
@@ -602,8 +603,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(args)
     except (MLCError, ProbeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report_error(exc)
 
 
 def _run(args: argparse.Namespace) -> int:
