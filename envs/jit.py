@@ -14,6 +14,11 @@ inlines a helper of :mod:`envs.kernel` would keep the helper's old code after an
 edit of that file. The cache here (the kernels' and the ufuncs') is keyed on the
 contents of every module listed in ``COMPILED`` instead, so an edit of any of them
 compiles all of them afresh.
+
+Processes that share a cache compile each signature once between them: on a miss a
+process takes the signature's file lock (``flock``) and looks again, and compiles only
+if no other process saved it meanwhile (the test suite's workers, the labelling
+workers of :mod:`agents.imitation`, start together and meet the same functions).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import contextlib
 import functools
 import hashlib
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -81,14 +87,91 @@ class _Impl(CompileResultCacheImpl):
     _locator_classes = [_Locator, _UserLocator]  # noqa: RUF012 (numba's own attribute)
 
 
+try:  # POSIX; elsewhere each process compiles what it misses, as numba's own cache does
+    import fcntl
+except ImportError:  # pragma: no cover (Windows)
+    fcntl = None  # type: ignore[assignment]
+
+#: Seconds a process waits for another's compile of the same function before compiling it
+#: itself (the longest compile, the solver's kernel, takes about a minute on one core).
+COMPILE_WAIT_S = 300.0
+
+
 class _Cache(FunctionCache):
+    """numba's function cache, each function compiled by one process at a time across
+    the processes that share the cache: on a miss the process takes the function's file
+    lock and looks again; it compiles only if no other process saved that signature
+    meanwhile, and lets go once it has saved it (or its compile failed). One lock per
+    function, not per signature: numba numbers a function's data files from its index,
+    and two processes saving two signatures of it at once could both take a number."""
+
     _impl_class = _Impl
+
+    def __init__(self, py_func: Callable[..., Any]) -> None:
+        super().__init__(py_func)
+        self._lockfile: Any = None  # open and locked while this process compiles
+
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        got = super().load_overload(sig, target_context)
+        if got is not None or self._lockfile is not None or fcntl is None:
+            return got
+        self._lockfile = _lock(Path(self._cache_path) / f"{self._impl.filename_base}.lock")
+        if self._lockfile is None:
+            return None
+        got = super().load_overload(sig, target_context)  # saved while this one waited
+        if got is not None:
+            self.release()
+        return got
+
+    def save_overload(self, sig: Any, data: Any) -> None:
+        try:
+            super().save_overload(sig, data)
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        """Let go of the function's lock, if this process holds it."""
+        if self._lockfile is not None:
+            self._lockfile.close()
+            self._lockfile = None
+
+
+def _lock(path: Path) -> Any:
+    """``path`` opened and locked (exclusive ``flock``), waiting at most
+    :data:`COMPILE_WAIT_S`; None where it cannot be (a file system without locks, or the
+    wait ran out), and the caller then compiles without it."""
+    try:
+        f = open(path, "a")  # held open until the compile is saved
+    except OSError:
+        return None
+    deadline = time.monotonic() + COMPILE_WAIT_S
+    while True:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return f
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                f.close()
+                return None
+            time.sleep(0.05)
+        except OSError:
+            f.close()
+            return None
 
 
 def _keyed(dispatcher: Any) -> Any:
     """``dispatcher`` with its on-disk cache keyed on every compiled module."""
     with contextlib.suppress(RuntimeError):  # nowhere to write a cache: compiled per process
-        dispatcher._cache = _Cache(dispatcher.py_func)
+        cache = dispatcher._cache = _Cache(dispatcher.py_func)
+        compile_sig = dispatcher.compile
+
+        def compile_released(sig: Any) -> Any:  # the lock is let go even if the compile fails
+            try:
+                return compile_sig(sig)
+            finally:
+                cache.release()
+
+        dispatcher.compile = compile_released
     return dispatcher
 
 

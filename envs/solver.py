@@ -229,7 +229,10 @@ def lsum(x: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
 # and free of calls (the helpers below are inlined, and exp and log are the polynomial
 # ones below, not libm's); and the functions that take arrays are inlined where they are
 # called, once each (a call of a compiled function costs two atomic reference counts per
-# array argument).
+# array argument), except the evaluation and the Jacobian: they are compiled on their own
+# and called once per Newton round of a block (a cost too small to measure against the
+# round's work), so that the kernel and :func:`_evaluate_batch` share their compile (about
+# a fifth less compile time for the kernel, half for the tests' evaluation).
 
 _W = 32  # lanes: batch elements solved side by side
 #: the lanes of :func:`solve_fixed_point` by default (the reference precision's)
@@ -531,7 +534,7 @@ def _zero_load(tl, tnl, nl, out):  # pragma: no cover (compiled)
             out[t, lane] = d if c > 0 else 0.0
 
 
-@_inline
+@_jit
 def _evaluate(x, bgs, blk, blk_remote, blk_link):  # pragma: no cover (compiled)
     """Every lane of the block ``blk`` (:func:`_block`) at throughput ``x`` (T, W):
     residual, norm, feasibility, latencies and utilisations, and what :func:`_jacobian`
@@ -701,7 +704,7 @@ def _evaluate(x, bgs, blk, blk_remote, blk_link):  # pragma: no cover (compiled)
                 en[1, _E_LNODE, n, lane] = with_link if any_link[lane] else en[1, _E_LNODE, n, lane]
 
 
-@_inline
+@_jit
 def _jacobian(blk, blk_remote, blk_link, d, j):  # pragma: no cover (compiled)
     """Jacobian (T, T, W) of the residual in log X at the block's current point (slot 0
     of its evaluations, :func:`_evaluate`), into ``j`` (``d`` (k, T, N, W): scratch).
@@ -1398,6 +1401,18 @@ def solve_fixed_point(
             random,
         )
     return sol
+
+
+def compile_kernel() -> None:
+    """Compile the fixed point's kernel (or load it from the cache) ahead of its first use,
+    by solving one small problem: every call has the same signature (:func:`_pack`'s
+    arrays), so this is the compile an environment's first step would do. The test
+    suite's first worker calls it first (tests/conftest.py), so that the others meanwhile
+    compile the rest of the environment (:mod:`envs.jit`)."""
+    one = np.ones((1, 1))
+    nc = NodeCurves(**{f: one for f in _CURVES})
+    solve_fixed_point(one, one, one * 0.5, one[:, :, None], 0 * one[:, :, None], one, one, nc,
+                      max_iter=0, retry=False)  # fmt: skip
 
 
 _CONTINUATION = (0.1, 0.3, 0.6, 0.85, 1.0)

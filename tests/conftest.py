@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,3 +44,18 @@ def _sb3_log_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3")))
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _compile_order() -> None:
+    """Under pytest-xdist, the first two workers each compile one half of the model before
+    their first test (:mod:`envs.warm`): the solver's kernel, and the rest. A worker
+    that meets a function the other is compiling waits for it and loads it
+    (:mod:`envs.jit`), so a fresh clone compiles on two cores at once instead of twice
+    the same in turn. Nothing where the cache holds them already but a load."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) < 2 or worker not in ("gw0", "gw1"):
+        return
+    from envs.warm import compile_part
+
+    compile_part(int(worker[2:]))

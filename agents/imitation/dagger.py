@@ -48,6 +48,7 @@ from agents.imitation.dataset import (
 from agents.imitation.objective import check_objective
 from agents.imitation.progress import phase_bar
 from agents.view import base_names
+from envs.warm import compile_kernel, compile_rest
 
 __all__ = ["warm_start"]
 
@@ -170,9 +171,13 @@ class _Run:
         ctx = multiprocessing.get_context("spawn")
         with (
             phase_bar(self.progress, len(todo), f"labelling ({workers} processes)", "job") as bar,
-            ProcessPoolExecutor(workers, mp_context=ctx) as pool,
+            ProcessPoolExecutor(workers, mp_context=ctx, initializer=compile_rest) as pool,
         ):
             futures = {pool.submit(_label_job, *self._job_args(n, False)): n for n in todo}
+            # in a fresh clone, this process (which only waits here) compiles the solver's
+            # kernel while the workers compile the rest of the model (envs.warm): each loads
+            # what another compiled instead of both compiling all of it in turn
+            compile_kernel()
             for future in as_completed(futures):
                 yield (futures[future], *future.result())
                 bar.update()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import multiprocessing as mp
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -128,3 +130,111 @@ def test_a_ufuncs_cache_is_keyed_on_every_compiled_module(monkeypatch: pytest.Mo
     np.testing.assert_array_equal(halves(np.array([2.0, -0.0])), [1.0, -0.0])
     assert len(made) == 1
     assert made[0]._dispatcher.cache._impl.locator.get_source_stamp() == jit_module._sources_stamp()
+
+
+_RACE_MODULE = """
+import numpy as np
+from envs.jit import jit
+
+
+@jit
+def busy(x):
+    # enough code that its compile takes a while: both processes miss at the same moment
+    out = np.zeros_like(x)
+    for i in range(x.size):
+        v = x[i]
+        for k in range(8):
+            v = np.sin(v) * np.cos(v) + np.tanh(v) - np.exp(-v * v) + np.log1p(v * v)
+        out[i] = v
+    return out
+"""
+
+
+def _race(folder: str, barrier: Any, out: Any) -> None:  # a spawned process
+    import sys
+
+    sys.path.insert(0, folder)
+    import race_module
+
+    barrier.wait()
+    race_module.busy(np.ones(3))
+    out.put(sum(race_module.busy.stats.cache_misses.values()))
+
+
+def test_processes_that_start_together_compile_a_function_once(tmp_path: Path) -> None:
+    # two processes that miss the same function at the same moment: one compiles it and
+    # saves it, the other waits for the function's lock and loads what the first saved
+    (tmp_path / "race_module.py").write_text(_RACE_MODULE)
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_race, args=(str(tmp_path), barrier, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    misses = sorted(out.get(timeout=240) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert misses == [0, 1]
+    assert list((tmp_path / "__pycache__").glob("race_module.busy-*.nbc"))
+
+
+def test_a_failed_compile_lets_go_of_the_lock() -> None:
+    def bad(x: np.ndarray) -> float:
+        return x.no_such_attribute  # type: ignore[attr-defined,no-any-return]
+
+    compiled = jit_module.jit(bad)
+    with pytest.raises(Exception, match="no_such_attribute"):
+        compiled(np.ones(2))
+    assert compiled._cache._lockfile is None
+
+
+def test_the_solver_kernel_is_compiled_ahead_with_the_steps_signature() -> None:
+    # compile_kernel (the test suite's first worker calls it first) compiles the signature
+    # an environment's step uses: a step after it compiles nothing more
+    import gymnasium as gym
+
+    import envs
+    from envs.solver import _solve_batch, compile_kernel
+
+    compile_kernel()
+    env = gym.make(envs.ENV_ID, scenario="mixed")
+    env.reset(seed=0)
+    env.step(env.action_space.sample())
+    assert len(_solve_batch.signatures) == 1
+
+
+def _compiled() -> dict[str, set[str]]:
+    import numba
+
+    got = {}
+    for name in jit_module.COMPILED:
+        module = __import__(f"envs.{name[:-3]}", fromlist=["_"])
+        for attr, obj in vars(module).items():
+            if isinstance(obj, numba.core.registry.CPUDispatcher):
+                got[f"{name}:{attr}"] = {str(s) for s in obj.signatures}
+    return got
+
+
+def _signatures(stand_in: bool, out: Any) -> None:  # a spawned process
+    import envs.warm
+
+    envs.warm.compile_kernel()  # and what it calls: not the rest's
+    before = _compiled()
+    (envs.warm.compile_rest if stand_in else envs.warm.environment_steps)()
+    out.put({k: sorted(v - before[k]) for k, v in _compiled().items() if v - before[k]})
+
+
+def test_compile_rest_compiles_the_signatures_of_real_steps() -> None:
+    # the kernel stood in for by constants changes values, not types: the rest of the model
+    # is compiled for exactly the signatures the same steps compile with the real kernel
+    ctx = mp.get_context("spawn")
+    got = []
+    for stand_in in (True, False):
+        out = ctx.Queue()
+        p = ctx.Process(target=_signatures, args=(stand_in, out))
+        p.start()
+        got.append(out.get(timeout=600))
+        p.join(timeout=60)
+    rest, real = got
+    assert len(real) > 10  # the environment's other compiled functions
+    assert rest == real

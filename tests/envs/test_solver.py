@@ -224,6 +224,9 @@ def test_an_element_gets_the_same_numbers_in_any_batch(hardware: str, remote: bo
         assert _bits(alone, np.array([0])) == _bits(sol, np.array([b])), b
 
 
+# slow: the threaded kernel (_solve_chunks) is compiled for these two tests alone, about 45 s
+# of a fresh clone's compile; CI runs them (make test-all)
+@pytest.mark.slow
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="one core: no second thread")
 def test_threads_give_the_same_numbers() -> None:
     """With two threads (``envs.jit.set_threads``) a large batch is split in two and each
@@ -261,6 +264,7 @@ def _solve_in_child(pb: Problem, out: Any) -> None:
     out.put(pb.solve(retry=False).throughput.tobytes())
 
 
+@pytest.mark.slow  # the threaded kernel, as above
 @pytest.mark.skipif(
     numba.config.NUMBA_NUM_THREADS < 2 or "fork" not in mp.get_all_start_methods(),
     reason="needs two cores and fork",
