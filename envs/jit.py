@@ -16,9 +16,10 @@ contents of every module listed in ``COMPILED`` instead, so an edit of any of th
 compiles all of them afresh.
 
 Processes that share a cache compile each signature once between them: on a miss a
-process takes the signature's file lock (``flock``) and looks again, and compiles only
-if no other process saved it meanwhile (the test suite's workers, the labelling
-workers of :mod:`agents.imitation`, start together and meet the same functions).
+process takes the function's file lock (``flock``) and looks again, and compiles only
+if no other process saved that signature meanwhile (the test suite's workers and the
+labelling workers of :mod:`agents.imitation` start together; :mod:`envs.warm` gives
+them different halves of the compile to start with).
 """
 
 from __future__ import annotations

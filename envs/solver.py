@@ -1406,9 +1406,8 @@ def solve_fixed_point(
 def compile_kernel() -> None:
     """Compile the fixed point's kernel (or load it from the cache) ahead of its first use,
     by solving one small problem: every call has the same signature (:func:`_pack`'s
-    arrays), so this is the compile an environment's first step would do. The test
-    suite's first worker calls it first (tests/conftest.py), so that the others meanwhile
-    compile the rest of the environment (:mod:`envs.jit`)."""
+    arrays), so this is the compile an environment's first step would do: one half of
+    :mod:`envs.warm`'s split."""
     one = np.ones((1, 1))
     nc = NodeCurves(**{f: one for f in _CURVES})
     solve_fixed_point(one, one, one * 0.5, one[:, :, None], 0 * one[:, :, None], one, one, nc,
