@@ -8,8 +8,8 @@ workers, the imitation phase's labelling workers) meet the compiled functions in
 order, so :mod:`envs.jit`'s lock alone only makes them take turns. Split in two parts that
 share no function, the compile runs on two cores at once:
 
-- part 0, :func:`envs.solver.compile_kernel`: the solver's kernel;
-- part 1, :func:`compile_rest`: what a gym.make and a vector environment's reset and steps
+- :func:`envs.solver.compile_kernel`: the solver's kernel;
+- :func:`compile_rest`: what a gym.make and a vector environment's reset and steps
   compile besides, run with the kernel's results stood in for by constants (the compiler
   sees only types, and every array the kernel fills is allocated by the same code as in a
   real step, so the signatures compiled are a real step's).
@@ -31,7 +31,7 @@ import envs.solver as solver
 from envs.gym_env import ENV_ID
 from envs.solver import compile_kernel
 
-__all__ = ["compile_kernel", "compile_part", "compile_rest", "environment_steps"]
+__all__ = ["compile_kernel", "compile_rest", "environment_steps"]
 
 
 def _fill(out_t: Any, out_n: Any, out_l: Any, out_b: Any, iters: Any, lo: int, hi: int) -> None:
@@ -86,11 +86,3 @@ def compile_rest() -> None:
     :func:`environment_steps` with the kernel stood in for."""
     with _kernel_stood_in(), np.errstate(all="ignore"):
         environment_steps()
-
-
-def compile_part(part: int) -> None:
-    """Part ``part`` of the compile (0: the solver's kernel, 1: the rest; see the module):
-    two processes that start together each take one."""
-    if part not in (0, 1):
-        raise ValueError(f"part: got {part!r}, expected 0 (the solver's kernel) or 1 (the rest)")
-    (compile_kernel if part == 0 else compile_rest)()

@@ -56,6 +56,6 @@ def _compile_order() -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) < 2 or worker not in ("gw0", "gw1"):
         return
-    from envs.warm import compile_part
+    from envs.warm import compile_kernel, compile_rest
 
-    compile_part(int(worker[2:]))
+    (compile_kernel if worker == "gw0" else compile_rest)()

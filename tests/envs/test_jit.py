@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import multiprocessing as mp
 from pathlib import Path
 from typing import Any
@@ -208,7 +209,7 @@ def _compiled() -> dict[str, set[str]]:
 
     got = {}
     for name in jit_module.COMPILED:
-        module = __import__(f"envs.{name[:-3]}", fromlist=["_"])
+        module = importlib.import_module(f"envs.{name[:-3]}")
         for attr, obj in vars(module).items():
             if isinstance(obj, numba.core.registry.CPUDispatcher):
                 got[f"{name}:{attr}"] = {str(s) for s in obj.signatures}
