@@ -141,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     seed, N = settings.seed, settings.episodes
     g = got[0]
     params = make_params(None, "mixed", "train", {**kw, "split": "train"})
-    spaces = agent_spaces(params, names, env["pad_nodes"], args.residual_codec)
+    spaces = agent_spaces(
+        params, names, env["pad_nodes"], args.residual_codec, mixing=env.get("mixing", "soft")
+    )
     plans = g.episodes.plans
     assert plans is not None
 
