@@ -141,9 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     seed, N = settings.seed, settings.episodes
     g = got[0]
     params = make_params(None, "mixed", "train", {**kw, "split": "train"})
-    spaces = agent_spaces(
-        params, names, env["pad_nodes"], args.residual_codec, mixing=env.get("mixing", "soft")
-    )
+    spaces = agent_spaces(params, names, env["pad_nodes"], args.residual_codec)
     plans = g.episodes.plans
     assert plans is not None
 

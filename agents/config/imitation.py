@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agents.config.view import MIXING_BOUND
 from envs.scenario import scenario_names
 
 __all__ = ["ImitationSettings", "PlanSearch"]
@@ -115,13 +114,12 @@ class ImitationSettings(BaseModel):
     )
     corner_margin: float = Field(
         ge=1.0,
-        le=MIXING_BOUND,
+        le=100.0,
         allow_inf_nan=False,
         description="mixing targets are +corner_margin for a near-best base and "
-        "-corner_margin for the others: past the clip of soft mixing's entries, because a "
-        "blend of two bases can be worse than either (interleave weights and tiering modes do "
-        "not average), so that a small error of the fit still picks one base whole; at most "
-        "the bound of hard mixing's entries, whose order is the choice",
+        "-corner_margin for the others: past the clip of the mixing entries, because a blend "
+        "of two bases can be worse than either (interleave weights and tiering modes do not "
+        "average), so that a small error of the fit still picks one base whole",
     )
     off_margin: float = Field(
         ge=0.0,

@@ -36,7 +36,6 @@ from envs.config import EnvConfig
 __all__ = [
     "DEFAULT_RESIDUAL_SCALE",
     "MIXINGS",
-    "MIXING_BOUND",
     "RESIDUAL_CODECS",
     "RESIDUAL_KEYS",
     "ViewConfig",
@@ -51,11 +50,6 @@ DEFAULT_RESIDUAL_SCALE = 1.0
 #: the decision part of the way towards each base; ``hard`` follows one base whole (the
 #: largest entry above 0, else the first base).
 MIXINGS = ("soft", "hard")
-#: The bound of the mixing entries with ``mixing: hard`` (the rest of the action is in
-#: [-1, 1]): twice the imitation's default ``corner_margin``, and its largest accepted
-#: value, so that the entries' order, which the choice reads, survives the action space's
-#: clip (:mod:`agents.view.mixing`).
-MIXING_BOUND = 4.0
 #: How the residual adjusts the weights (``residual_codec``; the first is the default): ``box``
 #: entry by entry on the codec's log scale, ``share`` one DRAM share per weight row.
 RESIDUAL_CODECS = ("box", "share")

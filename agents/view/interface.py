@@ -28,7 +28,7 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
-from agents.config.view import MIXING_BOUND, RESIDUAL_CODECS, ViewConfig, base_names
+from agents.config.view import RESIDUAL_CODECS, ViewConfig, base_names
 from agents.view.codec import apply_box, apply_share, residual_width, share_span
 from agents.view.mixing import mix_bases
 from agents.view.padding import PaddedLayout, pad_action, pad_observation, unpad_action
@@ -57,17 +57,13 @@ def agent_spaces(
     pad_nodes: int | None = None,
     residual_codec: str = RESIDUAL_CODECS[0],
     privileged_critic: bool = False,
-    mixing: str = "soft",
 ) -> tuple[spaces.Box, spaces.Space]:
     """The agent's observation and action spaces on ``params`` (bases and padding optional).
 
     With ``K`` bases the observation ends with the ``K`` base actions (box layout, padded)
-    and the action with ``K - 1`` mixing entries, in [-1, 1] like the rest of the action
-    with ``mixing="soft"`` and in ``[-MIXING_BOUND, MIXING_BOUND]`` with ``mixing="hard"``
-    (the largest entry is the base followed: :mod:`agents.view.mixing`); with
-    ``residual_codec="share"`` the action's weights are one entry per weight row; with
-    ``privileged_critic`` the observation ends with :data:`~envs.core.COMING_FEATURES`
-    entries per tenant slot (the critic's).
+    and the action with ``K - 1`` mixing entries; with ``residual_codec="share"`` the action's
+    weights are one entry per weight row; with ``privileged_critic`` the observation ends
+    with :data:`~envs.core.COMING_FEATURES` entries per tenant slot (the critic's).
     """
     k = len(base_names(base_policy))
     obs, act = params.encoder.space(), params.codec.space()
@@ -85,12 +81,9 @@ def agent_spaces(
         n_obs, n_box, nodes = lay.obs.size, lay.action.size, pad_nodes
     rows = c.n_weight_rows
     n_act = residual_width(residual_codec, rows, nodes, c.size - rows * c.n_nodes)
-    high = np.ones(n_act + max(k - 1, 0), dtype=np.float32)
-    if mixing == "hard":
-        high[n_act:] = MIXING_BOUND
     return (
         spaces.Box(0.0, 1.0, shape=(n_obs + k * n_box + extra,), dtype=np.float32),
-        spaces.Box(-high, high, dtype=np.float32),
+        spaces.Box(-1.0, 1.0, shape=(n_act + max(k - 1, 0),), dtype=np.float32),
     )
 
 
@@ -153,12 +146,7 @@ class AgentInterface:
 
     def spaces(self, params: EnvParams) -> tuple[spaces.Box, spaces.Space]:
         return agent_spaces(
-            params,
-            self.names or None,
-            self.pad_nodes,
-            self.codec,
-            self.privileged_critic,
-            self.mixing,
+            params, self.names or None, self.pad_nodes, self.codec, self.privileged_critic
         )
 
     # ------------------------------------------------------------------ the environment

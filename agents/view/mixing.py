@@ -15,17 +15,6 @@ tiering modes do not average), and a policy fitted to pick one
 (:mod:`agents.imitation`) is read the way it was fitted. Each base sees every step's
 counters, so each keeps its own controller state while another is followed.
 
-With ``mixing: hard`` the mixing entries range over +-``MIXING_BOUND`` (4,
-:mod:`agents.config.view`; :func:`agents.view.interface.agent_spaces`), not [-1, 1]:
-the imitation phase fits them
-to ``+-corner_margin`` (2), past 1, and stable-baselines3 clips an action to its space
-before the environment sees it, so with a bound of 1 two bases whose entries both
-passed 1 tied at the clip and the first in the list was followed, whichever entry was
-larger (on ``fallback-hotspot-prefix``, `dram-first` over `caption` on one training seed:
-half the performance of the other two seeds,
-docs/experiments/2026-12-07-hard-choice-ties-at-the-clip.md). A model saved with the
-older bound keeps its space, so it still runs as it was trained.
-
 ``residual_bases`` (default: every base) names the bases the residual adjusts; the
 residual is scaled by their share of the decision (the gate), so with ``mixing: hard``
 a base outside the list runs exactly as that heuristic does whatever the residual
@@ -61,8 +50,8 @@ class Mixed:
 
 
 def hard_choice(m: NDArray) -> NDArray:
-    """``mixing: hard``: the mixing entries (B, K - 1) -> one base whole: 1 at the largest
-    entry above 0 (the first of equal ones), else all 0 (the first base)."""
+    """``mixing: hard``: the clipped mixing entries (B, K - 1) -> one base whole: 1 at the
+    largest entry above 0, else all 0 (the first base)."""
     top = np.argmax(m, axis=1)
     pick = (np.arange(m.shape[1]) == top[:, None]) & (m.max(axis=1) > 0)[:, None]
     return np.where(pick, 1.0, 0.0)
@@ -77,17 +66,15 @@ def mix_bases(
     ``mixing``: ``soft`` or ``hard`` (the module docstring); ``residual_mask`` (K,): the
     bases the residual adjusts (the gate is their share; 1.0 when it adjusts all of them).
     """
-    raw = np.asarray(action, dtype=np.float32).reshape(len(action), -1)
-    a = np.clip(raw, -1.0, 1.0)
+    a = np.clip(np.asarray(action, dtype=np.float32).reshape(len(action), -1), -1.0, 1.0)
     if base is None:
         return Mixed(None, a, None, 1.0)
     if base.ndim != 3:
         return Mixed(base, a, np.ones((len(a), 1), dtype=np.float32), 1.0)
     extra = base.shape[1] - 1
-    if mixing == "hard":  # the entries as given: their order is the choice
-        m = hard_choice(raw[:, raw.shape[1] - extra :])
-    else:
-        m = np.clip(a[:, a.shape[1] - extra :], 0.0, 1.0)
+    m = np.clip(a[:, a.shape[1] - extra :], 0.0, 1.0)
+    if mixing == "hard":
+        m = hard_choice(m)
     m /= np.maximum(m.sum(axis=1, keepdims=True), 1.0)
     share = np.concatenate([1.0 - m.sum(axis=1, keepdims=True), m], axis=1)
     mixed = base[:, 0] + np.einsum("bj,bjs->bs", m, base[:, 1:] - base[:, :1])

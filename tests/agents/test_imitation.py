@@ -275,7 +275,6 @@ def test_settings_need_every_value_within_its_bounds() -> None:
         ("stride", 0),
         ("plans", 1),
         ("corner_margin", 0.5),
-        ("corner_margin", 4.5),  # past hard mixing's bound (MIXING_BOUND)
         ("scenarios", ["no-such-scenario"]),
         ("scenarios", ["kv-store", "kv-store"]),
         ("plan_search", {"segments": 1, "population": 16}),

@@ -150,45 +150,6 @@ def test_hard_mixing_follows_one_base_whole() -> None:
         AgentInterface(ViewConfig(names, mixing="sharp"))
 
 
-def test_hard_mixing_entries_keep_their_order_past_one() -> None:
-    """The imitation phase fits hard mixing's entries to +-corner_margin (2): two entries
-    past 1 must not tie at the action space's clip. The agent's space bounds them at
-    +-MIXING_BOUND (the rest of the action at 1; soft mixing at 1), an SB3 model's
-    prediction keeps them, and the larger is followed; a model saved with the old bound of
-    1 still binds (its own space clips, so it runs as it was trained)."""
-    import torch
-    from stable_baselines3 import PPO
-
-    from agents.config.view import MIXING_BOUND
-    from agents.persist.model import SpacesOnlyEnv
-    from agents.view.mixing import mix_bases
-
-    sc, names = "kv-store", ["colloid", "tpp", "dram-first"]
-    params = core.make_params(sc, split="test", tiering_modes=MODES, pool_size=8)
-    obs_space, act_space = agent_spaces(params, names, mixing="hard")
-    n = act_space.shape[0]
-    assert np.array_equal(act_space.high[: n - 2], np.ones(n - 2))
-    assert np.array_equal(act_space.high[n - 2 :], [MIXING_BOUND, MIXING_BOUND])
-    assert np.array_equal(act_space.low, -act_space.high)
-    assert np.array_equal(agent_spaces(params, names)[1].high, np.ones(n))  # soft
-
-    model = PPO("MlpPolicy", SpacesOnlyEnv(1, obs_space, act_space), n_steps=8, batch_size=8)
-    with torch.no_grad():
-        model.policy.action_net.weight.zero_()
-        model.policy.action_net.bias.zero_()
-        model.policy.action_net.bias[n - 2 :] = torch.tensor([1.5, 2.5])
-    a, _ = model.predict(np.zeros((2, *obs_space.shape), np.float32), deterministic=True)
-    assert np.allclose(a[:, n - 2 :], [1.5, 2.5])
-    base = np.stack([np.full((2, 3), float(k)) for k in range(3)], axis=1).astype(np.float32)
-    mixed = mix_bases(base, a, "hard", np.ones(3, dtype=bool))
-    assert mixed.share is not None and mixed.share.tolist() == [[0, 0, 1], [0, 0, 1]]
-    assert mixed.residual.shape == (2, n - 2) and np.abs(mixed.residual).max() <= 1.0
-
-    kw = {"tiering_modes": MODES, "base_policy": names, "mixing": "hard"}
-    old = LearnedPolicy(ZeroModel(obs_space, agent_spaces(params, names)[1]), kw, "old", "t")
-    old.bind(params, 2)
-
-
 def test_residual_bases_gate_the_residual() -> None:
     """With ``residual_bases`` the residual adjusts only the bases listed: a base outside
     the list runs exactly as that heuristic, whatever the residual entries hold; a listed
