@@ -174,25 +174,25 @@ def test_the_budget_lives_in_the_recipe(tmp_path: Path) -> None:
     assert small.imitation.episodes == 1 and small.imitation.scenario_episodes == 0
     assert small.imitation.rounds == written.rounds
     assert small.total_timesteps == 8192  # one rollout of 256 x 32 steps
-    from envs.generator import generator_family_names
+    from envs.generator import broad_family_names, generator_family_names
 
-    families = 9  # mixed and the generator's eight gen-* families
-    assert default.recipe.env.train_families == generator_family_names()
+    families = 18  # mixed, the generator's eight gen-* families and its nine broad-* families
+    assert default.recipe.env.train_families == generator_family_names() + broad_family_names()
     half = resolve(RunOptions(timesteps=imitation_steps(default.recipe, families) // 2, **root))
-    assert half.recipe.imitation is not None and half.recipe.imitation.episodes == 128
+    assert half.recipe.imitation is not None and half.recipe.imitation.episodes == 64
     assert list(tmp_path.iterdir()) == []  # resolving writes nothing
 
 
 def test_default_trains_on_the_generator_alone(tmp_path: Path) -> None:
-    """The default recipe's training set: the task's family and every gen-* family; no
-    shipped scenario, no held-out family."""
+    """The default recipe's training set: the task's family and every gen-* and broad-*
+    family; no shipped scenario, no held-out family."""
     from agents.config import RunOptions
     from agents.config.load import resolve
-    from envs.generator import generator_family_names, unseen_family_names
+    from envs.generator import broad_family_names, generator_family_names, unseen_family_names
     from envs.scenario import scenario_names
 
     cfg = resolve(RunOptions(runs_root=str(tmp_path / "runs")))
-    assert cfg.trained_on == ["mixed", *generator_family_names()]
+    assert cfg.trained_on == ["mixed", *generator_family_names(), *broad_family_names()]
     assert not set(cfg.trained_on) & {*scenario_names(), *unseen_family_names()}
 
 

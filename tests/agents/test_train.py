@@ -350,7 +350,7 @@ def test_rl_train_families_pick_what_the_rl_phase_draws(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"rl.train_families: 'mixed-2s' is not in env"):
         load_recipe("ppo-finetune", ["rl.train_families=[mixed-2s]"])
     # the default's anchor is taken on the families RL does not draw: there must be one
-    for sets in (["rl.train_families=null"], ["rl.train_families=[generator]"]):
+    for sets in (["rl.train_families=null"], ["rl.train_families=[generator, broad]"]):
         with pytest.raises(ValueError, match=r"rl.finetune.anchor_states: 'imitation' needs"):
             load_recipe("ppo-finetune", sets)
 
@@ -375,4 +375,4 @@ def test_the_default_recipe_fine_tunes_on_the_scenario_anchored_elsewhere(
     assert json.loads((run_dir / "training.json").read_text())["timesteps"] == 128
     assert {"train/anchor_mse", "train/anchor_coef"} <= event_tags(run_dir)
     jobs = [json.loads(p.read_text())["family"] for p in (run_dir / "imitation").glob("job-*.json")]
-    assert len(jobs) == 9 and str(short_scenario) in jobs  # the scenario and eight gen-* families
+    assert len(jobs) == 18 and str(short_scenario) in jobs  # the scenario, 8 gen-*, 9 broad-*
