@@ -12,8 +12,12 @@ heuristic differs by scenario: ``best-heuristic-per-episode``). ``mixing: hard``
 follows one base whole instead: the one with the largest entry above 0, else the
 first; a blend of two good bases can be worse than either (interleave weights and
 tiering modes do not average), and a policy fitted to pick one
-(:mod:`agents.imitation`) is read the way it was fitted. Each base sees every step's
-counters, so each keeps its own controller state while another is followed.
+(:mod:`agents.imitation`) is read the way it was fitted. The entries reach the view
+clipped to the action space's [-1, 1] (stable-baselines3 clips before the environment), so
+entries past 1 tie and the first of them in the list is followed; reading their order
+instead was tried and lost on val (docs/experiments/2026-12-07-hard-choice-ties-at-the-clip.md).
+Each base sees every step's counters, so each keeps its own controller state while another
+is followed.
 
 ``residual_bases`` (default: every base) names the bases the residual adjusts; the
 residual is scaled by their share of the decision (the gate), so with ``mixing: hard``
