@@ -36,6 +36,7 @@ from typing import Any
 import numba
 import numpy as np
 from numba import njit, vectorize
+from numba.core import sigutils
 from numba.core.caching import (
     CompileResultCacheImpl,
     FunctionCache,
@@ -179,6 +180,37 @@ def _keyed(dispatcher: Any) -> Any:
 def jit(f: Callable[..., Any]) -> Any:
     """``f`` compiled on first use (per argument types) and cached on disk."""
     return _keyed(njit(error_model="numpy")(f))
+
+
+def _any_layout(t: Any) -> Any:
+    return t.copy(layout="A") if isinstance(t, numba.types.Array) else t
+
+
+def jit_any_layout(f: Callable[..., Any]) -> Any:
+    """:func:`jit`, compiled once per argument dtypes whatever the arrays' memory layouts.
+
+    numba compiles a function again for every layout of its arrays (C-contiguous,
+    Fortran-contiguous, any): a batch-first view of batch-last arrays is Fortran-ordered
+    for a batch, C-ordered for one instance, and a row selection is neither, so a
+    function that takes a dozen such views compiled up to 15 times (2-3 s each). Here
+    a miss compiles (or loads) the signature with every array's layout "any" and
+    registers the exact types of the call as a fast-path entry to it, so the next call
+    with them dispatches as directly as a compiled signature. The code indexes through
+    strides (the arithmetic is the same: the same numbers). For functions called from
+    Python; compiled callers type against the "any" signatures."""
+    dispatcher = _keyed(njit(error_model="numpy")(f))
+    compile_exact = dispatcher.compile
+
+    def compile_any(sig: Any) -> Any:
+        args, _ = sigutils.normalize_signature(sig)
+        general = tuple(_any_layout(a) for a in args)
+        entry = compile_exact(general)
+        if general != tuple(args):  # the call's own types: straight to the general code
+            dispatcher._insert([a._code for a in args], entry)
+        return entry
+
+    dispatcher.compile = compile_any
+    return dispatcher
 
 
 def parallel_jit(f: Callable[..., Any]) -> Any:

@@ -514,7 +514,10 @@ def _prepare(tl, tnl, nl, lbl, w, any_link, cq):  # pragma: no cover (compiled)
         for k in range(L):
             for lane in range(W):
                 cq[i, 4 * N + k, lane] = lbl[1 + i, lane]
-    return blk_remote, blk_link
+    # bool(): numba types a call with the argument types inferred so far and compiles the
+    # callee for each; from the literal False alone it compiled _evaluate and _jacobian for
+    # Literal[bool](False) first, two variants the kernel never calls (a third of its compile)
+    return bool(blk_remote), bool(blk_link)
 
 
 @_inline
@@ -1169,15 +1172,32 @@ def _evaluate_batch(tb, tnb, nb, ltb, lb, x, ev_t, ev_n, ev_l, ev_b, jac, W):  #
             for t in range(T):
                 xl[t, lane] = x[t, min(b0 + lane, B - 1)]
         _evaluate(xl, bgs, blk, blk_remote, blk_link)
-        en[0], et[0], el[0], es[0] = en[1], et[1], el[1], es[1]
+        # element by element: numba's slice assignment compiles its broadcasting checks and
+        # their error messages (about a third of this function's compile)
+        for a in (en, et, el):
+            for r in range(a.shape[1]):
+                for i in range(a.shape[2]):
+                    for lane in range(W):
+                        a[0, r, i, lane] = a[1, r, i, lane]
+        for r in range(es.shape[1]):
+            for lane in range(W):
+                es[0, r, lane] = es[1, r, lane]
         _jacobian(blk, blk_remote, blk_link, dj, j)
         for lane in range(min(W, B - b0)):
             b = b0 + lane
-            ev_t[:, :, b] = et[0, :, :, lane]
-            ev_n[:, :, b] = en[0, :, :, lane]
-            ev_l[:, :, b] = el[0, :, :, lane]
-            ev_b[:, b] = es[0, :, lane]
-            jac[:, :, b] = j[:, :, lane]
+            for t in range(T):
+                for r in range(ev_t.shape[0]):
+                    ev_t[r, t, b] = et[0, r, t, lane]
+                for u in range(T):
+                    jac[t, u, b] = j[t, u, lane]
+            for n in range(N):
+                for r in range(ev_n.shape[0]):
+                    ev_n[r, n, b] = en[0, r, n, lane]
+            for k in range(L):
+                for r in range(ev_l.shape[0]):
+                    ev_l[r, k, b] = el[0, r, k, lane]
+            for r in range(ev_b.shape[0]):
+                ev_b[r, b] = es[0, r, lane]
 
 
 def curve_rows(nc: NodeCurves, shape: tuple[int, int] | None = None) -> F64:

@@ -56,6 +56,39 @@ def test_a_read_only_package_caches_in_the_user_directory(monkeypatch: pytest.Mo
     assert compiled(np.ones(3)) == 6.0
 
 
+def test_any_layout_compiles_one_signature_for_every_layout_with_the_same_numbers() -> None:
+    import numba
+
+    def affine(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        for i in range(a.shape[0]):
+            for j in range(a.shape[1]):
+                out[i, j] = 2.0 * a[i, j] + b[i, j] / 3.0
+
+    once, each = jit_module.jit_any_layout(affine), jit_module.jit(affine)
+    misses: list[tuple[Any, ...]] = []
+    found = once._compile_for_args  # numba calls it where no compiled entry fits the call
+
+    def spy(*args: Any) -> Any:
+        misses.append(args)
+        return found(*args)
+
+    once._compile_for_args = spy
+    x = np.arange(24.0).reshape(4, 6) / 7.0
+    # C, Fortran and strided views; a single row is C-ordered to numba
+    views = [x, np.asfortranarray(x), x[:, ::2], x[::2].T, x[:1], np.asfortranarray(x)[:1]]
+    kinds = set()
+    for a in views:
+        got, want = np.empty(a.shape), np.empty(a.shape)
+        once(a, a, got)
+        once(a, a, got)  # again: straight to the compiled code
+        each(a, a, want)
+        np.testing.assert_array_equal(got, want)
+        kinds.add((numba.typeof(a), numba.typeof(got)))
+    assert len(once.signatures) == 1  # one compile
+    assert len(each.signatures) == len(kinds) == 3  # numba's own: one per layout
+    assert len(misses) == len(kinds)  # each kind of call looked up once, then dispatched
+
+
 def test_a_ufunc_is_the_same_mechanism_on_arrays_and_on_scalars() -> None:
     @jit_module.jit
     def scalar_calls(failures, passes, ran, progress, size, prot, use):  # type: ignore[no-untyped-def]
