@@ -1428,10 +1428,21 @@ def compile_kernel() -> None:
     by solving one small problem: every call has the same signature (:func:`_pack`'s
     arrays), so this is the compile an environment's first step would do: one half of
     :mod:`envs.warm`'s split."""
+    solve_fixed_point(*_small_problem(), max_iter=0, retry=False)
+
+
+def compile_evaluation() -> None:
+    """Compile (or load) :class:`Problem`'s evaluation and Jacobian (the tests' view of the
+    kernel's own), as :func:`compile_kernel` does the kernel."""
+    problem = Problem(*_small_problem())
+    problem.evaluate(np.ones((1, 1)))
+
+
+def _small_problem() -> tuple[Any, ...]:
+    """One tenant on one node: the arguments of :func:`solve_fixed_point` up to the curves."""
     one = np.ones((1, 1))
     nc = NodeCurves(**{f: one for f in _CURVES})
-    solve_fixed_point(one, one, one * 0.5, one[:, :, None], 0 * one[:, :, None], one, one, nc,
-                      max_iter=0, retry=False)  # fmt: skip
+    return one, one, one * 0.5, one[:, :, None], 0 * one[:, :, None], one, one, nc
 
 
 _CONTINUATION = (0.1, 0.3, 0.6, 0.85, 1.0)

@@ -192,6 +192,7 @@ def _start(root: Path, journal: Path) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow  # a signal to deploy.py in a process of its own (about 9 s)
 def test_sigterm_restores_every_original(tmp_path: Path) -> None:
     root = host(tmp_path / "h")
     before = tree(root)
@@ -205,6 +206,7 @@ def test_sigterm_restores_every_original(tmp_path: Path) -> None:
     assert tree(root) == before
 
 
+@pytest.mark.slow  # SIGKILL to deploy.py in a process of its own, then the journal (about 8 s)
 def test_journal_restores_after_kill_9(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = host(tmp_path / "h")
     before = tree(root)

@@ -180,6 +180,7 @@ def test_evaluate_workers_flag_gives_the_single_process_results(tmp_path: Path) 
     assert ja == jb
 
 
+@pytest.mark.slow  # Ray: evaluate.py in a process of its own, twice (about 9 s each)
 @pytest.mark.parametrize("how", ["flag", "env"])
 def test_unreachable_ray_address_is_one_line_before_any_work(how: str, tmp_path: Path) -> None:
     addr = f"127.0.0.1:{free_port()}"
@@ -196,6 +197,7 @@ def test_unreachable_ray_address_is_one_line_before_any_work(how: str, tmp_path:
     assert not (tmp_path / "out" / "results.json").exists()
 
 
+@pytest.mark.slow  # Ray's flags: evaluate.py in a process of its own (about 8 s)
 def test_bad_worker_count_is_refused() -> None:
     done = run_eval(["--workers", "0", "--episodes", "1"])
     assert done.returncode == 2

@@ -413,6 +413,7 @@ def test_unreachable_ray_address_is_one_line_before_any_trial(
     assert not (out / "trials").exists()
 
 
+@pytest.mark.slow  # Ray started in-process (about 5 s)
 def test_a_cluster_without_the_package_is_one_line_before_any_trial(
     local_ray: None, short_scenario: Path, tmp_path: Path
 ) -> None:

@@ -258,6 +258,7 @@ def _signatures(stand_in: bool, out: Any) -> None:  # a spawned process
     out.put({k: sorted(v - before[k]) for k, v in _compiled().items() if v - before[k]})
 
 
+@pytest.mark.slow  # two spawned processes, each loading or compiling the whole model (about 11 s)
 def test_compile_rest_compiles_the_signatures_of_real_steps() -> None:
     # the kernel stood in for by constants changes values, not types: the rest of the model
     # is compiled for exactly the signatures the same steps compile with the real kernel
