@@ -294,7 +294,7 @@ def array_form(signature: str, scalar: Any) -> Callable[..., Any]:
 
     def call(*args: Any) -> Any:
         if not made:
-            made.append(_vectorize((signature,), scalar.py_func).ufunc)
+            made.append(_vectorize((signature,), scalar.py_func, on_first_use=False).ufunc)
         return made[0](*args)
 
     call.__doc__ = scalar.__doc__
@@ -303,7 +303,9 @@ def array_form(signature: str, scalar: Any) -> Callable[..., Any]:
 
 
 def ufunc(*signatures: str) -> Callable[[Callable[..., Any]], Any]:
-    """A numpy ufunc of the scalar function it decorates, compiled for ``signatures``.
+    """A numpy ufunc of the scalar function it decorates, compiled for ``signatures`` (on
+    its first use, from Python or from compiled code; loops for other types are never
+    compiled: numpy's casting picks one of these).
 
     Compiled code calls it on scalars; Python calls it on arrays and scalars (with
     numpy's broadcasting) and gets arrays, or numpy scalars for scalar arguments.
@@ -315,17 +317,36 @@ def ufunc(*signatures: str) -> Callable[[Callable[..., Any]], Any]:
     return deco
 
 
-def _vectorize(signatures: tuple[str, ...], f: Callable[..., Any]) -> Any:
+def _vectorize(
+    signatures: tuple[str, ...], f: Callable[..., Any], on_first_use: bool = True
+) -> Any:
     """numba's ``vectorize(signatures, cache=True)(f)`` (ufuncs have numpy's error model)
     with the cache keyed as :func:`jit`'s: numba keys a ufunc's on its own module, so one
     that inlines a helper of another module (``np_clip`` ...) would keep the helper's old
-    code after an edit of it."""
+    code after an edit of it. ``on_first_use``: the loops are compiled or loaded when a call
+    first needs one, else now."""
     made = vectorize(cache=True)(f)  # no signature yet: nothing compiled or loaded
     with contextlib.suppress(RuntimeError):  # nowhere to write a cache: compiled per process
         made._dispatcher.cache = _Cache(made._dispatcher.py_func)
-    for sig in signatures:
-        made.add(sig)
-    made.disable_compile()
+    compile_loop = made._compile_for_argtys  # numba's own (the instance's are replaced below)
+
+    def first_use(*_args: Any, **_kws: Any) -> bool:
+        """The declared loops, compiled or loaded, then no other: what numba asks for when a
+        call finds no loop, from Python (``_compile_for_args``, then the call again) or from
+        compiled code (``_compile_for_argtys``, then numpy's rule picks the loop)."""
+        if not made._frozen:
+            for sig in signatures:
+                compile_loop(*sigutils.normalize_signature(sig))
+            made.disable_compile()
+        return True
+
+    if not on_first_use:  # now (the caller reads the numpy ufunc's loops itself)
+        first_use()
+        return made
+    # made on first use, not at import: each loop loaded from the cache costs 60-110 ms, and a
+    # process whose kernels all come from the cache may never call a ufunc from Python
+    made._compile_for_args = first_use
+    made._compile_for_argtys = first_use
     return made
 
 

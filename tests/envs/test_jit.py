@@ -138,6 +138,34 @@ def test_the_scalar_helpers_have_numpys_semantics() -> None:
         assert same.all(), (name, a[~same][:5], b[~same][:5])
 
 
+@pytest.mark.parametrize("first", ["python", "compiled"])
+def test_a_ufunc_compiles_its_declared_loops_on_first_use_and_no_other(first: str) -> None:
+    # nothing is compiled or loaded at import; the first call, from Python or from compiled
+    # code, makes the declared loops, and numpy's casting serves other types with them
+    @jit_module.ufunc("float64(float64, float64)")
+    def scaled(x, k):  # type: ignore[no-untyped-def]  # pragma: no cover (compiled)
+        return x * k + 0.25
+
+    @jit_module.jit
+    def on_scalars(a, k):  # type: ignore[no-untyped-def]  # pragma: no cover (compiled)
+        out = np.empty(a.shape[0])
+        for i in range(a.shape[0]):
+            out[i] = scaled(a[i], k)
+        return out
+
+    assert scaled.ufunc.ntypes == 0 and not scaled._frozen
+    x = np.array([1.0, -2.0, 3.5])
+    if first == "python":
+        np.testing.assert_array_equal(scaled(x, 2.0), x * 2.0 + 0.25)
+    else:
+        np.testing.assert_array_equal(on_scalars(x, 2.0), x * 2.0 + 0.25)
+    assert scaled._frozen and scaled.ufunc.types == ["dd->d"]
+    ints = scaled(np.array([1, 2]), 3)  # int64: the float64 loop, cast as numpy casts
+    assert ints.dtype == np.float64 and ints.tolist() == [3.25, 6.25]
+    np.testing.assert_array_equal(on_scalars(x, 2.0), scaled(x, 2.0))
+    assert scaled.ufunc.types == ["dd->d"]
+
+
 def test_a_ufuncs_cache_is_keyed_on_every_compiled_module(monkeypatch: pytest.MonkeyPatch) -> None:
     # a ufunc inlines helpers of other modules too (np_clip, ...): numba keys its cache on
     # its own module, so envs.jit gives it the stamp of the jit kernels
@@ -150,8 +178,8 @@ def test_a_ufuncs_cache_is_keyed_on_every_compiled_module(monkeypatch: pytest.Mo
     made = []  # the array forms of inline functions go through the same path
     vectorize = jit_module._vectorize
 
-    def spy(signatures: tuple[str, ...], f: object) -> object:
-        made.append(vectorize(signatures, f))
+    def spy(signatures: tuple[str, ...], f: object, **kws: Any) -> object:
+        made.append(vectorize(signatures, f, **kws))
         return made[-1]
 
     monkeypatch.setattr(jit_module, "_vectorize", spy)
