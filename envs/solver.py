@@ -1438,7 +1438,7 @@ def compile_evaluation() -> None:
     problem.evaluate(np.ones((1, 1)))
 
 
-def _small_problem() -> tuple[Any, ...]:
+def _small_problem() -> tuple[F64, F64, F64, F64, F64, F64, F64, NodeCurves]:
     """One tenant on one node: the arguments of :func:`solve_fixed_point` up to the curves."""
     one = np.ones((1, 1))
     nc = NodeCurves(**{f: one for f in _CURVES})
