@@ -44,8 +44,8 @@ def _logs(memory: str) -> list[str]:
     return [str(p) for pat in pats for p in sorted((RAW / folder).glob(pat))]
 
 
-@pytest.fixture(scope="module")
-def fitted() -> dict:
+@pytest.fixture(scope="session")  # 8 s: once a worker (a module's scope ends each time
+def fitted() -> dict:  # pytest-xdist hands the worker a test of another module)
     remote = parse_cpulist(REMOTE_CORES)
     return {
         k: fit_logs([parse_log(p) for p in _logs(k)], remote_cores=remote) for k in ("dram", "cxl")
