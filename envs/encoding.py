@@ -16,7 +16,7 @@ from envs.gather import phase_now, running
 from envs.jit import array_form, inline, jit, jit_any_layout, np_clip, np_maximum, np_minimum
 
 
-@jit_any_layout
+@jit_any_layout("obs")  # obs: allocated C-ordered, walked in order
 def fill_observation(
     obs, has_out, util, lat, idle, used, cap, active, perf, dram_share, dram_res, resident,
     demand, peak, rfrac, log_promo, log_demo, mbps_scale, weights, t, steps, present,
@@ -91,7 +91,7 @@ def log_scale_exponent(x, off):  # pragma: no cover (compiled)
 log_scale_exponents = array_form("float64(float64, float64)", log_scale_exponent)
 
 
-@jit_any_layout
+@jit_any_layout()
 def box_exponents(a, off, ew, er, w_off, r_off):  # pragma: no cover (compiled)
     """A batch of box actions ``a`` (B, n + 1: n weight entries, then the rate), each
     entry clipped to [-1, 1] and mapped to the exponent of its log scale, clipped to
@@ -122,7 +122,7 @@ def box_levels(scaled, off, out):  # pragma: no cover (compiled)
         flat[i] = 0 if flat_o[i] else np.int64(np.rint(flat_s[i]))
 
 
-@jit_any_layout
+@jit_any_layout()
 def reward_perf(active, norm_perf, perf):  # pragma: no cover (compiled)
     """Each tenant's performance as the rewards count it (B, T): its normalised
     performance, at least 1e-6, where ``active``; 1 elsewhere (a log of 0)."""
@@ -132,7 +132,7 @@ def reward_perf(active, norm_perf, perf):  # pragma: no cover (compiled)
             perf[b, t] = np_maximum(norm_perf[b, t], 1e-6) if active[b, t] else 1.0
 
 
-@jit_any_layout
+@jit_any_layout()
 def reward_sums(
     active, perf, log_perf, total, peak, log_geomean, throughput, speedup, harmonic
 ):  # fmt: skip  # pragma: no cover (compiled)

@@ -44,7 +44,7 @@ def phases_now(phase_at, now, out):  # pragma: no cover (compiled)
             out[i, b] = phase_now(phase_at, i, b, now[b])
 
 
-@jit_any_layout
+@jit_any_layout()
 def _gather3(tab, phase, out):  # pragma: no cover (compiled)
     """``out[t, b] = tab[t, phase[t, b], b]``."""
     T, _, B = tab.shape
@@ -53,7 +53,7 @@ def _gather3(tab, phase, out):  # pragma: no cover (compiled)
             out[t, b] = tab[t, phase[t, b], b]
 
 
-@jit_any_layout
+@jit_any_layout()
 def _gather4(tab, phase, out):  # pragma: no cover (compiled)
     """``out[t, k, b] = tab[t, phase[t, b], k, b]``."""
     T, _, K, B = tab.shape

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import inspect
 import os
 import time
 from collections.abc import Callable
@@ -186,8 +187,9 @@ def _any_layout(t: Any) -> Any:
     return t.copy(layout="A") if isinstance(t, numba.types.Array) else t
 
 
-def jit_any_layout(f: Callable[..., Any]) -> Any:
-    """:func:`jit`, compiled once per argument dtypes whatever the arrays' memory layouts.
+def jit_any_layout(*exact: str) -> Callable[[Callable[..., Any]], Any]:
+    """:func:`jit`, compiled once per argument dtypes whatever the layouts of the arrays
+    (those named in ``exact`` keep the layout the first call gives them).
 
     numba compiles a function again for every layout of its arrays (C-contiguous,
     Fortran-contiguous, any): a batch-first view of batch-last arrays is Fortran-ordered
@@ -196,21 +198,32 @@ def jit_any_layout(f: Callable[..., Any]) -> Any:
     a miss compiles (or loads) the signature with every array's layout "any" and
     registers the exact types of the call as a fast-path entry to it, so the next call
     with them dispatches as directly as a compiled signature. The code indexes through
-    strides (the arithmetic is the same: the same numbers). For functions called from
-    Python; compiled callers type against the "any" signatures."""
-    dispatcher = _keyed(njit(error_model="numpy")(f))
-    compile_exact = dispatcher.compile
+    strides (the same arithmetic: the same numbers); an array the function walks
+    through in order, such as an output it allocates C-ordered, is best named in
+    ``exact`` (its loops then vectorise). For functions called from Python; compiled
+    callers type against the general signatures."""
 
-    def compile_any(sig: Any) -> Any:
-        args, _ = sigutils.normalize_signature(sig)
-        general = tuple(_any_layout(a) for a in args)
-        entry = compile_exact(general)
-        if general != tuple(args):  # the call's own types: straight to the general code
-            dispatcher._insert([a._code for a in args], entry)
-        return entry
+    def deco(f: Callable[..., Any]) -> Any:
+        dispatcher = _keyed(njit(error_model="numpy")(f))
+        compile_exact = dispatcher.compile
+        names = list(inspect.signature(f).parameters)
+        unknown = set(exact) - set(names)
+        if unknown:
+            raise ValueError(f"jit_any_layout({f.__name__}): no argument {sorted(unknown)}")
+        keep = [name in exact for name in names]
 
-    dispatcher.compile = compile_any
-    return dispatcher
+        def compile_any(sig: Any) -> Any:
+            args, _ = sigutils.normalize_signature(sig)
+            general = tuple(a if k else _any_layout(a) for a, k in zip(args, keep, strict=True))
+            entry = compile_exact(general)
+            if general != tuple(args):  # the call's own types: straight to the general code
+                dispatcher._insert([a._code for a in args], entry)
+            return entry
+
+        dispatcher.compile = compile_any
+        return dispatcher
+
+    return deco
 
 
 def parallel_jit(f: Callable[..., Any]) -> Any:

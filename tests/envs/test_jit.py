@@ -64,7 +64,7 @@ def test_any_layout_compiles_one_signature_for_every_layout_with_the_same_number
             for j in range(a.shape[1]):
                 out[i, j] = 2.0 * a[i, j] + b[i, j] / 3.0
 
-    once, each = jit_module.jit_any_layout(affine), jit_module.jit(affine)
+    once, each = jit_module.jit_any_layout()(affine), jit_module.jit(affine)
     misses: list[tuple[Any, ...]] = []
     found = once._compile_for_args  # numba calls it where no compiled entry fits the call
 
@@ -87,6 +87,16 @@ def test_any_layout_compiles_one_signature_for_every_layout_with_the_same_number
     assert len(once.signatures) == 1  # one compile
     assert len(each.signatures) == len(kinds) == 3  # numba's own: one per layout
     assert len(misses) == len(kinds)  # each kind of call looked up once, then dispatched
+    assert [a.layout for a in once.signatures[0]] == ["A", "A", "A"]
+    # an argument named exact keeps the layout of the first call (an output walked in order)
+    kept = jit_module.jit_any_layout("out")(affine)
+    for a in views:
+        got = np.empty(a.shape)
+        kept(a, a, got)
+        np.testing.assert_array_equal(got, 2.0 * a + a / 3.0)
+    assert [[a.layout for a in sig] for sig in kept.signatures] == [["A", "A", "C"]]
+    with pytest.raises(ValueError, match=r"jit_any_layout\(affine\): no argument \['output'\]"):
+        jit_module.jit_any_layout("output")(affine)
 
 
 def test_a_ufunc_is_the_same_mechanism_on_arrays_and_on_scalars() -> None:
