@@ -360,6 +360,13 @@ def _vectorize(
     # process whose kernels all come from the cache may never call a ufunc from Python
     made._compile_for_args = first_use
     made._compile_for_argtys = first_use
+    reduce_states = made._reduce_states  # a copy pickled (numba's own rebuild) has the loops
+
+    def loops_then_states() -> Any:
+        first_use()
+        return reduce_states()
+
+    made._reduce_states = loops_then_states
     return made
 
 

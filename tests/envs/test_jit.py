@@ -176,6 +176,20 @@ def test_a_ufunc_compiles_its_declared_loops_on_first_use_and_no_other(first: st
     assert scaled.ufunc.types == ["dd->d"]
 
 
+def test_a_ufunc_pickled_before_its_first_use_has_its_declared_loops() -> None:
+    import pickle
+
+    @jit_module.ufunc("boolean(float64)")
+    def hopeless(failures):  # type: ignore[no-untyped-def]  # pragma: no cover (compiled)
+        return failures >= 16.0
+
+    assert not hopeless._frozen  # not used yet
+    copy = pickle.loads(pickle.dumps(hopeless))  # numba rebuilds a ufunc by value
+    assert copy._frozen and copy.ufunc.types == ["d->?"]
+    assert copy(np.array([15.0, 16.0])).tolist() == [False, True]
+    assert copy(np.array([15, 16])).dtype == np.bool_  # ints cast to the declared loop
+
+
 def test_a_ufuncs_cache_is_keyed_on_every_compiled_module(monkeypatch: pytest.MonkeyPatch) -> None:
     # a ufunc inlines helpers of other modules too (np_clip, ...): numba keys its cache on
     # its own module, so envs.jit gives it the stamp of the jit kernels
