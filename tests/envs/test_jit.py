@@ -278,15 +278,25 @@ def test_the_solver_kernel_is_compiled_ahead_with_the_steps_signature() -> None:
     # compile_kernel (the test suite's first worker calls it first) compiles the signature
     # an environment's step uses: a step after it compiles nothing more
     import gymnasium as gym
+    import numba
 
     import envs
-    from envs.solver import _solve_batch, compile_kernel
+    from envs.solver import _evaluate, _jacobian, _solve_batch, compile_evaluation, compile_kernel
 
     compile_kernel()
     env = gym.make(envs.ENV_ID, scenario="mixed")
     env.reset(seed=0)
     env.step(env.action_space.sample())
     assert len(_solve_batch.signatures) == 1
+    # the evaluation and the Jacobian it calls, once each (not also for literal False flags,
+    # which numba compiled on its way to their type), and the tests' evaluation shares them:
+    # the cache's index lists every signature compiled for this code (a process that loads
+    # the kernel from the cache compiles neither function itself)
+    compile_evaluation()
+    for called in (_evaluate, _jacobian):
+        sigs = [key[0] for key in called._cache._cache_file._load_index()]
+        assert len(sigs) == 1, (called, sigs)
+        assert not [t for t in sigs[0] if isinstance(t, numba.types.Literal)], (called, sigs)
 
 
 def _compiled() -> dict[str, set[str]]:
