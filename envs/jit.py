@@ -204,7 +204,7 @@ def jit_any_layout(*exact: str) -> Callable[[Callable[..., Any]], Any]:
     callers type against the general signatures."""
 
     def deco(f: Callable[..., Any]) -> Any:
-        dispatcher = _keyed(njit(error_model="numpy")(f))
+        dispatcher = jit(f)
         compile_exact = dispatcher.compile
         names = list(inspect.signature(f).parameters)
         unknown = set(exact) - set(names)
