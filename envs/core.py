@@ -38,8 +38,9 @@ from envs.config import EnvConfig
 from envs.encoding import descriptor_rows
 from envs.families import ScenarioFamily, make_family
 from envs.gather import gather_phase, phases_now
-from envs.hardware import firmware_bandwidth
+from envs.hardware import firmware_bandwidth, mix_peak
 from envs.model import (
+    LINE_BYTES,
     Action,
     KernelConfig,
     Outputs,
@@ -459,15 +460,44 @@ def _tenant_specs(p: Params, solo_gbps: F64, phase: NDArray[np.int64], dram: F64
     return np.clip(d, 0.0, 1.0)
 
 
+def _demand_over_local_peak(p: Params, jit: F64, phase: NDArray[np.int64]) -> F64:
+    """(T, B) each tenant's zero-load demand with its pages in its local DRAM node, over
+    that node's peak at the tenant's read share: the ``"demand"`` layout's descriptor
+    (:data:`~envs.spaces.DEMAND_DESCRIPTORS`) before its scale.
+
+    The demand is the solver's zero-load one (Little's law: bytes in flight over compute
+    time plus the node's idle latency), with the episode's jitter ``jit`` (3, T, B) on
+    mlp and compute time. A random tenant's bytes cost as the solver costs them, at the
+    node's random peaks. An empty slot reads 0.
+    """
+    T, B = phase.shape
+    node = _take(p.local_dram, phase)  # (T, B)
+    elem = np.broadcast_to(np.arange(B), (T, B))
+    c = p.curves
+
+    def at_node(a: F64) -> F64:
+        return a[node, elem]
+
+    cap = LINE_BYTES * _take(p.threads, phase) * _take(p.mlp, phase) * jit[0]
+    compute = _take(p.compute_ns, phase) * jit[1]
+    demand = cap / np.maximum(compute + at_node(c.idle_ns), 1e-300)
+    rnd = _take(p.random, phase)
+    rd = 1.0 / ((1.0 - rnd) / at_node(c.mem_read) + rnd / at_node(c.rnd_read))
+    wr = 1.0 / ((1.0 - rnd) / at_node(c.mem_write) + rnd / at_node(c.rnd_write))
+    peak = mix_peak(rd, wr, at_node(c.mem_turn), _take(p.read_fraction, phase))
+    return np.where(p.present, demand / peak, 0.0)
+
+
 def spec_table(encoder: ObservationEncoder, p: Params, jit: F64, solo_gbps: F64) -> F64:
     """Every tenant slot's descriptors but ``upcoming`` in each of its phases (T, P, k, B).
 
     A tenant's spec is known at admission and fixed for an episode (its phases, the
     episode's jitter ``jit`` (3, T, B) and solo throughput ``solo_gbps`` (T, P, B): the
     model state's), so the table is computed when an episode starts (:func:`reset`,
-    :func:`reset_where`) and each interval reads its phase's column. ``k`` is 7, and 9
-    with the ``"cgroup"`` layout: memory.low and memory.high in force over the working
-    set, as the kernel applies them (:func:`memcg_limits`: the tier-aware mode scales
+    :func:`reset_where`) and each interval reads its phase's column. ``k`` is 7, 9
+    with the ``"cgroup"`` layout (memory.low and memory.high in force over the working
+    set) and 10 with ``"demand"`` (:func:`_demand_over_local_peak` too). The limits are
+    in force as the kernel applies them (:func:`memcg_limits`: the tier-aware mode scales
     both to the DRAM share of the machine, so a memory.high at the working set still
     caps its DRAM).
     """
@@ -478,7 +508,7 @@ def spec_table(encoder: ObservationEncoder, p: Params, jit: F64, solo_gbps: F64)
         phase = np.full((T, B), ph, dtype=np.int64)
         ws = _take(p.working_set_gib, phase) * jit[2]
         d = _tenant_specs(p, solo_gbps, phase, dram, ws)
-        if encoder.version == "cgroup":
+        if encoder.version in ("cgroup", "demand"):
             wsafe = np.maximum(ws, 1e-9)
             dram_high, low, tot_high = memcg_limits(
                 p, _take(p.memory_high_gib, phase), _take(p.memory_low_gib, phase)
@@ -486,6 +516,9 @@ def spec_table(encoder: ObservationEncoder, p: Params, jit: F64, solo_gbps: F64)
             high = np.minimum(dram_high, tot_high)
             cg = np.stack([low / wsafe, np.where(np.isfinite(high), high / wsafe, 1.0)], axis=-1)
             d = np.concatenate([d, cg], axis=-1)
+        if encoder.version == "demand":
+            x = _demand_over_local_peak(p, jit, phase)
+            d = np.concatenate([d, (np.log2(1.0 + x) / 4.0)[..., None]], axis=-1)
         cols.append(np.clip(d, 0.0, 1.0).transpose(0, 2, 1))  # (T, k, B)
     return np.stack(cols, axis=1)
 
@@ -528,7 +561,8 @@ def coming_tenants(params: EnvParams, state: EnvState) -> NDArray[np.float32]:
 
 
 def descriptors(params: EnvParams, state: EnvState) -> tuple[F64, F64]:
-    """The ``"full"`` observation's tenant descriptors (B, T, 8; 10 with ``"cgroup"``) and
+    """The ``"full"`` observation's tenant descriptors (B, T, 8; 10 with ``"cgroup"``, 11
+    with ``"demand"``) and
     extra globals (B, 4).
 
     A tenant's descriptors are those of the phase it runs in the NEXT interval (its

@@ -76,9 +76,10 @@ WEIGHT_LEVELS = (0, 1, 2, 3, 4, 6, 8, 16)
 RATE_LEVELS_MBPS = (0.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 65536.0)
 REWARDS = ("log-geomean", "throughput", "weighted-speedup", "harmonic")
 #: "basic": the layout before visible arrivals (old models); "cgroup": "full" plus each
-#: tenant's cgroup limits (CGROUP_DESCRIPTORS); "host": only what a Linux host shows
-#: (:mod:`envs.host`'s definitions, what ``deploy.py`` reads on a real machine)
-OBSERVATIONS = ("full", "basic", "cgroup", "host")
+#: tenant's cgroup limits (CGROUP_DESCRIPTORS); "demand": "cgroup" plus each tenant's
+#: offered demand over its local DRAM's peak (DEMAND_DESCRIPTORS); "host": only what a
+#: Linux host shows (:mod:`envs.host`'s definitions, what ``deploy.py`` reads on a real machine)
+OBSERVATIONS = ("full", "basic", "cgroup", "demand", "host")
 
 #: How the weights of the action apply: one row per tenant slot, or one row for all of them.
 WEIGHTS = ("per-tenant", "global")
@@ -462,6 +463,14 @@ TENANT_DESCRIPTORS = (
 #: applies them (:func:`envs.model.memcg_limits`): the tier-aware mode scales both to the
 #: DRAM share of the machine; memory.high is the lower of the DRAM cap and the total one.
 CGROUP_DESCRIPTORS = ("memory_low_over_ws", "memory_high_over_ws")
+#: The descriptor the ``"demand"`` layout adds after CGROUP_DESCRIPTORS: the tenant's
+#: zero-load demand with its pages in its local DRAM (Little's law: bytes in flight over
+#: compute time plus the node's idle latency, what ``bandwidth_demand`` measures once it
+#: runs) over that node's peak at its read share (random access at the random peaks),
+#: shown as ``log2(1 + x) / 4`` capped at 1 (0 to 15 times the peak). ``solo_demand``
+#: saturates where local DRAM does; this one tells a stream at DRAM's peak from one at
+#: four times it, the case where spreading pages over the expanders pays.
+DEMAND_DESCRIPTORS = ("demand_over_local_peak",)
 #: Global entries added by the ``"full"`` layout (before the three basic ones).
 GLOBAL_EXTRA = ("dram_capacity_gib", "cxl_capacity_gib", "promote_limit", "interval")
 
@@ -494,7 +503,9 @@ class ObservationEncoder:
     ``version="basic"`` is the layout without the descriptors and the extra
     globals, that of models trained before them. ``version="cgroup"`` is
     ``"full"`` with two more descriptors per tenant (:data:`CGROUP_DESCRIPTORS`):
-    its memory.low and memory.high in force over its working set.
+    its memory.low and memory.high in force over its working set. ``version="demand"`` is
+    ``"cgroup"`` with one more (:data:`DEMAND_DESCRIPTORS`): its zero-load demand in local
+    DRAM over that node's peak, ``log2(1 + x) / 4`` capped at 1.
 
     ``version="host"`` is made only of what a Linux host exposes, with the definitions
     :func:`envs.host.host_features` gives both the simulator and ``deploy.py``'s reader
@@ -519,9 +530,13 @@ class ObservationEncoder:
             self.per_tenant = 3
             self.size = host_view_size(n_tenants, n_nodes)
             return
-        full = version in ("full", "cgroup")
+        full = version in ("full", "cgroup", "demand")
         self.desc_names = (
-            (*TENANT_DESCRIPTORS, *(CGROUP_DESCRIPTORS if version == "cgroup" else ()))
+            (
+                *TENANT_DESCRIPTORS,
+                *(CGROUP_DESCRIPTORS if version in ("cgroup", "demand") else ()),
+                *(DEMAND_DESCRIPTORS if version == "demand" else ()),
+            )
             if full
             else ()
         )

@@ -218,6 +218,45 @@ def test_cgroup_layout_shows_the_limits_in_force_under_tier_aware_memcg() -> Non
     assert both["tenant[0].memory_high_over_ws"] == pytest.approx(256 / 256 * 256 / 320)
 
 
+def test_demand_layout_adds_the_zero_load_demand_over_the_local_peak() -> None:
+    """observation="demand" is "cgroup" plus one descriptor per tenant: its zero-load demand
+    in its local DRAM over that node's peak at its read share, ``log2(1 + x) / 4``. It equals
+    what the model measures when the pages are there (MLC with DRAM-only weights: the step's
+    zero-load demand over its DRAM node's peak), and it keeps growing with MLC's threads
+    where ``solo_demand`` saturates with DRAM (x exactly 4 times larger from 16 to 64)."""
+    from envs import core
+    from envs.scenario import load_scenario
+
+    def run(threads: int) -> tuple[dict[str, float], dict[str, float], float]:
+        raw = load_scenario("mlc-bandwidth").model_dump()
+        raw["tenants"][0]["threads"] = threads
+        params = core.make_params(raw, observation="demand")
+        cg = core.make_params(raw, observation="cgroup")
+        names = params.encoder.names(params.node_names)
+        state, obs = core.reset(params, np.arange(1, dtype=np.uint64))
+        _, obs_cg = core.reset(cg, np.arange(1, dtype=np.uint64))
+        assert len(names) == len(set(names)) == cg.encoder.size + params.n_tenants
+        first = dict(zip(names, np.asarray(obs)[0], strict=True))
+        got_cg = dict(zip(cg.encoder.names(cg.node_names), np.asarray(obs_cg)[0], strict=True))
+        assert {k: first[k] for k in got_cg} == got_cg  # everything else as "cgroup" shows it
+        weights = np.zeros((1, params.codec.n_weight_rows, params.n_nodes), dtype=np.int64)
+        weights[:, :, params.node_names.index("dram0")] = 1  # every page in local DRAM
+        a = params.codec.encode_box(weights, np.zeros(1))
+        _, _, _, _, _, m = core.step(params, state, a)
+        x = m.tenant_demand_gbps[0, 0] / m.node_peak_gbps[0, params.node_names.index("dram0")]
+        return first, got_cg, float(x)
+
+    low, _, x16 = run(16)
+    high, _, x64 = run(64)
+    for first, x in ((low, x16), (high, x64)):
+        assert first["tenant[0].demand_over_local_peak"] == pytest.approx(
+            math.log2(1.0 + x) / 4.0, rel=1e-6
+        )
+    assert x64 == pytest.approx(4.0 * x16, rel=1e-12)
+    assert x16 > 1.0  # 16 MLC threads already ask more than DRAM's peak
+    assert high["tenant[0].solo_demand"] < 1.3 * low["tenant[0].solo_demand"]  # saturates
+
+
 # -- bad actions: one-line errors naming the field -------------------------------------------
 
 PER: dict[str, Any] = {
