@@ -521,7 +521,8 @@ def generated_scenario(
 #:
 #: - ``spill``: bandwidth-heavy tenants, one per CPU node (cxl-spill): their working sets
 #:   1.1-1.6x the machine's DRAM, so DRAM fills and the rest follows the fallback lists;
-#: - ``bandwidth``: a stream whose demand is 1.2-3x its local DRAM's peak, its working set
+#: - ``bandwidth``: a stream whose demand is 1.2x its local DRAM's peak up to the most its
+#:   kind asks (every thread at its most misses in flight; at least 3x), its working set
 #:   fitting DRAM, changing its read/write mix once (mlc-bandwidth);
 #: - ``fairness``: a bandwidth-heavy tenant (half the time a stream) filling its socket's
 #:   DRAM (0.9-1.3x), then a
@@ -597,17 +598,30 @@ def _streaming(t: dict[str, Any], rng: np.random.Generator) -> None:
     t["mlp"] = max(float(t["mlp"]), float(rng.uniform(8.0, 16.0)))
 
 
+def _kind_top(kind: str) -> tuple[int, float]:
+    """The top of ``kind``'s thread and misses-in-flight ranges."""
+    r = KINDS[kind]
+    mlp_hi = r["mlp"][1] if isinstance(r["mlp"], tuple) else max(r["mlp"])
+    return int(r["threads"][1]), float(mlp_hi)
+
+
 def _saturate(
     t: dict[str, Any], kind: str, peak_gbps: float, latency_ns: float, factor: float
 ) -> None:
     """Raise ``t``'s threads, then its misses in flight, within its kind's ranges, until its
     closed-loop demand (``threads x mlp x 64 B / (compute + latency)``) is ``factor`` x
     ``peak_gbps``."""
-    r = KINDS[kind]
+    threads_hi, mlp_hi = _kind_top(kind)
     need = factor * peak_gbps * (t["compute_ns"] + latency_ns) / 64.0  # threads x mlp
-    t["threads"] = int(min(max(t["threads"], math.ceil(need / t["mlp"])), r["threads"][1]))
-    mlp_hi = r["mlp"][1] if isinstance(r["mlp"], tuple) else max(r["mlp"])
+    t["threads"] = int(min(max(t["threads"], math.ceil(need / t["mlp"])), threads_hi))
     t["mlp"] = float(min(max(t["mlp"], need / t["threads"]), mlp_hi))
+
+
+def _most_demand_gbps(kind: str, compute_ns: float, latency_ns: float) -> float:
+    """The largest closed-loop demand (GB/s) a tenant of ``kind`` can ask at ``compute_ns``
+    and ``latency_ns``: every thread of its range at its most misses in flight."""
+    threads_hi, mlp_hi = _kind_top(kind)
+    return threads_hi * mlp_hi * 64.0 / (compute_ns + latency_ns)
 
 
 def _shrink(t: dict[str, Any], most_gib: float) -> None:
@@ -665,8 +679,12 @@ def _motif_tenants(
         node = local[int(rng.integers(len(local)))]
         _pin(t, hw, node)
         latency = float(hw["nodes"][node]["idle_latency_ns"])
-        factor = float(rng.uniform(1.2, 3.0))
-        _saturate(t, kind, _peak_gbps(hw, [node]), latency, factor)
+        peak = _peak_gbps(hw, [node])
+        # from 1.2x the node's peak up to the most the kind can ask (MLC on every core of
+        # a socket), and at least to 3x
+        most = _most_demand_gbps(kind, t["compute_ns"], latency) / peak
+        factor = float(rng.uniform(1.2, max(3.0, most)))
+        _saturate(t, kind, peak, latency, factor)
         room = sum(hw["nodes"][i]["capacity_gib"] for i in local)
         _shrink(t, room * float(rng.uniform(0.3, 0.9)))
         first, second = rng.choice(len(MIXES), size=2, replace=False)
