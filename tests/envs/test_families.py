@@ -234,6 +234,29 @@ def test_broad_draws_what_every_shipped_scenario_shows() -> None:
     assert G.coverage("gen-1s-4cxl", DRAWS)["rw-phase"] == 0.0  # what broad adds
 
 
+@pytest.mark.parametrize("shape", ["1s-4cxl", "1s-2cxl"])
+def test_broad_bandwidth_streams_reach_what_their_kind_can_ask(shape: str) -> None:
+    """The bandwidth situation's stream asks from 1.2x its DRAM node's peak up to the most its
+    kind can ask (every thread at its most misses in flight), at least 3x: on a whole socket
+    (mlc-bandwidth's 64 MLC threads ask about 4x) some draws pass 3.6x, where the draws
+    stopped at 3x before (3.4x with the threads rounded up), and none passes the kind's most."""
+    factors = []
+    for i in range(DRAWS):
+        sc = G.broad_scenario(shape, "train", i)
+        if _motif(sc) != "bandwidth":
+            continue
+        t = sc.tenants[0]
+        node = next(n for n in sc.hardware.nodes if n.name == t.cpu_node)
+        peak = max(node.read_gbps, node.mixed_gbps)
+        demand = t.threads * t.mlp * 64.0 / (t.compute_ns + node.idle_latency_ns)
+        most = G._most_demand_gbps("hog", t.compute_ns, node.idle_latency_ns)
+        assert demand <= most * (1 + 1e-9), (sc.name, demand, most)
+        factors.append(demand / peak)
+    assert len(factors) >= 20
+    assert min(factors) >= 1.2 * (1 - 1e-9)
+    assert max(factors) > 3.6
+
+
 def test_no_generated_scenario_is_a_shipped_one() -> None:
     shipped = {G.content_key(load_scenario(n)) for n in scenario_names()}
     assert len(shipped) == len(scenario_names())  # the key tells them apart
