@@ -562,8 +562,7 @@ def coming_tenants(params: EnvParams, state: EnvState) -> NDArray[np.float32]:
 
 def descriptors(params: EnvParams, state: EnvState) -> tuple[F64, F64]:
     """The ``"full"`` observation's tenant descriptors (B, T, 8; 10 with ``"cgroup"``, 11
-    with ``"demand"``) and
-    extra globals (B, 4).
+    with ``"demand"``) and extra globals (B, 4).
 
     A tenant's descriptors are those of the phase it runs in the NEXT interval (its
     spec, known at admission: :func:`spec_table`), shown while it runs then; see

@@ -74,7 +74,8 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
     ## Observation Space
 
     ``Box(0, 1, (3N + T(14+N) + 7,), float32)`` with ``observation="full"`` (the
-    default); ``"cgroup"``: ``3N + T(16+N) + 7``; ``"demand"``: ``3N + T(17+N) + 7``; ``"basic"``: ``3N + T(6+N) + 3``.
+    default); ``"cgroup"``: ``3N + T(16+N) + 7``; ``"demand"``: ``3N + T(17+N) + 7``;
+    ``"basic"``: ``3N + T(6+N) + 3``.
     Everything a kernel can observe:
 
     | index | entry | normalisation |
@@ -98,9 +99,9 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
     | ``-2`` | demotion traffic | ``log1p(MB/s)/log1p(65536)`` |
     | ``-1`` | time in the episode | ``t / episode_steps`` |
 
-    ``P`` is a slot's size (``6+N``, ``14+N``, ``16+N`` or ``17+N``); ``"full"`` rows hold for
-    ``"cgroup"`` and ``"demand"`` too. ``params.encoder.names(node_names)`` names every entry. An
-    empty slot's entries are all 0. A tenant's descriptors appear in the
+    ``P`` is a slot's size (``6+N``, ``14+N``, ``16+N`` or ``17+N``); ``"full"`` rows hold
+    for ``"cgroup"`` and ``"demand"`` too, and ``"cgroup"`` rows for ``"demand"``.
+    ``params.encoder.names(node_names)`` names every entry. An empty slot's entries are all 0. A tenant's descriptors appear in the
     observation that decides the interval it starts in, so its initial placement
     is an informed choice.
 

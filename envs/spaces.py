@@ -77,7 +77,7 @@ RATE_LEVELS_MBPS = (0.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 65536.0)
 REWARDS = ("log-geomean", "throughput", "weighted-speedup", "harmonic")
 #: "basic": the layout before visible arrivals (old models); "cgroup": "full" plus each
 #: tenant's cgroup limits (CGROUP_DESCRIPTORS); "demand": "cgroup" plus each tenant's
-#: offered demand over its local DRAM's peak (DEMAND_DESCRIPTORS); "host": only what a
+#: zero-load demand over its local DRAM's peak (DEMAND_DESCRIPTORS); "host": only what a
 #: Linux host shows (:mod:`envs.host`'s definitions, what ``deploy.py`` reads on a real machine)
 OBSERVATIONS = ("full", "basic", "cgroup", "demand", "host")
 
@@ -465,11 +465,12 @@ TENANT_DESCRIPTORS = (
 CGROUP_DESCRIPTORS = ("memory_low_over_ws", "memory_high_over_ws")
 #: The descriptor the ``"demand"`` layout adds after CGROUP_DESCRIPTORS: the tenant's
 #: zero-load demand with its pages in its local DRAM (Little's law: bytes in flight over
-#: compute time plus the node's idle latency, what ``bandwidth_demand`` measures once it
-#: runs) over that node's peak at its read share (random access at the random peaks),
-#: shown as ``log2(1 + x) / 4`` capped at 1 (0 to 15 times the peak). ``solo_demand``
-#: saturates where local DRAM does; this one tells a stream at DRAM's peak from one at
-#: four times it, the case where spreading pages over the expanders pays.
+#: compute time plus the node's idle latency; ``bandwidth_demand`` shows the same quantity
+#: once the tenant runs, at its placement and over the machine's peak) over that node's
+#: peak at its read share (random access at the random peaks), shown as
+#: ``log2(1 + x) / 4`` capped at 1 (0 to 15 times the peak). ``solo_demand`` saturates
+#: where local DRAM does; this one tells a stream at DRAM's peak from one at four times
+#: it, the case where spreading pages over the expanders pays.
 DEMAND_DESCRIPTORS = ("demand_over_local_peak",)
 #: Global entries added by the ``"full"`` layout (before the three basic ones).
 GLOBAL_EXTRA = ("dram_capacity_gib", "cxl_capacity_gib", "promote_limit", "interval")
