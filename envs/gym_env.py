@@ -101,9 +101,9 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
 
     ``P`` is a slot's size (``6+N``, ``14+N``, ``16+N`` or ``17+N``); ``"full"`` rows hold
     for ``"cgroup"`` and ``"demand"`` too, and ``"cgroup"`` rows for ``"demand"``.
-    ``params.encoder.names(node_names)`` names every entry. An empty slot's entries are all 0. A tenant's descriptors appear in the
-    observation that decides the interval it starts in, so its initial placement
-    is an informed choice.
+    ``params.encoder.names(node_names)`` names every entry. An empty slot's entries are
+    all 0. A tenant's descriptors appear in the observation that decides the interval it
+    starts in, so its initial placement is an informed choice.
 
     ## Rewards
 
