@@ -508,7 +508,7 @@ def spec_table(encoder: ObservationEncoder, p: Params, jit: F64, solo_gbps: F64)
         phase = np.full((T, B), ph, dtype=np.int64)
         ws = _take(p.working_set_gib, phase) * jit[2]
         d = _tenant_specs(p, solo_gbps, phase, dram, ws)
-        if encoder.version in ("cgroup", "demand"):
+        if encoder.cgroup:
             wsafe = np.maximum(ws, 1e-9)
             dram_high, low, tot_high = memcg_limits(
                 p, _take(p.memory_high_gib, phase), _take(p.memory_low_gib, phase)
@@ -516,7 +516,7 @@ def spec_table(encoder: ObservationEncoder, p: Params, jit: F64, solo_gbps: F64)
             high = np.minimum(dram_high, tot_high)
             cg = np.stack([low / wsafe, np.where(np.isfinite(high), high / wsafe, 1.0)], axis=-1)
             d = np.concatenate([d, cg], axis=-1)
-        if encoder.version == "demand":
+        if encoder.demand:
             x = _demand_over_local_peak(p, jit, phase)
             d = np.concatenate([d, (np.log2(1.0 + x) / 4.0)[..., None]], axis=-1)
         cols.append(np.clip(d, 0.0, 1.0).transpose(0, 2, 1))  # (T, k, B)

@@ -525,6 +525,9 @@ class ObservationEncoder:
         if version not in OBSERVATIONS:
             raise ValueError(f"observation: got {version!r}, expected one of {list(OBSERVATIONS)}")
         self.T, self.N, self.version = n_tenants, n_nodes, version
+        # the descriptor groups added to TENANT_DESCRIPTORS (core.spec_table computes these)
+        self.cgroup = version in ("cgroup", "demand")
+        self.demand = version == "demand"
         if version == "host":
             self.desc_names: tuple[str, ...] = ()
             self.n_desc, self.n_glob = 0, 3
@@ -535,8 +538,8 @@ class ObservationEncoder:
         self.desc_names = (
             (
                 *TENANT_DESCRIPTORS,
-                *(CGROUP_DESCRIPTORS if version in ("cgroup", "demand") else ()),
-                *(DEMAND_DESCRIPTORS if version == "demand" else ()),
+                *(CGROUP_DESCRIPTORS if self.cgroup else ()),
+                *(DEMAND_DESCRIPTORS if self.demand else ()),
             )
             if full
             else ()
