@@ -1,7 +1,9 @@
-"""Command lines: every bad value is a one-line error (exit 2) before any work; resume keeps options."""
+"""Command lines: every bad value is a one-line error (exit 2) before any work; resume keeps options;
+scripts/fit_holdout.py rebuilds a run's first fit from its saved labels."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -10,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -410,3 +413,78 @@ def test_an_interrupted_imitation_phase_resumes_from_its_parts(
         whole.policy.state_dict().items(), again.policy.state_dict().items(), strict=True
     ):
         assert torch.equal(a, b), k
+
+
+# ---------------------------------------------------------------- scripts/fit_holdout.py
+
+
+@pytest.fixture(scope="module")
+def fit_holdout() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "_fit_holdout", ROOT / "scripts" / "fit_holdout.py"
+    )
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _table(out: str) -> list[list[float]]:
+    rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    return [[float(c) for c in line.strip("| \n").split(" | ")] for line in rows]
+
+
+def test_the_fit_of_a_run_is_rebuilt_and_episodes_held_out_whole(
+    fit_holdout: ModuleType,
+    tmp_path: Path,
+    short_scenario: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With nothing held out and the recipe's epochs and rate, the last pass's loss is the run's
+    first fit's (the same rows, initial weights and shuffling); with half held out, the
+    held-out rows are the last episodes of each job, whole, and nothing else."""
+    import train
+    from agents.imitation import labelled_jobs
+
+    run = tmp_path / "r"
+    assert train.main(imitation_args(short_scenario, run)) == 0
+    first = json.loads((run / "warm_start.json").read_text())["loss"][0]
+    capsys.readouterr()
+    assert fit_holdout.main([str(run), "--holdout", "0"]) == 0
+    (row,) = _table(capsys.readouterr().out)
+    assert row[:2] == [4, 0.001]  # imitation_args' epochs, the recipe's rate
+    assert row[2] == pytest.approx(first, abs=2e-5)
+    assert row[3] == pytest.approx(row[4] + row[5], abs=2e-4) and np.isnan(row[6:]).all()
+
+    ((_, got),) = labelled_jobs(run / "imitation")
+    n = len(got.labels)
+    fitted, held = fit_holdout.split_episodes(got, 0.5)
+    episode = np.arange(len(got.obs)) % n
+    assert len(fitted[0]) + len(held[0]) == len(got.obs)
+    assert np.array_equal(held[0], got.obs[episode >= n - n // 2])
+    assert np.array_equal(fitted[1], got.targets[episode < n - n // 2])
+    assert fit_holdout.main([str(run), "--fits", "1:0.001,2:0.002", "--holdout", "0.5"]) == 0
+    rows = _table(capsys.readouterr().out)
+    assert [r[:2] for r in rows] == [[1, 0.001], [2, 0.002]]
+    assert all(np.isfinite(r).all() for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--fits", "40"], "EPOCHS:LR"),
+        (["--fits", "0:0.001"], "EPOCHS >= 1"),
+        (["--holdout", "1"], "0 <= share < 1"),
+    ],
+)
+def test_fit_holdout_bad_input_is_one_line(
+    fit_holdout: ModuleType, tmp_path: Path, args: list[str], words: str
+) -> None:
+    with pytest.raises(SystemExit, match=words):
+        fit_holdout.main([str(tmp_path), *args])
+
+
+def test_fit_holdout_names_a_folder_without_labels(fit_holdout: ModuleType, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=str(tmp_path)):
+        fit_holdout.main([str(tmp_path)])

@@ -19,7 +19,7 @@ import numpy as np
 
 from agents.imitation.dataset import Chunk
 
-__all__ = ["fit_targets"]
+__all__ = ["fit_targets", "targets_loss"]
 
 
 def fit_targets(
@@ -89,3 +89,26 @@ def fit_targets(
             on_epoch()
     policy.set_training_mode(False)
     return loss_value
+
+
+def targets_loss(
+    policy: Any, parts: Sequence[Sequence[Chunk]], mixing: int
+) -> tuple[float, float, float]:
+    """The loss :func:`fit_targets` minimises, of ``policy`` on ``parts`` as they are (each
+    family or scenario weighing the same): ``(total, mixing entries, residual entries)``,
+    the total the sum of the two."""
+    import torch
+
+    residual = int(policy.action_space.shape[0]) - mixing
+    mix = res = 0.0
+    with torch.no_grad():
+        for job in parts:
+            rows = sum(len(o) for o, _, _ in job)
+            for obs, y, fit in job:
+                mean = policy.get_distribution(torch.as_tensor(obs, device=policy.device))
+                m = mean.distribution.mean.cpu().numpy()
+                mix += float(np.sum(np.mean((m[:, residual:] - y[:, residual:]) ** 2, 1))) / rows
+                err = np.mean((m[:, :residual] - y[:, :residual]) ** 2, 1)
+                res += float(np.sum(fit * err)) / rows
+    n = max(len(parts), 1)
+    return (mix + res) / n, mix / n, res / n

@@ -39,7 +39,7 @@ from agents.imitation.dataset import Chunk, EpisodeTargets, Labelled
 from agents.imitation.experts import Plans, ShareTargets
 from agents.persist import atomic_write, atomic_write_text
 
-__all__ = ["Checkpoint", "CheckpointError", "checkpoint_key", "labelled_states"]
+__all__ = ["Checkpoint", "CheckpointError", "checkpoint_key", "labelled_jobs", "labelled_states"]
 
 FORMAT = "tiergym-imitation-checkpoint"
 VERSION = 1
@@ -119,6 +119,26 @@ def labelled_states(folder: Path | str, exclude: Sequence[str] = ()) -> NDArray[
             "phase's checkpoint holds the states the anchor is taken on)"
         )
     return np.concatenate(out)
+
+
+def labelled_jobs(folder: Path | str) -> list[tuple[str, Labelled]]:
+    """Every finished job of the checkpoint ``folder``, in job order: its family (or
+    scenario) and its labels, as the first fit reads them.
+
+    Raises:
+        CheckpointError: no job, or a job file that is unreadable.
+    """
+    folder = Path(folder)
+    out = []
+    for info_path in sorted(folder.glob("job-*.json")):
+        info = _read_json(info_path)
+        if "family" not in info or "plan_seconds" not in info:
+            raise CheckpointError(f"{info_path}: a job without its family or plan_seconds")
+        z = _read_npz(info_path.with_suffix(".npz"))
+        out.append((str(info["family"]), _labelled_from(z, float(info["plan_seconds"]))))
+    if not out:
+        raise CheckpointError(f"{folder}: no labelled job (an imitation phase's checkpoint)")
+    return out
 
 
 def _arrays(obj: Any, prefix: str, skip: Sequence[str] = ()) -> dict[str, NDArray]:

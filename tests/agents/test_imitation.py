@@ -439,8 +439,9 @@ def test_progress_bars_show_each_phase_only_when_asked(
 def test_the_fit_reports_the_loss_of_its_whole_last_pass() -> None:
     """fit_targets returns the last pass's loss over every row, weighted as the loss weighs
     them (each job the same), not one minibatch's: at learning rate 0 the weights do not
-    move, so it is the loss of the whole data set, computed here directly."""
-    from agents.imitation.bc import fit_targets
+    move, so it is the loss of the whole data set, computed here directly, and
+    targets_loss's."""
+    from agents.imitation.bc import fit_targets, targets_loss
 
     model = _model(ENV)
     policy = model.policy
@@ -471,6 +472,9 @@ def test_the_fit_reports_the_loss_of_its_whole_last_pass() -> None:
             want_sum += float(err.sum()) / len(obs)
             want_w += 1.0
     assert got == pytest.approx(want_sum / want_w, rel=1e-5)
+    total, mix, res_part = targets_loss(policy, parts, mixing)  # the same loss, split
+    assert total == pytest.approx(got, rel=1e-5) and total == pytest.approx(mix + res_part)
+    assert 0 < res_part < mix
 
 
 # ---------------------------------------------------------------- the causal teacher (mpc)
