@@ -6,7 +6,9 @@ and seed: the heuristics' records are then the same in each) and prints, per sce
 best single heuristic and its mean, each run's ratio of means to it, the mean and the range
 of those ratios over the runs, and the causal bound ``mpc`` beside them where it was
 evaluated; then the same over the scenarios (geometric means of the per-scenario ratios)
-against the best single heuristic over the scenarios and against ``adaptive``.
+against the best single heuristic over the scenarios, against ``adaptive`` and against
+``dram-first`` (the last, over the families of the ``val`` split, is the number the
+recipe's choices are made on: docs/training.md).
 
     python scripts/seed_table.py results/s01/results.json results/s2/results.json \\
         --runs s0,s1,s2 --floor 0.98
@@ -77,7 +79,7 @@ def table(files: list[Path], runs: list[str], floor: float) -> tuple[str, bool]:
         )
     lines = ["\n".join(rows), ""]
     scs = sorted(means)
-    for ref in (best_single, "adaptive"):
+    for ref in dict.fromkeys((best_single, "adaptive", "dram-first")):
         if not all(ref in means[sc] for sc in scs):
             continue
         g = [_geomean([means[sc][r] / means[sc][ref] for sc in scs]) for r in runs]

@@ -68,6 +68,12 @@ def test_ratios_to_each_scenarios_best_heuristic_and_their_mean(
     )
     assert "| y | dram-first (1.000) | 1.100 | 1.000 | 0.970 | 1.023 [0.970, 1.100] | - |" in text
     assert not ok and text.endswith("below 0.98: x")
+    # over x and y against dram-first: s0 sqrt(1.6 * 1.1), s1 sqrt(1.44 * 1.0), s2 sqrt(1.6 * 0.97)
+    assert (
+        "geometric mean of the ratios to dram-first: s0 1.327, s1 1.200, s2 1.246; "
+        "mean 1.257 [1.200, 1.327]" in text
+    )
+    assert "ratios to tpp: " in text and "ratios to adaptive: " in text
     assert seed_table.main([str(a), str(b), "--runs", "s0,s1,s2", "--floor", "0.9"]) == 0
     assert seed_table.main([str(a), str(b), "--runs", "s0,s1,s2"]) == 1
     capsys.readouterr()
