@@ -25,13 +25,19 @@ import argparse
 import copy
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.imitation.dataset import Chunk, Labelled
+
+
+def _fail(message: str) -> NoReturn:
+    """One line on stderr, exit code 2."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def split_episodes(got: Labelled, holdout: float) -> tuple[Chunk, Chunk]:
@@ -52,9 +58,9 @@ def _fits(text: str) -> list[tuple[int, float]]:
             epochs, lr = part.split(":")
             item = (int(epochs), float(lr))
         except ValueError:
-            raise SystemExit(f"error: --fits {part!r}: expected EPOCHS:LR, e.g. 40:0.001") from None
+            _fail(f"--fits {part!r}: expected EPOCHS:LR, e.g. 40:0.001")
         if item[0] < 1 or not 0.0 < item[1] <= 1.0:
-            raise SystemExit(f"error: --fits {part!r}: expected EPOCHS >= 1 and 0 < LR <= 1")
+            _fail(f"--fits {part!r}: expected EPOCHS >= 1 and 0 < LR <= 1")
         out.append(item)
     return out
 
@@ -70,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if not 0.0 <= args.holdout < 1.0:
-        raise SystemExit(f"error: --holdout {args.holdout}: expected 0 <= share < 1")
+        _fail(f"--holdout {args.holdout}: expected 0 <= share < 1")
     given = _fits(args.fits) if args.fits else None
     from agents import persist
     from agents.config import TrainingError
@@ -84,10 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg = read_config(args.run)
         jobs = labelled_jobs(args.run / "imitation")
     except (TrainingError, CheckpointError, OSError) as exc:
-        raise SystemExit(f"error: {args.run}: {exc}") from None
+        _fail(f"{args.run}: {exc}")
     im = cfg.recipe.imitation
     if im is None:
-        raise SystemExit(f"error: {args.run}: its recipe has no imitation phase")
+        _fail(f"{args.run}: its recipe has no imitation phase")
     fits = given or [(im.epochs, im.learning_rate)]
     plan = make_plan(cfg)
     env = persist.SpacesOnlyEnv(plan.cfg.n_envs, plan.obs_space, plan.act_space)

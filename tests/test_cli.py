@@ -453,7 +453,8 @@ def test_the_fit_of_a_run_is_rebuilt_and_episodes_held_out_whole(
     capsys.readouterr()
     assert fit_holdout.main([str(run), "--holdout", "0"]) == 0
     (row,) = _table(capsys.readouterr().out)
-    assert row[:2] == [4, 0.001]  # imitation_args' epochs, the recipe's rate
+    rate = yaml.safe_load((run / "config.yml").read_text())["recipe"]["imitation"]["learning_rate"]
+    assert row[:2] == [4, rate]  # imitation_args' epochs, the recipe's rate
     assert row[2] == pytest.approx(first, abs=2e-5)
     assert row[3] == pytest.approx(row[4] + row[5], abs=2e-4) and np.isnan(row[6:]).all()
 
@@ -479,12 +480,22 @@ def test_the_fit_of_a_run_is_rebuilt_and_episodes_held_out_whole(
     ],
 )
 def test_fit_holdout_bad_input_is_one_line(
-    fit_holdout: ModuleType, tmp_path: Path, args: list[str], words: str
+    fit_holdout: ModuleType,
+    tmp_path: Path,
+    args: list[str],
+    words: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    with pytest.raises(SystemExit, match=words):
+    with pytest.raises(SystemExit) as exc:
         fit_holdout.main([str(tmp_path), *args])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and words in err
 
 
-def test_fit_holdout_names_a_folder_without_labels(fit_holdout: ModuleType, tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match=str(tmp_path)):
+def test_fit_holdout_names_a_folder_without_labels(
+    fit_holdout: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
         fit_holdout.main([str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith(f"error: {tmp_path}: ") and err.count("\n") == 1
