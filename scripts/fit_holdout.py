@@ -31,7 +31,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agents import persist
+from agents.config import TrainingError
+from agents.imitation import CheckpointError, fit_targets, labelled_jobs, targets_loss
 from agents.imitation.dataset import Chunk, Labelled
+from agents.models import build_model
+from agents.plan import make_plan
+from agents.runs import read_config
+from agents.view import base_names
 
 
 def _fail(message: str) -> NoReturn:
@@ -78,13 +85,6 @@ def main(argv: list[str] | None = None) -> int:
     if not 0.0 <= args.holdout < 1.0:
         _fail(f"--holdout {args.holdout}: expected 0 <= share < 1")
     given = _fits(args.fits) if args.fits else None
-    from agents import persist
-    from agents.config import TrainingError
-    from agents.imitation import CheckpointError, fit_targets, labelled_jobs, targets_loss
-    from agents.models import build_model
-    from agents.plan import make_plan
-    from agents.runs import read_config
-    from agents.view import base_names
 
     try:
         cfg = read_config(args.run)
