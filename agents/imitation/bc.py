@@ -22,6 +22,13 @@ from agents.imitation.dataset import Chunk
 __all__ = ["fit_targets", "targets_loss"]
 
 
+def _squared_error(mean: Any, y: Any, cols: slice) -> Any:
+    """Each row's mean squared error of the action mean against its targets over ``cols``."""
+    import torch
+
+    return torch.mean((mean[:, cols] - y[:, cols]) ** 2, dim=1)
+
+
 def fit_targets(
     policy: Any,
     parts: Sequence[Sequence[Chunk]],
@@ -71,12 +78,10 @@ def fit_targets(
         pass_loss = pass_weight = 0.0
         for i in range(0, len(x), batch_size):
             b = perm[i : i + batch_size]
-            mean = policy.get_distribution(x[b]).distribution.mean
-            err = torch.mean((mean[:, residual:] - y[b, residual:]) ** 2, dim=1)
+            mean, yb = policy.get_distribution(x[b]).distribution.mean, y[b]
+            err = _squared_error(mean, yb, slice(residual, None))
             if with_residual:
-                err = err + fit_res[b] * torch.mean(
-                    (mean[:, :residual] - y[b, :residual]) ** 2, dim=1
-                )
+                err = err + fit_res[b] * _squared_error(mean, yb, slice(None, residual))
             weight = torch.sum(w[b])
             loss = torch.sum(w[b] * err) / weight
             opt.zero_grad()
@@ -105,10 +110,11 @@ def targets_loss(
         for job in parts:
             rows = sum(len(o) for o, _, _ in job)
             for obs, y, fit in job:
-                mean = policy.get_distribution(torch.as_tensor(obs, device=policy.device))
-                m = mean.distribution.mean.cpu().numpy()
-                mix += float(np.sum(np.mean((m[:, residual:] - y[:, residual:]) ** 2, 1))) / rows
-                err = np.mean((m[:, :residual] - y[:, :residual]) ** 2, 1)
-                res += float(np.sum(fit * err)) / rows
+                dist = policy.get_distribution(torch.as_tensor(obs, device=policy.device))
+                mean, yt = dist.distribution.mean, torch.as_tensor(y, device=policy.device)
+                fit_t = torch.as_tensor(fit, device=policy.device)
+                mix += float(torch.sum(_squared_error(mean, yt, slice(residual, None)))) / rows
+                err = _squared_error(mean, yt, slice(None, residual))
+                res += float(torch.sum(fit_t * err)) / rows
     n = max(len(parts), 1)
     return (mix + res) / n, mix / n, res / n

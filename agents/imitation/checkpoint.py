@@ -97,6 +97,21 @@ def _read_npz(path: Path, keys: Sequence[str] | None = None) -> dict[str, NDArra
         raise CheckpointError(f"{path}: unreadable checkpoint file ({exc})") from None
 
 
+def _job_infos(folder: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Each finished job's ``job-NNN.json`` path and contents in ``folder``, in job order.
+
+    Raises:
+        CheckpointError: a job file that is unreadable or names no family.
+    """
+    out = []
+    for info_path in sorted(folder.glob("job-*.json")):
+        info = _read_json(info_path)
+        if info.get("family") is None:
+            raise CheckpointError(f"{info_path}: a job without its family")
+        out.append((info_path, info))
+    return out
+
+
 def labelled_states(folder: Path | str, exclude: Sequence[str] = ()) -> NDArray[np.float32]:
     """The recorded states (the policy's observations, stacked) of every finished job of the
     checkpoint ``folder`` whose family is not in ``exclude``.
@@ -106,11 +121,8 @@ def labelled_states(folder: Path | str, exclude: Sequence[str] = ()) -> NDArray[
     """
     folder = Path(folder)
     out = []
-    for info_path in sorted(folder.glob("job-*.json")):
-        family = _read_json(info_path).get("family")
-        if family is None:
-            raise CheckpointError(f"{info_path}: a job without its family")
-        if family not in exclude:
+    for info_path, info in _job_infos(folder):
+        if info["family"] not in exclude:
             obs = _read_npz(info_path.with_suffix(".npz"), ["obs"])["obs"]
             out.append(np.asarray(obs, dtype=np.float32))
     if not out:
@@ -130,10 +142,9 @@ def labelled_jobs(folder: Path | str) -> list[tuple[str, Labelled]]:
     """
     folder = Path(folder)
     out = []
-    for info_path in sorted(folder.glob("job-*.json")):
-        info = _read_json(info_path)
-        if "family" not in info or "plan_seconds" not in info:
-            raise CheckpointError(f"{info_path}: a job without its family or plan_seconds")
+    for info_path, info in _job_infos(folder):
+        if "plan_seconds" not in info:
+            raise CheckpointError(f"{info_path}: a job without its plan_seconds")
         z = _read_npz(info_path.with_suffix(".npz"))
         out.append((str(info["family"]), _labelled_from(z, float(info["plan_seconds"]))))
     if not out:
