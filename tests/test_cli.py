@@ -430,25 +430,31 @@ def fit_holdout() -> ModuleType:
     return mod
 
 
+@pytest.fixture(scope="module")
+def imitation_run(tmp_path_factory: pytest.TempPathFactory, short_scenario: Path) -> Path:
+    """A finished run of the imitation recipe cut to seconds (:func:`imitation_args`); the
+    tests below read it and write nothing into it."""
+    import train
+
+    run = tmp_path_factory.mktemp("imitation") / "r"
+    assert train.main(imitation_args(short_scenario, run)) == 0
+    return run
+
+
 def _table(out: str) -> list[list[float]]:
     rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
     return [[float(c) for c in line.strip("| \n").split(" | ")] for line in rows]
 
 
 def test_the_fit_of_a_run_is_rebuilt_and_episodes_held_out_whole(
-    fit_holdout: ModuleType,
-    tmp_path: Path,
-    short_scenario: Path,
-    capsys: pytest.CaptureFixture[str],
+    fit_holdout: ModuleType, imitation_run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """With nothing held out and the recipe's epochs and rate, the last pass's loss is the run's
     first fit's (the same rows, initial weights and shuffling); with half held out, the
     held-out rows are the last episodes of each job, whole, and nothing else."""
-    import train
     from agents.imitation import labelled_jobs
 
-    run = tmp_path / "r"
-    assert train.main(imitation_args(short_scenario, run)) == 0
+    run = imitation_run
     first = json.loads((run / "warm_start.json").read_text())["loss"][0]
     capsys.readouterr()
     assert fit_holdout.main([str(run), "--holdout", "0"]) == 0
@@ -499,3 +505,73 @@ def test_fit_holdout_names_a_folder_without_labels(
         fit_holdout.main([str(tmp_path)])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.startswith(f"error: {tmp_path}: ") and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------- scripts/imitation_policy.py
+
+
+@pytest.fixture(scope="module")
+def imitation_policy() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "_imitation_policy", ROOT / "scripts" / "imitation_policy.py"
+    )
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_imitation_policy_of_an_imitation_run_is_the_run_itself(
+    imitation_policy: ModuleType, imitation_run: Path, tmp_path: Path
+) -> None:
+    """The imitation recipe's model is its last fit: the policy written from that fit has the
+    run's tensors, to the bit, and acts as the run does; an earlier fit gives other weights;
+    the run's folder is left as it was."""
+    from agents.runs import load_trained
+
+    before = {p.name: p.read_bytes() for p in imitation_run.iterdir() if p.is_file()}
+    out = tmp_path / "im"
+    assert imitation_policy.main([str(imitation_run), str(out)]) == 0
+    run_model, env, _ = load_trained(imitation_run)
+    got, got_env, _ = load_trained(out)
+    assert got_env == env and got.num_timesteps == 0
+    a, b = run_model.policy.state_dict(), got.policy.state_dict()
+    assert list(a) == list(b) and all(torch.equal(a[k], b[k]) for k in a)
+    obs = np.stack([got.observation_space.sample() for _ in range(8)])
+    assert np.array_equal(
+        run_model.predict(obs, deterministic=True)[0], got.predict(obs, deterministic=True)[0]
+    )
+    first = tmp_path / "first"
+    assert imitation_policy.main([str(imitation_run), str(first), "--fit", "0"]) == 0
+    c = load_trained(first)[0].policy.state_dict()
+    assert any(not torch.equal(a[k], c[k]) for k in a)
+    assert before == {p.name: p.read_bytes() for p in imitation_run.iterdir() if p.is_file()}
+
+
+def test_imitation_policy_bad_input_is_one_line(
+    imitation_policy: ModuleType,
+    imitation_run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No run folder, a fit that does not exist, a folder without fits, an output that is not
+    empty: exit code 2, one line naming the path; nothing is written."""
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine")
+    empty = tmp_path / "empty"
+    (empty / "imitation").mkdir(parents=True)
+    cases = [
+        ([str(tmp_path / "none"), str(tmp_path / "o1")], f"{tmp_path / 'none'}: not a run folder"),
+        ([str(imitation_run), str(tmp_path / "o2"), "--fit", "9"], "fit-09.npz"),
+        ([str(empty), str(tmp_path / "o3")], "no fit-RR.npz"),
+        ([str(imitation_run), str(full)], "not an empty folder"),
+    ]
+    for args, words in cases:
+        with pytest.raises(SystemExit) as exc:
+            imitation_policy.main(args)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1 and words in err, err
+    assert not any((tmp_path / f"o{i}").exists() for i in (1, 2, 3))
+    assert [p.name for p in full.iterdir()] == ["keep.txt"]
