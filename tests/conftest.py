@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -19,6 +22,24 @@ def calibration_dir() -> Path:
             f"calibration data not found at {SHARED} (../shared/calibration beside the project)"
         )
     return SHARED
+
+
+@pytest.fixture(scope="session")
+def script() -> Callable[[str], ModuleType]:
+    """A loader of the project's stand-alone scripts (``scripts/*.py``, ``benchmarks/*.py``):
+    ``script("scripts/seed_table.py")`` imports the file as a module of its own name
+    (``_seed_table``), once per call."""
+
+    def load(relpath: str) -> ModuleType:
+        path = ROOT / relpath
+        spec = importlib.util.spec_from_file_location(f"_{path.stem}", path)
+        assert spec and spec.loader, path
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+        return mod
+
+    return load
 
 
 @pytest.fixture(scope="session")

@@ -3,9 +3,7 @@ is the rate over CartPole's, and the two scripts step the same spr-a1000 scenari
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from collections.abc import Callable
 from types import ModuleType
 
 import pytest
@@ -13,28 +11,15 @@ import pytest
 import envs.model
 import envs.solver
 
-ROOT = Path(__file__).resolve().parents[1]
 
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        f"_bench_{name}", ROOT / "benchmarks" / f"{name}.py"
-    )
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+@pytest.fixture(scope="module")
+def env_speed(script: Callable[[str], ModuleType]) -> ModuleType:
+    return script("benchmarks/env_speed.py")
 
 
 @pytest.fixture(scope="module")
-def env_speed() -> ModuleType:
-    return _load("env_speed")
-
-
-@pytest.fixture(scope="module")
-def profile() -> ModuleType:
-    return _load("profile_step")
+def profile(script: Callable[[str], ModuleType]) -> ModuleType:
+    return script("benchmarks/profile_step.py")
 
 
 def test_the_profile_steps_env_speeds_scenario(env_speed: ModuleType, profile: ModuleType) -> None:

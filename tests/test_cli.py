@@ -3,7 +3,6 @@ scripts/fit_holdout.py rebuilds a run's first fit from its saved labels."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -11,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -162,7 +162,7 @@ def test_the_budget_lives_in_the_recipe(tmp_path: Path) -> None:
     root = {"runs_root": tmp_path}
     default = resolve(RunOptions(**root))
     assert default.recipe.name == "ppo-finetune"
-    assert default.recipe.trainers == ["imitation", "ppo"] and default.total_timesteps == 1_048_576
+    assert default.recipe.trainers == ["imitation", "ppo"] and default.total_timesteps == 786_432
     assert resolve(RunOptions(recipe="imitation", **root)).recipe.rl is None
     written = load_recipe("ppo-finetune")[0].imitation
     assert default.recipe.imitation == written  # the recipe's phase, whole
@@ -419,15 +419,8 @@ def test_an_interrupted_imitation_phase_resumes_from_its_parts(
 
 
 @pytest.fixture(scope="module")
-def fit_holdout() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "_fit_holdout", ROOT / "scripts" / "fit_holdout.py"
-    )
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def fit_holdout(script: Callable[[str], ModuleType]) -> ModuleType:
+    return script("scripts/fit_holdout.py")
 
 
 @pytest.fixture(scope="module")
@@ -511,15 +504,8 @@ def test_fit_holdout_names_a_folder_without_labels(
 
 
 @pytest.fixture(scope="module")
-def imitation_policy() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "_imitation_policy", ROOT / "scripts" / "imitation_policy.py"
-    )
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def imitation_policy(script: Callable[[str], ModuleType]) -> ModuleType:
+    return script("scripts/imitation_policy.py")
 
 
 def test_the_imitation_policy_of_an_imitation_run_is_the_run_itself(

@@ -3,25 +3,17 @@ mean over seeds, the floor's verdict, and one-line errors on bad input."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
-def seed_table() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_seed_table", ROOT / "scripts" / "seed_table.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def seed_table(script: Callable[[str], ModuleType]) -> ModuleType:
+    return script("scripts/seed_table.py")
 
 
 def _results(
