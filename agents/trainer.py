@@ -203,7 +203,9 @@ def _training_env(cfg: RunConfig) -> tuple[Any, Any]:
     VecNormalize wrapper on rewards if the recipe asks for it."""
     from stable_baselines3.common.vec_env import VecNormalize
 
-    venv = make_training_vec_env(cfg.n_envs, _rl_env(cfg))
+    rl = cfg.recipe.rl
+    share = rl.scenario_share if rl is not None else None
+    venv = make_training_vec_env(cfg.n_envs, _rl_env(cfg), share)
     venv.seed(cfg.seed)
     norm = None
     if cfg.recipe.rl is not None and cfg.recipe.rl.normalize_reward:

@@ -120,9 +120,14 @@ def Int(ge: int | None = None, le: int | None = None) -> Any:
     return Annotated[int, BeforeValidator(_whole), Field(ge=ge, le=le, strict=False)]
 
 
-def Num(ge: float | None = None, gt: float | None = None, le: float | None = None) -> Any:
+def Num(
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+) -> Any:
     """A finite number in the given (open or closed) interval."""
-    return Annotated[float, BeforeValidator(_finite), Field(ge=ge, gt=gt, le=le)]
+    return Annotated[float, BeforeValidator(_finite), Field(ge=ge, gt=gt, le=le, lt=lt)]
 
 
 Layer = Int(1, 1 << 16)

@@ -317,6 +317,11 @@ class RLSettings(_Strict):
         description="the families RL's environment draws beside the scenario, a part of "
         "env.train_families (null: all of them; []: the scenario alone)",
     )
+    scenario_share: Num(gt=0.0, lt=1.0) | None = Field(
+        None,
+        description="the share of RL's instances on the scenario, the rest split evenly over "
+        "the families it draws (null: the scenario and each family alike)",
+    )
 
 
 class Recipe(_Strict):
@@ -400,6 +405,13 @@ class Recipe(_Strict):
                     "rl.train_families and a family of env.train_families that RL does not "
                     "draw (the anchor is taken on its labelled states)"
                 )
+        share = self.rl.scenario_share if self.rl is not None else None
+        drawn = rl_families if rl_families is not None else (self.env.train_families or [])
+        if share is not None and not drawn:
+            raise ValueError(
+                f"rl.scenario_share: {share}: RL draws the scenario alone (no family in "
+                "rl.train_families or env.train_families); leave it null or name families"
+            )
         if rl_families is not None:
             outside = [f for f in rl_families if f not in (self.env.train_families or [])]
             if outside:

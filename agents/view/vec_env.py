@@ -22,7 +22,7 @@ from agents.view.interface import AgentInterface, make_interface
 from envs.core import EnvParams, coming_tenants
 from envs.sb3 import TierGymVecEnv
 
-__all__ = ["AgentVecEnv", "ConcatVecEnv", "make_training_vec_env"]
+__all__ = ["AgentVecEnv", "ConcatVecEnv", "make_training_vec_env", "split_instances"]
 
 
 class AgentVecEnv(VecEnvWrapper):
@@ -162,20 +162,40 @@ def _one_env(num_envs: int, env_kwargs: Mapping[str, Any]) -> VecEnv:
     return AgentVecEnv(venv, agent) if agent.active else venv
 
 
-def make_training_vec_env(num_envs: int, env_kwargs: Mapping[str, Any]) -> VecEnv:
+def split_instances(num_envs: int, families: int, scenario_share: float | None = None) -> list[int]:
+    """Instances per batch: the scenario's first, then each of ``families`` others'.
+    ``scenario_share`` None: ``num_envs`` split evenly over all of them (the first ones one
+    more where it does not divide); else the scenario takes that share (rounded, at least
+    one) and the families split the rest evenly."""
+    if scenario_share is None:
+        k = families + 1
+        n = [num_envs // k + (1 if i < num_envs % k else 0) for i in range(k)]
+    else:
+        first = max(1, round(scenario_share * num_envs))
+        rest = num_envs - first
+        n = [first] + [
+            rest // families + (1 if i < rest % families else 0) for i in range(families)
+        ]
+    if min(n) < 1:
+        raise ValueError(
+            f"train_families: {num_envs} instances cannot give the scenario and {families} "
+            f"families at least one each (scenario_share {scenario_share})"
+        )
+    return n
+
+
+def make_training_vec_env(
+    num_envs: int, env_kwargs: Mapping[str, Any], scenario_share: float | None = None
+) -> VecEnv:
     """The training environment, monitored: the SB3 adapter in the agent's view
     (residual over ``base_policy``, nodes padded to ``pad_nodes``); with
-    ``train_families`` one batch per family (``num_envs`` split evenly), the first
-    being ``scenario``."""
+    ``train_families`` one batch per family, the first being ``scenario``, the instances
+    split by :func:`split_instances` (``scenario_share``: the scenario's share of them)."""
     fams = [f for f in (env_kwargs.get("train_families") or []) if f != env_kwargs["scenario"]]
     if not fams:
         return VecMonitor(_one_env(num_envs, env_kwargs))
     names = [env_kwargs["scenario"], *fams]
-    n = [
-        num_envs // len(names) + (1 if i < num_envs % len(names) else 0) for i in range(len(names))
-    ]
-    if min(n) < 1:
-        raise ValueError(f"train_families: {len(names)} families need at least as many instances")
+    n = split_instances(num_envs, len(fams), scenario_share)
     return VecMonitor(
         ConcatVecEnv(
             [_one_env(k, {**env_kwargs, "scenario": f}) for k, f in zip(n, names, strict=True)]

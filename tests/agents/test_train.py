@@ -325,15 +325,17 @@ def test_generator_chances_reach_training_and_not_evaluation(tmp_path: Path) -> 
 
 def test_rl_train_families_pick_what_the_rl_phase_draws(tmp_path: Path) -> None:
     """rl.train_families: RL's environment on the scenario and the named families only (the
-    imitation phase keeps env.train_families); a family outside them is refused by name."""
+    imitation phase keeps env.train_families), rl.scenario_share of the instances on the
+    scenario; a family outside them is refused by name, a share with no family to share with
+    or outside (0, 1) too."""
     from agents.config import RunOptions
     from agents.config.load import load_recipe, resolve
     from agents.trainer import _training_env
 
-    def nodes_drawn(families: str) -> list[int]:
+    def nodes_drawn(families: str, *more: str) -> list[int]:
         opts = RunOptions(
             # a minibatch no larger than 4 instances' rollout (PPO warns otherwise)
-            set=[f"rl.train_families={families}", "rl.hyperparams.batch_size=128"],
+            set=[f"rl.train_families={families}", "rl.hyperparams.batch_size=128", *more],
             num_envs=4,
             runs_root=tmp_path,
         )
@@ -347,6 +349,13 @@ def test_rl_train_families_pick_what_the_rl_phase_draws(tmp_path: Path) -> None:
 
     assert nodes_drawn("[]") == [2, 2, 2, 2]  # mixed alone: 1 DRAM + 1 CXL node
     assert nodes_drawn("[gen-1s-4cxl]") == [2, 2, 5, 5]  # half the instances each
+    assert nodes_drawn("[gen-1s-4cxl]", "rl.scenario_share=0.75") == [2, 2, 2, 5]
+    assert nodes_drawn("[gen-1s-4cxl]", "rl.scenario_share=0.1") == [2, 5, 5, 5]  # one at least
+    with pytest.raises(ValueError, match=r"rl.scenario_share: 0.5: RL draws the scenario alone"):
+        load_recipe("ppo-finetune", ["rl.train_families=[]", "rl.scenario_share=0.5"])
+    for bad in ("0", "1", "nan"):
+        with pytest.raises(ValueError, match=r"rl.scenario_share"):
+            load_recipe("ppo-finetune", [f"rl.scenario_share={bad}"])
     with pytest.raises(ValueError, match=r"rl.train_families: 'mixed-2s' is not in env"):
         load_recipe("ppo-finetune", ["rl.train_families=[mixed-2s]"])
     # the default's anchor is taken on the families RL does not draw: there must be one

@@ -10,7 +10,13 @@ import pytest
 
 from agents.evaluation import LearnedPolicy, PolicyError
 from agents.rollout import rollout
-from agents.view import AgentInterface, ViewConfig, agent_spaces, make_training_vec_env
+from agents.view import (
+    AgentInterface,
+    ViewConfig,
+    agent_spaces,
+    make_training_vec_env,
+    split_instances,
+)
 from baselines import make_policy
 from baselines.placement import SHARE_TOP, dram_share
 from envs import core
@@ -715,3 +721,19 @@ def test_zero_residual_on_the_host_view_with_global_weights_is_the_base() -> Non
     pushed = LearnedPolicy(Push(*agent_spaces(params, "bw-aware-interleave")), kw, "p", "t")
     moved = np.mean(_geomeans(rollout(pushed, "colocation", 4, seed=3, env_kwargs=kw)))
     assert abs(moved - np.mean(natives["bw-aware-interleave"])) > 0.005
+
+
+def test_instances_split_between_the_scenario_and_the_families() -> None:
+    """Evenly by default (the first batches one more where it does not divide, as before
+    scenario_share existed); with a share, the scenario's rounded and at least one, the rest
+    evenly; every batch at least one instance, else a ValueError naming the counts."""
+    assert split_instances(256, 9) == [26] * 6 + [25] * 4
+    assert split_instances(256, 9, 0.5) == [128] + [15] * 2 + [14] * 7
+    assert split_instances(4, 1, 0.75) == [3, 1] and split_instances(4, 3, 0.01) == [1, 1, 1, 1]
+    for n, k, share in ((300, 9, None), (256, 9, 0.3), (17, 4, 0.5)):
+        got = split_instances(n, k, share)
+        assert sum(got) == n and len(got) == k + 1 and max(got[1:]) - min(got[1:]) <= 1
+    with pytest.raises(ValueError, match=r"3 instances cannot give the scenario and 3 families"):
+        split_instances(3, 3)
+    with pytest.raises(ValueError, match=r"10 instances cannot give the scenario and 9 families"):
+        split_instances(10, 9, 0.5)
