@@ -369,19 +369,20 @@ def test_the_default_recipe_fine_tunes_on_the_scenario_anchored_elsewhere(
     tmp_path: Path, short_scenario: Path
 ) -> None:
     """The default recipe end to end, cut to seconds: the imitation phase labels every
-    family, PPO runs on the scenario alone, and the anchor is taken on the other families'
-    labelled states (it logs its distance after the update)."""
+    family, PPO runs on the scenario and the nine broad-* families (one instance each), and
+    the anchor is taken on the other families' labelled states (it logs its distance after
+    the update)."""
     run_dir = tmp_path / "ft"
     args = [
-        "--scenario", str(short_scenario), "--run-dir", str(run_dir), "--timesteps", "128",
-        "--num-envs", "8", "--set", "n_steps=16", "--set", "batch_size=64",
+        "--scenario", str(short_scenario), "--run-dir", str(run_dir), "--timesteps", "160",
+        "--num-envs", "10", "--set", "n_steps=16", "--set", "batch_size=80",
         "--set", "imitation.plans=false", "--set", "imitation.rounds=1",
         "--set", "imitation.epochs=2", "--set", "rl.finetune.critic_warmup=0",
         "--eval-episodes", "2", "--compare-episodes", "0", "--no-progress", "--quiet",
     ]  # fmt: skip
     res = run_train(args)
     assert res.returncode == 0, res.stderr
-    assert json.loads((run_dir / "training.json").read_text())["timesteps"] == 128
+    assert json.loads((run_dir / "training.json").read_text())["timesteps"] == 160
     assert {"train/anchor_mse", "train/anchor_coef"} <= event_tags(run_dir)
     jobs = [json.loads(p.read_text())["family"] for p in (run_dir / "imitation").glob("job-*.json")]
     assert len(jobs) == 18 and str(short_scenario) in jobs  # the scenario, 8 gen-*, 9 broad-*
