@@ -541,17 +541,21 @@ def test_imitation_policy_bad_input_is_one_line(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """No run folder, a fit that does not exist, a folder without fits, an output that is not
-    empty: exit code 2, one line naming the path; nothing is written."""
+    """No run folder, a fit that does not exist, a folder without fits, a run without its
+    model, an output that is not empty: exit code 2, one line naming the path; nothing is
+    written."""
     full = tmp_path / "full"
     full.mkdir()
     (full / "keep.txt").write_text("mine")
     empty = tmp_path / "empty"
     (empty / "imitation").mkdir(parents=True)
+    unfinished = tmp_path / "unfinished"  # fits, no model.zip yet
+    shutil.copytree(imitation_run / "imitation", unfinished / "imitation")
     cases = [
         ([str(tmp_path / "none"), str(tmp_path / "o1")], f"{tmp_path / 'none'}: not a run folder"),
         ([str(imitation_run), str(tmp_path / "o2"), "--fit", "9"], "fit-09.npz"),
         ([str(empty), str(tmp_path / "o3")], "no fit-RR.npz"),
+        ([str(unfinished), str(tmp_path / "o4")], "model.zip' does not exist"),
         ([str(imitation_run), str(full)], "not an empty folder"),
     ]
     for args, words in cases:
@@ -559,5 +563,5 @@ def test_imitation_policy_bad_input_is_one_line(
             imitation_policy.main(args)
         err = capsys.readouterr().err
         assert exc.value.code == 2 and err.count("\n") == 1 and words in err, err
-    assert not any((tmp_path / f"o{i}").exists() for i in (1, 2, 3))
+    assert not any((tmp_path / f"o{i}").exists() for i in (1, 2, 3, 4))
     assert [p.name for p in full.iterdir()] == ["keep.txt"]
