@@ -549,13 +549,14 @@ def test_imitation_policy_bad_input_is_one_line(
     (full / "keep.txt").write_text("mine")
     empty = tmp_path / "empty"
     (empty / "imitation").mkdir(parents=True)
-    unfinished = tmp_path / "unfinished"  # fits, no model.zip yet
+    unfinished = tmp_path / "unfinished"  # fits and config, no model yet
     shutil.copytree(imitation_run / "imitation", unfinished / "imitation")
+    shutil.copyfile(imitation_run / "config.yml", unfinished / "config.yml")
     cases = [
         ([str(tmp_path / "none"), str(tmp_path / "o1")], f"{tmp_path / 'none'}: not a run folder"),
         ([str(imitation_run), str(tmp_path / "o2"), "--fit", "9"], "fit-09.npz"),
         ([str(empty), str(tmp_path / "o3")], "no fit-RR.npz"),
-        ([str(unfinished), str(tmp_path / "o4")], "model.zip' does not exist"),
+        ([str(unfinished), str(tmp_path / "o4")], "has no checkpoint"),
         ([str(imitation_run), str(full)], "not an empty folder"),
     ]
     for args, words in cases:

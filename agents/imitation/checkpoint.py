@@ -39,7 +39,15 @@ from agents.imitation.dataset import Chunk, EpisodeTargets, Labelled
 from agents.imitation.experts import Plans, ShareTargets
 from agents.persist import atomic_write, atomic_write_text
 
-__all__ = ["Checkpoint", "CheckpointError", "checkpoint_key", "labelled_jobs", "labelled_states"]
+__all__ = [
+    "Checkpoint",
+    "CheckpointError",
+    "checkpoint_key",
+    "fit_weights",
+    "labelled_jobs",
+    "labelled_states",
+    "restore_policy",
+]
 
 FORMAT = "tiergym-imitation-checkpoint"
 VERSION = 1
@@ -294,11 +302,33 @@ class Checkpoint:
         return state, info, rows
 
     def restore(self, policy: Any, state: Mapping[str, NDArray]) -> None:
-        """Load saved weights ``state`` into ``policy`` (names and shapes checked)."""
-        import torch
+        """Load saved weights ``state`` into ``policy`` (:func:`restore_policy`)."""
+        restore_policy(policy, state, self.folder)
 
-        own = policy.state_dict()
-        if set(own) != set(state) or any(tuple(own[k].shape) != state[k].shape for k in own):
-            raise CheckpointError(f"{self.folder}: saved weights do not fit this policy")
-        policy.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state.items()})
-        policy.set_training_mode(False)
+
+def restore_policy(policy: Any, state: Mapping[str, NDArray], where: Path | str | None) -> None:
+    """Load saved weights ``state`` into ``policy`` (names and shapes checked: a
+    CheckpointError naming ``where`` if they do not fit) and leave it in evaluation mode."""
+    import torch
+
+    own = policy.state_dict()
+    if set(own) != set(state) or any(tuple(own[k].shape) != state[k].shape for k in own):
+        raise CheckpointError(f"{where}: saved weights do not fit this policy")
+    policy.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state.items()})
+    policy.set_training_mode(False)
+
+
+def fit_weights(folder: Path | str, r: int | None = None) -> tuple[int, dict[str, NDArray]]:
+    """``(r, the policy's weights after fit r)`` as an imitation phase saved them in
+    ``folder`` (``fit-RR.npz``; ``r`` None: its last fit)."""
+    folder = Path(folder)
+    if r is None:
+        done = [p.stem[4:] for p in folder.glob("fit-*.npz")]
+        fits = sorted(int(d) for d in done if d.isdigit())
+        if not fits:
+            raise CheckpointError(f"{folder}: no fit-RR.npz (the imitation phase saved no fit)")
+        r = fits[-1]
+    path = folder / f"fit-{r:02d}.npz"
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such fit")
+    return r, _read_npz(path)

@@ -40,7 +40,6 @@ __all__ = [
     "space_from_json",
     "space_to_json",
     "write_model",
-    "write_model_files",
 ]
 
 
@@ -188,16 +187,9 @@ def write_model(path: Path, model: Any, meta: Mapping[str, Any], num_timesteps: 
         "state_dicts": list(names),
         "variables": list(variables),
     }
-    write_model_files(path, doc, tensors)
-
-
-def write_model_files(path: Path, meta: Mapping[str, Any], tensors: Mapping[str, Any]) -> None:
-    """Write a ``model.zip`` of a description and its tensors as :func:`read_model` returns
-    them (``{"params": state dicts, "variables": tensors}``), at once (a reader never sees
-    half a file)."""
-    text = json.dumps(dict(meta), indent=1, allow_nan=True)
+    text = json.dumps(doc, indent=1, allow_nan=True)
     buf = io.BytesIO()
-    torch.save(dict(tensors), buf)
+    torch.save(tensors, buf)
 
     def write(f: BinaryIO) -> None:
         with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_DEFLATED) as zf:
