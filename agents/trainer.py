@@ -199,16 +199,16 @@ def _rl_env(cfg: RunConfig) -> dict[str, Any]:
 
 def _training_env(cfg: RunConfig) -> tuple[Any, Any]:
     """The RL environment (the SB3 adapter in the agent's view, monitored; on the scenario
-    and ``rl.train_families`` if the recipe names them, else ``env.train_families``) and its
-    VecNormalize wrapper on rewards if the recipe asks for it."""
+    and ``rl.train_families`` if the recipe names them, else ``env.train_families``, with
+    ``rl.scenario_share`` of the instances on the scenario) and its VecNormalize wrapper on
+    rewards if the recipe asks for it."""
     from stable_baselines3.common.vec_env import VecNormalize
 
     rl = cfg.recipe.rl
-    share = rl.scenario_share if rl is not None else None
-    venv = make_training_vec_env(cfg.n_envs, _rl_env(cfg), share)
+    venv = make_training_vec_env(cfg.n_envs, _rl_env(cfg), rl.scenario_share if rl else None)
     venv.seed(cfg.seed)
     norm = None
-    if cfg.recipe.rl is not None and cfg.recipe.rl.normalize_reward:
+    if rl is not None and rl.normalize_reward:
         gamma = cfg.recipe.hyperparams.gamma or 0.99
         norm = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=gamma)
     return venv, norm
