@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from typing import NoReturn
 
-__all__ = ["TRACEBACK_VAR", "one_line", "report_error"]
+__all__ = ["TRACEBACK_VAR", "fail", "one_line", "report_error"]
 
 #: The environment variable that adds the traceback to an error's line (any value but "" or 0).
 TRACEBACK_VAR = "TIERGYM_TRACEBACK"
@@ -30,5 +31,16 @@ def report_error(exc: BaseException, prog: str = "") -> int:
     :data:`TRACEBACK_VAR` set); the exit code, 2."""
     if os.environ.get(TRACEBACK_VAR, "").strip() not in ("", "0"):
         traceback.print_exception(exc, file=sys.stderr)
-    print(f"{prog + ': ' if prog else ''}error: {one_line(exc)}", file=sys.stderr)
+    _print_line(one_line(exc), prog)
     return 2
+
+
+def fail(message: str, prog: str = "") -> NoReturn:
+    """Stop a command line on bad input it found itself: ``message`` as :func:`report_error`
+    prints an error's (one line), then exit code 2 (``SystemExit``)."""
+    _print_line(one_line(ValueError(message)), prog)
+    raise SystemExit(2)
+
+
+def _print_line(text: str, prog: str) -> None:
+    print(f"{prog + ': ' if prog else ''}error: {text}", file=sys.stderr)

@@ -25,7 +25,7 @@ import argparse
 import copy
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
@@ -39,12 +39,7 @@ from agents.models import build_model
 from agents.plan import make_plan
 from agents.runs import read_config
 from agents.view import base_names
-
-
-def _fail(message: str) -> NoReturn:
-    """One line on stderr, exit code 2."""
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(2)
+from envs.errors import fail
 
 
 def split_episodes(got: Labelled, holdout: float) -> tuple[Chunk, Chunk]:
@@ -65,9 +60,9 @@ def _fits(text: str) -> list[tuple[int, float]]:
             epochs, lr = part.split(":")
             item = (int(epochs), float(lr))
         except ValueError:
-            _fail(f"--fits {part!r}: expected EPOCHS:LR, e.g. 40:0.001")
+            fail(f"--fits {part!r}: expected EPOCHS:LR, e.g. 40:0.001")
         if item[0] < 1 or not 0.0 < item[1] <= 1.0:
-            _fail(f"--fits {part!r}: expected EPOCHS >= 1 and 0 < LR <= 1")
+            fail(f"--fits {part!r}: expected EPOCHS >= 1 and 0 < LR <= 1")
         out.append(item)
     return out
 
@@ -83,17 +78,17 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if not 0.0 <= args.holdout < 1.0:
-        _fail(f"--holdout {args.holdout}: expected 0 <= share < 1")
+        fail(f"--holdout {args.holdout}: expected 0 <= share < 1")
     given = _fits(args.fits) if args.fits else None
 
     try:
         cfg = read_config(args.run)
         jobs = labelled_jobs(args.run / "imitation")
     except (TrainingError, CheckpointError, OSError) as exc:
-        _fail(f"{args.run}: {exc}")
+        fail(f"{args.run}: {exc}")
     im = cfg.recipe.imitation
     if im is None:
-        _fail(f"{args.run}: its recipe has no imitation phase")
+        fail(f"{args.run}: its recipe has no imitation phase")
     fits = given or [(im.epochs, im.learning_rate)]
     plan = make_plan(cfg)
     env = persist.SpacesOnlyEnv(plan.cfg.n_envs, plan.obs_space, plan.act_space)

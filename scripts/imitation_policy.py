@@ -22,7 +22,6 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -30,15 +29,10 @@ from agents.config import TrainingError
 from agents.imitation import CheckpointError, fit_weights, restore_policy
 from agents.models import save_model
 from agents.runs import load_trained, read_config
+from envs.errors import fail
 
 #: the run's files copied beside the model (those present)
 RUN_FILES = ("config.yml", "tiergym.json", "command.txt")
-
-
-def _fail(message: str) -> NoReturn:
-    """One line on stderr, exit code 2."""
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(2)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,16 +43,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     run, out = args.run, args.out
     if not run.is_dir():
-        _fail(f"{run}: not a run folder")
+        fail(f"{run}: not a run folder")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        _fail(f"{out}: exists and is not an empty folder (nothing is overwritten)")
+        fail(f"{out}: exists and is not an empty folder (nothing is overwritten)")
     try:
         r, state = fit_weights(run / "imitation", args.fit)
         cfg = read_config(run)
         model = load_trained(run)[0]
         restore_policy(model.policy, state, run / "imitation" / f"fit-{r:02d}.npz")
     except (CheckpointError, TrainingError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     out.mkdir(parents=True, exist_ok=True)
     for name in RUN_FILES:
         if (run / name).is_file():

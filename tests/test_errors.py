@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from envs.errors import TRACEBACK_VAR, one_line, report_error
+from envs.errors import TRACEBACK_VAR, fail, one_line, report_error
 
 
 def _raised(message: str) -> ValueError:
@@ -27,6 +27,21 @@ def test_an_error_is_one_line_and_exit_code_2(
     assert report_error(_raised("bad"), "deploy.py") == 2
     assert capsys.readouterr().err == "deploy.py: error: bad\n"
     assert one_line(ValueError()) == "ValueError"  # a message-less error still says something
+
+
+def test_fail_stops_with_the_same_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command line's own check (no exception to show): the line report_error prints, exit
+    code 2, and no traceback even with TIERGYM_TRACEBACK set (there is none to show)."""
+    monkeypatch.setenv(TRACEBACK_VAR, "1")
+    with pytest.raises(SystemExit) as exc:
+        fail("run/: not a run folder\n  (no config.yml)", "imitation_policy.py")
+    assert exc.value.code == 2
+    assert (
+        capsys.readouterr().err
+        == "imitation_policy.py: error: run/: not a run folder; (no config.yml)\n"
+    )
 
 
 @pytest.mark.parametrize(
