@@ -8,10 +8,14 @@ of those ratios over the runs, and the causal bound ``mpc`` beside them where it
 evaluated; then the same over the scenarios (geometric means of the per-scenario ratios)
 against the best single heuristic over the scenarios, against ``adaptive`` and against
 ``dram-first`` (the last, over the families of the ``val`` split, is the number the
-recipe's choices are made on: docs/training.md).
+recipe's choices are made on: docs/training.md). ``--against POLICY`` takes each
+scenario's ratios to that policy instead of its best heuristic: with ``dram-first`` on the
+``val`` families, the per-family figures behind that number.
 
     python scripts/seed_table.py results/s01/results.json results/s2/results.json \\
         --runs s0,s1,s2 --floor 0.98
+    python scripts/seed_table.py val-mu/results.json val-broad/results.json \\
+        --runs s0,s1,s2 --against dram-first
 
 Exit code 0 when every scenario's mean ratio is at least ``--floor``, 1 otherwise, 2 on
 bad input (a missing file, a run or scenario absent from the results).
@@ -45,9 +49,12 @@ def _geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
-def table(files: list[Path], runs: list[str], floor: float) -> tuple[str, bool]:
+def table(
+    files: list[Path], runs: list[str], floor: float, against: str | None = None
+) -> tuple[str, bool]:
     """The Markdown table of ``runs`` over the scenarios of ``files``; whether every
-    scenario's mean ratio reaches ``floor``."""
+    scenario's mean ratio reaches ``floor``. Each scenario's ratios are to its best
+    heuristic, or to the policy ``against`` where one is named."""
     means: dict[str, dict[str, float]] = {}
     heuristics: list[str] = []
     for f in files:
@@ -58,13 +65,17 @@ def table(files: list[Path], runs: list[str], floor: float) -> tuple[str, bool]:
     missing = [(r, sc) for sc in means for r in runs if r not in means[sc]]
     if missing:
         raise SystemExit(f"error: run {missing[0][0]!r} has no results on {missing[0][1]!r}")
+    absent = [sc for sc in means if against is not None and against not in means[sc]]
+    if absent:
+        raise SystemExit(f"error: --against: policy {against!r} has no results on {absent[0]!r}")
     heur = [h for h in heuristics if all(h in means[sc] for sc in means)]
     best_single = max(heur, key=lambda h: _geomean([means[sc][h] for sc in means]))
-    head = ["scenario", "best heuristic (mean)", *runs, "mean [min, max]", "mpc"]
+    ref_head = "best heuristic (mean)" if against is None else "reference (mean)"
+    head = ["scenario", ref_head, *runs, "mean [min, max]", "mpc"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     below = []
     for sc in sorted(means):
-        best = max(heur, key=lambda h: means[sc][h])
+        best = against if against is not None else max(heur, key=lambda h: means[sc][h])
         b = means[sc][best]
         ratios = [means[sc][r] / b for r in runs]
         mean = sum(ratios) / len(ratios)
@@ -89,7 +100,8 @@ def table(files: list[Path], runs: list[str], floor: float) -> tuple[str, bool]:
             + f"; mean {sum(g) / len(g):.3f} [{min(g):.3f}, {max(g):.3f}]"
         )
     lines.append(
-        f"scenarios whose mean ratio to their best heuristic is below {floor}: "
+        f"scenarios whose mean ratio to {'their best heuristic' if against is None else against}"
+        f" is below {floor}: "
         + (", ".join(below) or "none")
     )
     return "\n".join(lines), not below
@@ -101,13 +113,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("results", nargs="+", type=Path, help="evaluate.py results.json files")
     ap.add_argument("--runs", required=True, help="comma-separated policy labels, one per seed")
     ap.add_argument("--floor", type=float, default=0.98, help="least mean ratio (default 0.98)")
+    ap.add_argument(
+        "--against",
+        metavar="POLICY",
+        help="each scenario's ratios to this policy (dram-first: the val rule's per-family"
+        " figures), not to its best heuristic",
+    )
     args = ap.parse_args(argv)
     runs = [r for r in args.runs.split(",") if r]
     if not runs:
         print("error: --runs: expected at least one policy label", file=sys.stderr)
         return 2
     try:
-        text, ok = table(args.results, runs, args.floor)
+        text, ok = table(args.results, runs, args.floor, args.against)
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2

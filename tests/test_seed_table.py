@@ -81,3 +81,27 @@ def test_bad_input_is_one_line_and_exit_code_2(
     assert len(err) == 1 and err[0].startswith(f"error: {bad}: not an evaluate.py results.json")
     assert seed_table.main([str(tmp_path / "missing.json"), "--runs", "s0"]) == 2
     assert seed_table.main([str(bad), "--runs", ","]) == 2
+
+
+def test_against_a_named_policy_takes_every_scenarios_ratio_to_it(
+    seed_table: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = _results(
+        tmp_path / "a.json",
+        {
+            "x": {"dram-first": 0.5, "tpp": 0.8, "s0": 0.6, "s1": 0.45},
+            "y": {"dram-first": 1.0, "tpp": 0.9, "s0": 1.1, "s1": 1.2},
+        },
+    )
+    text, ok = seed_table.table([a], ["s0", "s1"], 0.98, against="dram-first")
+    # x: against dram-first 0.5 (not tpp, the best heuristic): 1.2 and 0.9, mean 1.05
+    assert "| scenario | reference (mean) | s0 | s1 |" in text
+    assert "| x | dram-first (0.500) | 1.200 | 0.900 | 1.050 [0.900, 1.200] | - |" in text
+    assert "| y | dram-first (1.000) | 1.100 | 1.200 | 1.150 [1.100, 1.200] | - |" in text
+    assert ok and text.endswith("mean ratio to dram-first is below 0.98: none")
+    text, ok = seed_table.table([a], ["s0", "s1"], 1.1, against="tpp")
+    assert "| x | tpp (0.800) | 0.750 | 0.562 |" in text and not ok
+    assert text.endswith("mean ratio to tpp is below 1.1: x")
+    assert seed_table.main([str(a), "--runs", "s0,s1", "--against", "adaptive"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --against: policy 'adaptive' has no results on 'x'"]
