@@ -101,8 +101,7 @@ def table(
         )
     lines.append(
         f"scenarios whose mean ratio to {'their best heuristic' if against is None else against}"
-        f" is below {floor}: "
-        + (", ".join(below) or "none")
+        f" is below {floor}: " + (", ".join(below) or "none")
     )
     return "\n".join(lines), not below
 
