@@ -65,12 +65,19 @@ def table(
     missing = [(r, sc) for sc in means for r in runs if r not in means[sc]]
     if missing:
         raise SystemExit(f"error: run {missing[0][0]!r} has no results on {missing[0][1]!r}")
-    absent = [sc for sc in means if against is not None and against not in means[sc]]
-    if absent:
-        raise SystemExit(f"error: --against: policy {against!r} has no results on {absent[0]!r}")
+    if against is not None:
+        absent = [sc for sc in means if against not in means[sc]]
+        if absent:
+            raise SystemExit(
+                f"error: --against: policy {against!r} has no results on {absent[0]!r}"
+            )
     heur = [h for h in heuristics if all(h in means[sc] for sc in means)]
     best_single = max(heur, key=lambda h: _geomean([means[sc][h] for sc in means]))
-    ref_head = "best heuristic (mean)" if against is None else "reference (mean)"
+    ref_head, ref_name = (
+        ("best heuristic (mean)", "their best heuristic")
+        if against is None
+        else ("reference (mean)", against)
+    )
     head = ["scenario", ref_head, *runs, "mean [min, max]", "mpc"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     below = []
@@ -100,8 +107,8 @@ def table(
             + f"; mean {sum(g) / len(g):.3f} [{min(g):.3f}, {max(g):.3f}]"
         )
     lines.append(
-        f"scenarios whose mean ratio to {'their best heuristic' if against is None else against}"
-        f" is below {floor}: " + (", ".join(below) or "none")
+        f"scenarios whose mean ratio to {ref_name} is below {floor}: "
+        + (", ".join(below) or "none")
     )
     return "\n".join(lines), not below
 
