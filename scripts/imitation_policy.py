@@ -47,10 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         fail(f"{out}: exists and is not an empty folder (nothing is overwritten)")
     try:
-        r, state = fit_weights(run / "imitation", args.fit)
+        r, fit_file, state = fit_weights(run / "imitation", args.fit)
         cfg = read_config(run)
         model = load_trained(run)[0]
-        restore_policy(model.policy, state, run / "imitation" / f"fit-{r:02d}.npz")
+        restore_policy(model.policy, state, fit_file)
     except (CheckpointError, TrainingError) as exc:
         fail(str(exc))
     out.mkdir(parents=True, exist_ok=True)

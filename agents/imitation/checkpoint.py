@@ -277,19 +277,19 @@ class Checkpoint:
             }
             self._write_npz(self.folder / f"round-{r:02d}.npz", arrays)
         state = {k: v.detach().cpu().numpy() for k, v in policy.state_dict().items()}
-        self._write_npz(self.folder / f"fit-{r:02d}.npz", state)
-        self._write_json(self.folder / f"fit-{r:02d}.json", {**record, "key": self.key})
+        self._write_npz(self.folder / f"{_fit_name(r)}.npz", state)
+        self._write_json(self.folder / f"{_fit_name(r)}.json", {**record, "key": self.key})
 
     def load_fit(
         self, r: int, jobs: int
     ) -> tuple[dict[str, NDArray], dict[str, Any], list[Chunk] | None] | None:
         """``(state dict arrays, record, the round's rows per job)`` of fit ``r`` (None: not
         done yet)."""
-        info = self._done(f"fit-{r:02d}")
+        info = self._done(_fit_name(r))
         if info is None:
             return None
         assert self.folder is not None
-        state = _read_npz(self.folder / f"fit-{r:02d}.npz")
+        state = _read_npz(self.folder / f"{_fit_name(r)}.npz")
         rows = None
         if r:
             z = _read_npz(self.folder / f"round-{r:02d}.npz")
@@ -318,8 +318,13 @@ def restore_policy(policy: Any, state: Mapping[str, NDArray], where: Path | str 
     policy.set_training_mode(False)
 
 
-def fit_weights(folder: Path | str, r: int | None = None) -> tuple[int, dict[str, NDArray]]:
-    """``(r, the policy's weights after fit r)`` as an imitation phase saved them in
+def _fit_name(r: int) -> str:
+    """The stem of fit ``r``'s files in a checkpoint folder (``fit-RR.npz``, ``fit-RR.json``)."""
+    return f"fit-{r:02d}"
+
+
+def fit_weights(folder: Path | str, r: int | None = None) -> tuple[int, Path, dict[str, NDArray]]:
+    """``(r, its file, the policy's weights after fit r)`` as an imitation phase saved them in
     ``folder`` (``fit-RR.npz``; ``r`` None: its last fit)."""
     folder = Path(folder)
     if r is None:
@@ -328,7 +333,7 @@ def fit_weights(folder: Path | str, r: int | None = None) -> tuple[int, dict[str
         if not fits:
             raise CheckpointError(f"{folder}: no fit-RR.npz (the imitation phase saved no fit)")
         r = fits[-1]
-    path = folder / f"fit-{r:02d}.npz"
+    path = folder / f"{_fit_name(r)}.npz"
     if not path.is_file():
         raise CheckpointError(f"{path}: no such fit")
-    return r, _read_npz(path)
+    return r, path, _read_npz(path)

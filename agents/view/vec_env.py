@@ -167,15 +167,15 @@ def split_instances(num_envs: int, families: int, scenario_share: float | None =
     ``scenario_share`` None: ``num_envs`` split evenly over all of them (the first ones one
     more where it does not divide); else the scenario takes that share (rounded, at least
     one) and the families split the rest evenly."""
+
+    def even(total: int, parts: int) -> list[int]:
+        return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
     if scenario_share is None:
-        k = families + 1
-        n = [num_envs // k + (1 if i < num_envs % k else 0) for i in range(k)]
+        n = even(num_envs, families + 1)
     else:
         first = max(1, round(scenario_share * num_envs))
-        rest = num_envs - first
-        n = [first] + [
-            rest // families + (1 if i < rest % families else 0) for i in range(families)
-        ]
+        n = [first, *even(num_envs - first, families)]
     if min(n) < 1:
         raise ValueError(
             f"train_families: {num_envs} instances cannot give the scenario and {families} "
