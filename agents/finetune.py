@@ -98,6 +98,8 @@ class FineTuneGuards(BaseCallback):
         self._reference: Any = None
         self._actor: list[nn.Parameter] = []
         self._obs: th.Tensor | None = None
+        self._targets: th.Tensor | None = None  # the frozen copy's mean action on each of _obs
+        self._fixed_targets: th.Tensor | None = None  # the same on anchor_states, made once
         self._optimizer: th.optim.Optimizer | None = None  # the separate steps' Adam
         self._hook: Any = None  # the in-loss term's handle on the algorithm's optimizer
         self._gen: th.Generator | None = None
@@ -142,23 +144,32 @@ class FineTuneGuards(BaseCallback):
         self._updating = True
         if self.anchoring and self.anchor_states is not None:
             self._obs = self.anchor_states
+            if self._fixed_targets is None:
+                self._fixed_targets = self._reference_means(self._obs)
+            self._targets = self._fixed_targets
         elif self.anchoring:  # the rollout's observations, for the anchor after the update
             obs = self.model.rollout_buffer.observations  # type: ignore[attr-defined]
             self._obs = th.as_tensor(obs.reshape(-1, *obs.shape[2:]).copy(), dtype=th.float32)
+            self._targets = self._reference_means(self._obs)
         self._gen = th.Generator().manual_seed(int(self.model.num_timesteps))
 
     @property
     def _coef(self) -> float:
         return self.anchor_coef * self.anchor_decay**self.updates
 
+    def _reference_means(self, obs: th.Tensor) -> th.Tensor:
+        """The frozen copy's mean action on every observation of ``obs``, once, rather than on
+        each batch drawn from them (a row's mean does not depend on the rows beside it)."""
+        with th.no_grad():
+            return _mean_actions(self._reference, obs)
+
     def _anchor_loss(self) -> th.Tensor:
         """The anchor's squared distance on a batch of its observations (with the graph)."""
-        assert self._obs is not None and self._gen is not None
+        assert self._obs is not None and self._targets is not None and self._gen is not None
         n = self._obs.shape[0]
-        obs = self._obs[th.randint(n, (min(self.anchor_batch, n),), generator=self._gen)]
-        with th.no_grad():
-            target = _mean_actions(self._reference, obs)
-        mse = ((_mean_actions(self.model.policy, obs) - target) ** 2).sum(-1).mean()
+        idx = th.randint(n, (min(self.anchor_batch, n),), generator=self._gen)
+        mse = (_mean_actions(self.model.policy, self._obs[idx]) - self._targets[idx]) ** 2
+        mse = mse.sum(-1).mean()
         self._mses.append(float(mse.detach()))
         return mse
 
@@ -187,7 +198,7 @@ class FineTuneGuards(BaseCallback):
         if self._updating:
             self._anchor()
             self.updates += 1
-            self._obs = None
+            self._obs = self._targets = None
             self._updating = False
 
     def _on_rollout_start(self) -> None:

@@ -120,6 +120,33 @@ def test_the_anchor_reference_is_a_frozen_copy_of_the_weights_alone() -> None:
     assert all(th.equal(v, start[k]) for k, v in ref.state_dict().items())
 
 
+@pytest.mark.parametrize("given", [False, True], ids=["rollout-states", "given-states"])
+def test_the_anchor_is_the_distance_to_the_frozen_copy_on_the_drawn_states(given: bool) -> None:
+    """The frozen copy's means are made once for all the anchor's states; the loss on a
+    drawn batch is still the squared distance of the two policies' means on that batch."""
+    model = _model()
+    kept = _obs(model, 40).numpy() if given else None
+    guards = FineTuneGuards(anchor_coef=1.0, anchor_steps=2, anchor_batch=16, anchor_states=kept)
+    loss_of_batch, seen = guards._anchor_loss, []
+
+    def spy() -> th.Tensor:
+        assert guards._gen is not None and guards._obs is not None
+        redraw = th.Generator()
+        redraw.set_state(guards._gen.get_state())  # the batch the loss is about to draw
+        obs = guards._obs[th.randint(guards._obs.shape[0], (16,), generator=redraw)]
+        loss = loss_of_batch()
+        with th.no_grad():
+            mean = model.policy.get_distribution(obs).distribution.mean
+            ref = guards._reference.get_distribution(obs).distribution.mean
+        seen.append((float(loss), float((mean - ref).pow(2).sum(-1).mean())))
+        return loss
+
+    guards._anchor_loss = spy  # type: ignore[method-assign]
+    model.learn(2 * 8 * 4, callback=[guards])
+    assert len(seen) == 4 and seen[-1][1] > 0  # two updates of two steps; PPO moved the mean
+    np.testing.assert_allclose(*zip(*seen, strict=True), rtol=1e-6)
+
+
 def test_an_anchor_on_given_states_keeps_the_policy_there() -> None:
     """anchor_states: the anchor is taken on the given observations (not the rollout's), so
     the action mean stays near the starting policy's on them while PPO moves it elsewhere."""
