@@ -49,6 +49,9 @@ nearest nodes; with it the share's weights are the auto weights of those nodes.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -160,12 +163,39 @@ def _tiers(
     return dram, cxl, no_cxl, no_dram
 
 
+#: :func:`near_nodes` of the last machines seen, by content: a policy maps shares to
+#: weights every step on the same machine (its lists change at a reset), and the sets
+#: cost about 30 times what their key does (0.7 ms against 27 us at B = 256, R = 8, N = 6)
+_NEAR: OrderedDict[tuple[object, ...], tuple[B8, B8]] = OrderedDict()
+_NEAR_SIZE = 64
+_NEAR_LOCK = threading.Lock()
+
+
 def _near(order: I64 | None, is_cxl: B8, socket: I64 | None) -> tuple[B8, B8] | None:
+    """:func:`near_nodes`, remembered for the last :data:`_NEAR_SIZE` machines (read-only
+    arrays); None without fallback lists."""
     if order is None:
         return None
     if socket is None:
         raise ValueError("placement: fallback lists (order) need the nodes' sockets (socket)")
-    return near_nodes(order, is_cxl, socket)
+    arrays = (
+        np.asarray(order, dtype=np.int64),
+        np.asarray(is_cxl, dtype=bool),
+        np.asarray(socket, dtype=np.int64),
+    )
+    key = tuple(x for a in arrays for x in (a.shape, a.tobytes()))
+    with _NEAR_LOCK:
+        near = _NEAR.get(key)
+        if near is None:
+            near = near_nodes(*arrays)
+            for a in near:
+                a.flags.writeable = False
+            _NEAR[key] = near
+            if len(_NEAR) > _NEAR_SIZE:
+                _NEAR.popitem(last=False)
+        else:
+            _NEAR.move_to_end(key)
+    return near
 
 
 def share_to_weights(

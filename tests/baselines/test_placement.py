@@ -294,3 +294,29 @@ def test_share_heuristics_keep_a_tenants_dram_on_its_socket(name: str) -> None:
         assert (w[:2, 2:4] == 0).all() and (w[2:, :2] == 0).all(), w
         state, obs, _, _, _, m, _ = core.step_autoreset(params, state, a)
         pol.observe(m, core.hardware(state))  # type: ignore[arg-type]
+
+
+def test_the_nearest_sets_are_remembered_by_content_not_by_array() -> None:
+    """The shares' weights on a machine seen before reuse its nearest-node sets (read-only);
+    a machine whose lists or sockets differ, even in the same array, gets its own."""
+    from baselines import placement
+
+    p = _params(_snc())
+    bw, cxl, sock = _hw(p)
+    order = _orders(p).copy()
+    first = placement._near(order, cxl, sock)
+    assert first is not None
+    again = placement._near(order.copy(), cxl.copy(), sock.copy())
+    assert again is first and not first[0].flags.writeable and not first[1].flags.writeable
+    for got, want in zip(first, near_nodes(order, cxl, sock), strict=True):
+        np.testing.assert_array_equal(got, want)
+    order[0, 0] = order[0, 3]  # the first tenant now runs where the fourth does
+    moved = placement._near(order, cxl, sock)
+    assert moved is not None and moved is not first
+    np.testing.assert_array_equal(moved[0], near_nodes(order, cxl, sock)[0])
+    assert not np.array_equal(moved[0][0, 0], first[0][0, 0])
+    # the weights a share gives are the same with a cold memo as with a warm one
+    x = np.full((1, p.n_tenants), 0.6)
+    warm = share_to_weights(x, bw, cxl, 100, order, sock)
+    placement._NEAR.clear()
+    np.testing.assert_array_equal(share_to_weights(x, bw, cxl, 100, order, sock), warm)
