@@ -50,6 +50,7 @@ from envs.model import (
     kernel_arrays,
     memcg_limits,
     reset_rows,
+    with_kernel_fields,
     with_kernel_rows,
 )
 from envs.model import step as model_step
@@ -285,7 +286,8 @@ class TwinState:
     metrics: Metrics | None  # the twins' last interval (None right after reset)
     # (instances' Params, twins' Params, the two concatenated) of the last step: the
     # model's call for both, kept while both are the same objects (Params are never
-    # written; a reset or a tiering mode makes new ones)
+    # written; a reset makes new ones; an interval's tiering modes replace the kernel
+    # fields of the concatenation, not the concatenation)
     pair: tuple[Params, Params, Params] | None = None
 
 
@@ -792,11 +794,20 @@ def step(
             np.concatenate([act.weights, tact.weights]),
             np.concatenate([act.promote_mbps, tact.promote_mbps]),
         )
-        cached = state.twin.pair
-        if cached is not None and cached[0] is inst and cached[1] is tinst:
-            pair_params = cached[2]
+        base, cached = state.instance, state.twin.pair
+        if cached is not None and cached[0] is base and cached[1] is tinst:
+            pair_base = cached[2]
         else:
-            pair_params = inst.concat(tinst)
+            pair_base = base.concat(tinst)
+        pair_params = pair_base
+        if inst is not base:  # this interval's tiering modes: the instances' kernel rows
+            pair_params = with_kernel_fields(
+                pair_base,
+                {
+                    k: np.concatenate([getattr(inst, k), getattr(tinst, k)])
+                    for k in params.mode_table or ()
+                },
+            )
         pair, pout = model_step(
             pair_params,
             state.model.concat(tw.model),
@@ -808,7 +819,7 @@ def step(
         tnew, tobs, _, tmetrics = _account(
             params.twin, tw, tmodel, tout, tact, tweights, tmode, None
         )
-        twin = TwinState(tnew, tobs, tmetrics, (inst, tinst, pair_params))
+        twin = TwinState(tnew, tobs, tmetrics, (base, tinst, pair_base))
     new, obs, reward, metrics = _account(params, state, model, out, act, weights, mode, twin)
     truncated = model.t >= state.instance.episode_steps
     terminated = np.zeros(B, dtype=bool)

@@ -1106,6 +1106,12 @@ def with_kernel_rows(
     fields: dict[str, Any] = {k: v[idx] for k, v in table.items()}
     if "memcg_mode" in fields:
         fields["memcg_mode"] = np.where(p.memcg_fixed >= 0, p.memcg_fixed, fields["memcg_mode"])
+    return with_kernel_fields(p, fields)
+
+
+def with_kernel_fields(p: Params, fields: Mapping[str, Any]) -> Params:
+    """``p`` with the kernel ``fields`` (:func:`kernel_arrays`' names, (B,) each) replaced.
+    A new object: ``p`` is not modified."""
     new = dataclasses.replace(p, **fields)
     # a mode is chosen every interval: the contiguous copies of the fields it does not
     # change (the tables of the tenants and the machine) are p's, made once for p (it

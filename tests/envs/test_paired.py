@@ -87,8 +87,15 @@ def test_baseline_is_the_heuristics_own_run_and_ignores_the_agents_actions() -> 
     assert max(diff) > 1e-3  # the agents' actions do matter to the paired reward
 
 
-def test_paired_reward_is_the_agents_minus_the_twins_and_leaves_the_agent_alone() -> None:
-    paired, plain = _paired(), core.make_params("mixed", split="test")
+@pytest.mark.parametrize("modes", [None, ["default", "tpp", "no-demotion"]], ids=["", "modes"])
+def test_paired_reward_is_the_agents_minus_the_twins_and_leaves_the_agent_alone(
+    modes: list[str] | None,
+) -> None:
+    """With ``tiering_modes`` the agent picks its instances' kernel every interval: the
+    model's call for both keeps the twins' own kernel beside it."""
+    kw = {"tiering_modes": modes} if modes else {}
+    paired = core.make_params("mixed", split="test", reward_baseline="colloid", **kw)
+    plain = core.make_params("mixed", split="test", **kw)
     actions = _random_actions(plain, 30, 3)
     baseline = []
     for (ps, pr, pm), (qs, qr, qm) in zip(_run(paired, actions), _run(plain, actions), strict=True):
