@@ -20,7 +20,11 @@ process measures, in this order:
 - one ``gym.make("tiergym/TieredMemory-v0", scenario="mixed")`` instance stepped
   with random actions (reset when an episode ends), without and with
   ``reward_baseline="colloid"`` (the paired twins), and the native vector env
-  (``gym.make_vec``, ``vector_entry_point``) at N = 256 the same two ways.
+  (``gym.make_vec``, ``vector_entry_point``) at N = 256 the same two ways;
+- the default recipe's RL environment as ``train.py`` builds it and PPO steps it
+  (``python train.py``'s 256 instances over ``mixed`` and the ``broad-*`` families, in
+  the agent's view: its base heuristics, the share codec, the tiering modes, the
+  paired twins), random actions in the agent's action space.
 
 The table gives each checkout's median over the rounds, in steps/s and as a share
 of CartPole's rate, and after / before of the medians of the CartPole shares (the
@@ -64,6 +68,7 @@ CASES = (
     "gym.make paired",
     "vector env mixed N=256",
     "vector env paired N=256",
+    "train.py's RL environment N=256",
 )
 
 
@@ -160,11 +165,29 @@ def _worker(quick: bool, model_only: bool = False) -> dict[str, float]:
             e.step(a)
         return n * steps / (time.perf_counter() - t0)
 
+    def training(steps: int) -> float:
+        from agents.config import RunOptions
+        from agents.config.load import resolve
+        from agents.trainer import _training_env
+
+        venv, _ = _training_env(resolve(RunOptions()))
+        venv.reset()
+        rng = np.random.default_rng(0)
+        shape = (venv.num_envs, *venv.action_space.shape)
+        acts = [rng.uniform(-1, 1, shape).astype(np.float32) for _ in range(steps + 3)]
+        for a in acts[:3]:
+            venv.step(a)
+        t0 = time.perf_counter()
+        for a in acts[3:]:
+            venv.step(a)
+        return venv.num_envs * steps / (time.perf_counter() - t0)
+
     if not model_only:
         out["gym.make mixed"] = single(100 if quick else 600)
         out["gym.make paired"] = single(60 if quick else 300, reward_baseline="colloid")
         out["vector env mixed N=256"] = vector(256, 10 if quick else 60)
         out["vector env paired N=256"] = vector(256, 10 if quick else 60, reward_baseline="colloid")
+        out["train.py's RL environment N=256"] = training(10 if quick else 60)
     out["envs"] = envs.__file__  # type: ignore[assignment]
     return out
 

@@ -1794,6 +1794,8 @@ def memory_events_high(tn: Tenants, charged: F64, total_use: F64) -> F64:
     reclaim), which none of the model's reclaim (kswapd, a cgroup's own memory.high)
     does to a protected cgroup (docs/validation.md, "memory.low as the kernel applies
     it")."""
+    if not np.count_nonzero(np.isfinite(tn.tot_high)):  # no memory.high anywhere (the usual)
+        return np.zeros(charged.shape)  # (T, B), as the counts below
     over = (total_use > tn.tot_high) & (charged * PAGES_PER_GIB >= 1.0)  # a page or more
     return np.where(over, charged * (PAGES_PER_GIB / MEMCG_CHARGE_BATCH), 0.0)
 
