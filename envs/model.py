@@ -1756,6 +1756,11 @@ def migration_cost(p: Params, tn: Tenants, mig: Migration, dt: F64) -> tuple[F64
     return bg_rd, bg_wr, cpu_loss
 
 
+def _has_memory_high(tn: Tenants) -> bool:
+    """Whether some cgroup of the batch has a memory.high on its total usage (finite)."""
+    return bool(np.count_nonzero(np.isfinite(tn.tot_high)))
+
+
 def high_throttle(
     p: Params,
     tn: Tenants,
@@ -1772,7 +1777,7 @@ def high_throttle(
     spread over the tenant's threads (at most 90% of its time, as for
     migration costs).
     """
-    if not np.count_nonzero(np.isfinite(tn.tot_high)):
+    if not _has_memory_high(tn):
         return cpu_loss
     if total_use is None:  # (T, B) each cgroup's usage (the caller may have it)
         total_use = lsum(lsum(place, 1), 1)
@@ -1794,7 +1799,7 @@ def memory_events_high(tn: Tenants, charged: F64, total_use: F64) -> F64:
     reclaim), which none of the model's reclaim (kswapd, a cgroup's own memory.high)
     does to a protected cgroup (docs/validation.md, "memory.low as the kernel applies
     it")."""
-    if not np.count_nonzero(np.isfinite(tn.tot_high)):  # no memory.high anywhere (the usual)
+    if not _has_memory_high(tn):  # none anywhere (the usual case): no count to make
         return np.zeros(charged.shape)  # (T, B), as the counts below
     over = (total_use > tn.tot_high) & (charged * PAGES_PER_GIB >= 1.0)  # a page or more
     return np.where(over, charged * (PAGES_PER_GIB / MEMCG_CHARGE_BATCH), 0.0)
