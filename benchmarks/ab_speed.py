@@ -28,9 +28,10 @@ process measures, in this order:
 
 The table gives each checkout's median over the rounds, in steps/s and as a share
 of CartPole's rate, and after / before of the medians of the CartPole shares (the
-figure that compares on a noisy, shared machine). Only the public API and
-``envs.model``'s own name of the solver are used, so any two checkouts of the
-project since the solver's compiled kernel compare.
+figure that compares on a noisy, shared machine). The model and environment cases use
+only the public API and ``envs.model``'s own name of the solver; the training case
+builds the environment as ``agents.trainer`` does, so both checkouts need the typed run
+configuration (``agents.config``, Dec 6 on).
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 import envs
 import envs.model
+from agents.config import RunOptions
+from agents.config.load import resolve
+from agents.trainer import _training_env
 from envs import Action, compile_params, init_state, load_scenario
 from envs.model import step
 
@@ -166,10 +170,6 @@ def _worker(quick: bool, model_only: bool = False) -> dict[str, float]:
         return n * steps / (time.perf_counter() - t0)
 
     def training(steps: int) -> float:
-        from agents.config import RunOptions
-        from agents.config.load import resolve
-        from agents.trainer import _training_env
-
         venv, _ = _training_env(resolve(RunOptions()))
         venv.reset()
         rng = np.random.default_rng(0)
