@@ -165,15 +165,23 @@ def _tiers(
 
 #: :func:`near_nodes` of the last machines seen, by content: a policy maps shares to
 #: weights every step on the same machine (its lists change at a reset), and the sets
-#: cost about 30 times what their key does (0.7 ms against 27 us at B = 256, R = 8, N = 6)
+#: cost about 30 times what their key does (0.7 ms against 27 us at B = 256, R = 8, N = 6).
+#: At most :data:`_NEAR_SIZE` machines and :data:`_NEAR_BYTES` of keys and sets (the
+#: planner's batches of candidates are large: 0.8 MB a key at B = 2048).
 _NEAR: OrderedDict[tuple[object, ...], tuple[B8, B8]] = OrderedDict()
 _NEAR_SIZE = 64
+_NEAR_BYTES = 64 << 20
 _NEAR_LOCK = threading.Lock()
+_near_bytes = 0  # what _NEAR holds now
+
+
+def _entry_bytes(key: tuple[object, ...], near: tuple[B8, B8]) -> int:
+    return sum(len(k) for k in key if isinstance(k, bytes)) + near[0].nbytes + near[1].nbytes
 
 
 def _near(order: I64 | None, is_cxl: B8, socket: I64 | None) -> tuple[B8, B8] | None:
-    """:func:`near_nodes`, remembered for the last :data:`_NEAR_SIZE` machines (read-only
-    arrays); None without fallback lists."""
+    """:func:`near_nodes`, remembered for the machines seen last (read-only arrays, within
+    :data:`_NEAR_SIZE` machines and :data:`_NEAR_BYTES`); None without fallback lists."""
     if order is None:
         return None
     if socket is None:
@@ -184,6 +192,7 @@ def _near(order: I64 | None, is_cxl: B8, socket: I64 | None) -> tuple[B8, B8] | 
         np.asarray(socket, dtype=np.int64),
     )
     key = tuple(x for a in arrays for x in (a.shape, a.tobytes()))
+    global _near_bytes
     with _NEAR_LOCK:
         near = _NEAR.get(key)
         if near is None:
@@ -191,8 +200,9 @@ def _near(order: I64 | None, is_cxl: B8, socket: I64 | None) -> tuple[B8, B8] | 
             for a in near:
                 a.flags.writeable = False
             _NEAR[key] = near
-            if len(_NEAR) > _NEAR_SIZE:
-                _NEAR.popitem(last=False)
+            _near_bytes += _entry_bytes(key, near)
+            while len(_NEAR) > 1 and (len(_NEAR) > _NEAR_SIZE or _near_bytes > _NEAR_BYTES):
+                _near_bytes -= _entry_bytes(*_NEAR.popitem(last=False))
         else:
             _NEAR.move_to_end(key)
     return near

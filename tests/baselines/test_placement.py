@@ -318,5 +318,32 @@ def test_the_nearest_sets_are_remembered_by_content_not_by_array() -> None:
     # the weights a share gives are the same with a cold memo as with a warm one
     x = np.full((1, p.n_tenants), 0.6)
     warm = share_to_weights(x, bw, cxl, 100, order, sock)
-    placement._NEAR.clear()
+    with placement._NEAR_LOCK:
+        placement._NEAR.clear()
+        placement._near_bytes = 0
     np.testing.assert_array_equal(share_to_weights(x, bw, cxl, 100, order, sock), warm)
+
+
+def test_the_remembered_sets_stay_within_their_count_and_bytes(monkeypatch: Any) -> None:
+    """The memo forgets the machines seen longest ago past its count or its bytes, and keeps
+    an account of what it holds."""
+    from baselines import placement
+
+    p = _params(_snc())
+    _, cxl, sock = _hw(p)
+    order = _orders(p)
+    monkeypatch.setattr(placement, "_NEAR", type(placement._NEAR)())
+    monkeypatch.setattr(placement, "_near_bytes", 0)
+    monkeypatch.setattr(placement, "_NEAR_SIZE", 3)
+    nodes = order.shape[-1]
+    machines = [np.roll(order, k, axis=2) for k in range(nodes)]  # six different lists
+    for m in machines:
+        placement._near(m, cxl, sock)
+    assert len(placement._NEAR) == 3
+    held = sum(placement._entry_bytes(k, v) for k, v in placement._NEAR.items())
+    assert placement._near_bytes == held
+    one = held // 3
+    monkeypatch.setattr(placement, "_NEAR_BYTES", one + one // 2)  # room for one machine
+    placement._near(machines[0], cxl, sock)  # seen longest ago: gone, made again
+    assert len(placement._NEAR) == 1 and placement._near_bytes == one
+    assert next(iter(placement._NEAR.values())) is placement._near(machines[0], cxl, sock)
