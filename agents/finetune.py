@@ -99,7 +99,7 @@ class FineTuneGuards(BaseCallback):
         self._actor: list[nn.Parameter] = []
         self._obs: th.Tensor | None = None
         self._targets: th.Tensor | None = None  # the frozen copy's mean action on each of _obs
-        self._fixed_targets: th.Tensor | None = None  # the same on anchor_states, made once
+        self._fixed_targets: th.Tensor | None = None  # the same on anchor_states (per learn call)
         self._optimizer: th.optim.Optimizer | None = None  # the separate steps' Adam
         self._hook: Any = None  # the in-loss term's handle on the algorithm's optimizer
         self._gen: th.Generator | None = None
@@ -122,6 +122,8 @@ class FineTuneGuards(BaseCallback):
             self._reference = type(policy)(**policy._get_constructor_parameters())
             self._reference.load_state_dict(policy.state_dict())
             self._reference.requires_grad_(False)
+            if self.anchor_states is not None:  # its means there, for every update of this call
+                self._fixed_targets = self._reference_means(self.anchor_states)
         obs_space = policy.observation_space
         probe = th.as_tensor(np.stack([obs_space.sample() for _ in range(4)]), dtype=th.float32)
         self._actor = actor_parameters(policy, probe)
@@ -143,10 +145,7 @@ class FineTuneGuards(BaseCallback):
         self.logger.record("train/critic_warmup", float(warm))
         self._updating = True
         if self.anchoring and self.anchor_states is not None:
-            self._obs = self.anchor_states
-            if self._fixed_targets is None:
-                self._fixed_targets = self._reference_means(self._obs)
-            self._targets = self._fixed_targets
+            self._obs, self._targets = self.anchor_states, self._fixed_targets
         elif self.anchoring:  # the rollout's observations, for the anchor after the update
             obs = self.model.rollout_buffer.observations  # type: ignore[attr-defined]
             self._obs = th.as_tensor(obs.reshape(-1, *obs.shape[2:]).copy(), dtype=th.float32)

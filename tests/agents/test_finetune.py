@@ -144,6 +144,9 @@ def test_the_anchor_is_the_distance_to_the_frozen_copy_on_the_drawn_states(given
     guards._anchor_loss = spy  # type: ignore[method-assign]
     model.learn(2 * 8 * 4, callback=[guards])
     assert len(seen) == 4 and seen[-1][1] > 0  # two updates of two steps; PPO moved the mean
+    # a second training call anchors to the policy it starts from, as its frozen copy is
+    model.learn(8 * 4, callback=[guards], reset_num_timesteps=False)
+    assert len(seen) == 6
     np.testing.assert_allclose(*zip(*seen, strict=True), rtol=1e-6)
 
 
