@@ -56,7 +56,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from envs.core import Hardware
-from envs.kernel import auto_interleave_weights
+from envs.kernel import auto_tier_shares, near_nodes
 
 __all__ = [
     "SHARE_TOP",
@@ -94,44 +94,6 @@ def tenant_orders(hw: Hardware, rows: int) -> I64 | None:
             f"expected (B, {rows}, N) for {rows} weight rows"
         )
     return lists
-
-
-def _first_socket(order: I64, valid: B8, want: B8, socket: I64) -> tuple[I64, B8]:
-    """(B, R) the socket of the first node of ``order`` (B, R, N) where ``want`` (B, R, N,
-    aligned with ``order``), and whether there is one."""
-    hit = valid & want
-    has: B8 = np.asarray(hit.any(axis=2))
-    pos = np.argmax(hit, axis=2)
-    node = np.take_along_axis(order, pos[:, :, None], axis=2)[:, :, 0]
-    sock = np.take_along_axis(socket, np.maximum(node, 0), axis=1)
-    return sock, has
-
-
-def near_nodes(order: I64, is_cxl: B8, socket: I64) -> tuple[B8, B8]:
-    """(B, R, N) each row's nearest DRAM nodes and nearest CXL nodes (module docstring):
-    from its fallback list ``order`` (B, R, N; -1 entries excluded), the nodes' kinds
-    ``is_cxl`` and sockets ``socket`` (B, N). A tier the list does not reach is empty."""
-    order = np.asarray(order, dtype=np.int64)
-    is_cxl = np.asarray(is_cxl, dtype=bool)
-    socket = np.asarray(socket, dtype=np.int64)
-    B, R, N = order.shape
-    if is_cxl.shape != (B, N) or socket.shape != (B, N):
-        raise ValueError(
-            f"near_nodes: fallback lists {order.shape} need is_cxl and socket of shape "
-            f"{(B, N)}, got {is_cxl.shape} and {socket.shape}"
-        )
-    valid = order >= 0
-    kind = np.take_along_axis(
-        np.broadcast_to(is_cxl[:, None, :], (B, R, N)), np.maximum(order, 0), axis=2
-    )  # (B, R, N) whether each list entry is a CXL node
-    allowed = (order[:, :, :, None] == np.arange(N)).any(axis=2)  # (B, R, N) node in the list
-    dsock, dhas = _first_socket(order, valid, ~kind, socket)
-    csock, chas = _first_socket(order, valid, kind, socket)
-    same_d = socket[:, None, :] == dsock[:, :, None]
-    same_c = socket[:, None, :] == csock[:, :, None]
-    dram = allowed & ~is_cxl[:, None, :] & same_d & dhas[:, :, None]
-    cxl = allowed & is_cxl[:, None, :] & same_c & chas[:, :, None]
-    return dram, cxl
 
 
 def _tiers(
@@ -267,22 +229,15 @@ def auto_share(
     ``weightiness``) over each row's nearest DRAM and CXL nodes (``order``, ``socket`` as
     in :func:`share_to_weights`; without ``order``: every node, for ``rows`` rows). A row
     without CXL nodes has DRAM share 1 and CXL share 0."""
-    bandwidth = np.asarray(bandwidth, dtype=float)
     is_cxl = np.asarray(is_cxl, dtype=bool)
     near = _near(order, is_cxl, socket)
     if near is None:
-        d_on = np.broadcast_to(~is_cxl[:, None, :], (is_cxl.shape[0], rows, is_cxl.shape[1]))
-        auto = np.broadcast_to(
-            auto_interleave_weights(bandwidth, weightiness).astype(float)[:, None, :], d_on.shape
+        shape = (is_cxl.shape[0], rows, is_cxl.shape[1])
+        near = (
+            np.broadcast_to(~is_cxl[:, None, :], shape),
+            np.broadcast_to(is_cxl[:, None, :], shape),
         )
-    else:
-        d_on, c_on = near
-        on = d_on | c_on
-        bw = np.where(on, bandwidth[:, None, :], 0.0)  # nodes out of a row's reach: none
-        auto = np.where(on, auto_interleave_weights(bw, weightiness), 0).astype(float)
-    total = np.maximum(auto.sum(axis=2), 1e-300)
-    dram = np.where(d_on, auto, 0.0).sum(axis=2)
-    return dram / total, np.where(d_on, 0.0, auto).sum(axis=2) / total
+    return auto_tier_shares(bandwidth, *near, weightiness=weightiness)
 
 
 def dram_share(weights: NDArray, is_cxl: B8) -> F64:

@@ -109,7 +109,7 @@ class EnvConfig:
     observation: str = _arg(
         "full",
         '`"full"`',
-        '`"full"`, `"cgroup"`, `"demand"`, `"basic"` or `"host"` (only what a Linux host exposes, '
+        '`"full"`, `"cgroup"`, `"demand"`, `"topology"`, `"basic"` or `"host"` (only what a Linux host exposes, '
         "[deploy.md](deploy.md)) (Observation space)",
     )
     reward_baseline: str | None = _arg(

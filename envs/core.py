@@ -39,6 +39,7 @@ from envs.encoding import descriptor_rows
 from envs.families import ScenarioFamily, make_family
 from envs.gather import gather_phase, phases_now
 from envs.hardware import firmware_bandwidth, mix_peak
+from envs.kernel import auto_tier_shares, near_nodes
 from envs.model import (
     LINE_BYTES,
     Action,
@@ -314,6 +315,12 @@ def hardware(state: EnvState) -> Hardware:
     return hw
 
 
+def _firmware_gbps(p: Params) -> F64:
+    """(B, N) each node's bandwidth as firmware reports it (:func:`firmware_bandwidth`)."""
+    c = p.curves
+    return firmware_bandwidth(c.mem_read, c.mem_write, c.link_read, c.link_write).T
+
+
 def _hardware(p: Params) -> Hardware:
     c = p.curves
     rd = np.minimum(c.mem_read, c.link_read)
@@ -325,9 +332,7 @@ def _hardware(p: Params) -> Hardware:
         capacity_gib=_frozen(p.capacity_gib.T),
         read_gbps=_frozen(rd.T),
         write_gbps=_frozen(wr.T),
-        firmware_gbps=_frozen(
-            firmware_bandwidth(c.mem_read, c.mem_write, c.link_read, c.link_write).T
-        ),
+        firmware_gbps=_frozen(_firmware_gbps(p)),
         idle_latency_ns=_frozen(c.idle_ns.T),
         tenant_fallback=_frozen(np.moveaxis(p.fallback, -1, 0)),
     )
@@ -490,6 +495,18 @@ def _demand_over_local_peak(p: Params, jit: F64, phase: NDArray[np.int64]) -> F6
     return np.where(p.present, demand / peak, 0.0)
 
 
+def _near_auto_dram_share(p: Params) -> F64:
+    """(T, B) each tenant slot's DRAM share of the kernel's weighted-interleave auto weights
+    over its nearest DRAM and CXL nodes: the ``"topology"`` layout's descriptor
+    (:data:`~envs.spaces.TOPOLOGY_DESCRIPTORS`). The nodes are those of its fallback list
+    (``Params.fallback``, its first phase's) as :func:`envs.kernel.near_nodes` picks them,
+    weighted by the firmware bandwidth the auto mode reads (:class:`Hardware`'s
+    ``firmware_gbps``). 1 where no CXL node is near; an empty slot reads 0."""
+    near = near_nodes(np.moveaxis(p.fallback, -1, 0), p.is_cxl.T, p.node_socket.T)
+    dram, _ = auto_tier_shares(_firmware_gbps(p), *near)  # (B, T)
+    return np.where(p.present, dram.T, 0.0)
+
+
 def spec_table(encoder: ObservationEncoder, p: Params, jit: F64, solo_gbps: F64) -> F64:
     """Every tenant slot's descriptors but ``upcoming`` in each of its phases (T, P, k, B).
 
@@ -498,13 +515,15 @@ def spec_table(encoder: ObservationEncoder, p: Params, jit: F64, solo_gbps: F64)
     model state's), so the table is computed when an episode starts (:func:`reset`,
     :func:`reset_where`) and each interval reads its phase's column. ``k`` is 7, 9
     with the ``"cgroup"`` layout (memory.low and memory.high in force over the working
-    set) and 10 with ``"demand"`` (:func:`_demand_over_local_peak` too). The limits are
+    set), 10 with ``"demand"`` (:func:`_demand_over_local_peak` too) and 11 with
+    ``"topology"`` (:func:`_near_auto_dram_share` too). The limits are
     in force as the kernel applies them (:func:`memcg_limits`: the tier-aware mode scales
     both to the DRAM share of the machine, so a memory.high at the working set still
     caps its DRAM).
     """
     T, P, B = p.threads.shape
     dram = p.machine_totals[0]
+    near_share = _near_auto_dram_share(p) if encoder.topology else None
     cols = []
     for ph in range(P):
         phase = np.full((T, B), ph, dtype=np.int64)
@@ -521,6 +540,8 @@ def spec_table(encoder: ObservationEncoder, p: Params, jit: F64, solo_gbps: F64)
         if encoder.demand:
             x = _demand_over_local_peak(p, jit, phase)
             d = np.concatenate([d, (np.log2(1.0 + x) / 4.0)[..., None]], axis=-1)
+        if near_share is not None:
+            d = np.concatenate([d, near_share[..., None]], axis=-1)
         cols.append(np.clip(d, 0.0, 1.0).transpose(0, 2, 1))  # (T, k, B)
     return np.stack(cols, axis=1)
 
@@ -564,7 +585,7 @@ def coming_tenants(params: EnvParams, state: EnvState) -> NDArray[np.float32]:
 
 def descriptors(params: EnvParams, state: EnvState) -> tuple[F64, F64]:
     """The ``"full"`` observation's tenant descriptors (B, T, 8; 10 with ``"cgroup"``, 11
-    with ``"demand"``) and extra globals (B, 4).
+    with ``"demand"``, 12 with ``"topology"``) and extra globals (B, 4).
 
     A tenant's descriptors are those of the phase it runs in the NEXT interval (its
     spec, known at admission: :func:`spec_table`), shown while it runs then; see

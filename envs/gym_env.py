@@ -75,6 +75,7 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
 
     ``Box(0, 1, (3N + T(14+N) + 7,), float32)`` with ``observation="full"`` (the
     default); ``"cgroup"``: ``3N + T(16+N) + 7``; ``"demand"``: ``3N + T(17+N) + 7``;
+    ``"topology"``: ``3N + T(18+N) + 7``;
     ``"basic"``: ``3N + T(6+N) + 3``.
     Everything a kernel can observe:
 
@@ -94,13 +95,14 @@ class TieredMemoryEnv(gym.Env[np.ndarray, np.ndarray]):
     | ``+7+N..+13+N`` | its spec: threads, working set, working set over DRAM, read fraction, access share of its hottest 2%, socket, demand alone | ``log2(1+n)/8``, ``log2(1+GiB)/log2(2049)``, capped 1, 0..1, 0..1, 0/1, over the peak |
     | ``+14+N..+15+N`` | ``"cgroup"`` only: memory.low and memory.high in force (tier-aware: scaled to the DRAM share) over the working set | capped 1 (no memory.high: 1) |
     | ``+16+N`` | ``"demand"`` only: zero-load demand in its local DRAM over that node's peak | ``log2(1+x)/4``, capped 1 |
+    | ``+17+N`` | ``"topology"`` only: DRAM share of bandwidth-proportional interleave (the kernel's auto weights) over its nearest DRAM and CXL nodes | 0..1 (1: no CXL near) |
     | ``-7..-4`` | ``"full"``: DRAM and CXL capacity, promotion limit in force, interval | ``log2(1+GiB)/log2(2049)``, ``log1p(MB/s)/log1p(65536)``, ``s/10`` |
     | ``-3`` | promotion traffic | ``log1p(MB/s)/log1p(65536)`` |
     | ``-2`` | demotion traffic | ``log1p(MB/s)/log1p(65536)`` |
     | ``-1`` | time in the episode | ``t / episode_steps`` |
 
-    ``P`` is a slot's size (``6+N``, ``14+N``, ``16+N`` or ``17+N``); ``"full"`` rows hold
-    for ``"cgroup"`` and ``"demand"`` too, and ``"cgroup"`` rows for ``"demand"``.
+    ``P`` is a slot's size (``6+N``, ``14+N``, ``16+N``, ``17+N`` or ``18+N``); each layout's
+    rows hold for the layouts after it (``"full"``, ``"cgroup"``, ``"demand"``, ``"topology"``).
     ``params.encoder.names(node_names)`` names every entry. An empty slot's entries are
     all 0. A tenant's descriptors appear in the observation that decides the interval it
     starts in, so its initial placement is an informed choice.

@@ -31,6 +31,7 @@ __all__ = [
     "THRESHOLD_UNIT_MS",
     "adapt_promotion_threshold",
     "auto_interleave_weights",
+    "auto_tier_shares",
     "build_fallback_lists",
     "default_min_free_kbytes",
     "find_next_best_node",
@@ -46,6 +47,7 @@ __all__ = [
     "memcg_promotion_scan_fraction",
     "memcg_reclaim_scan",
     "memcg_total_high",
+    "near_nodes",
     "pgdat_free_space_enough",
     "task_nr_scan_windows",
     "task_scan_bounds",
@@ -672,3 +674,72 @@ def build_fallback_lists(
             prev = node
             load -= 1
     return lists
+
+
+def _first_socket(
+    order: NDArray[np.int64],
+    valid: NDArray[np.bool_],
+    want: NDArray[np.bool_],
+    socket: NDArray[np.int64],
+) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """(B, R) the socket of the first node of ``order`` (B, R, N) where ``want`` (B, R, N,
+    aligned with ``order``), and whether there is one."""
+    hit = valid & want
+    has: NDArray[np.bool_] = np.asarray(hit.any(axis=2))
+    pos = np.argmax(hit, axis=2)
+    node = np.take_along_axis(order, pos[:, :, None], axis=2)[:, :, 0]
+    sock = np.take_along_axis(socket, np.maximum(node, 0), axis=1)
+    return sock, has
+
+
+def near_nodes(
+    order: ArrayLike, is_cxl: ArrayLike, socket: ArrayLike
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """(B, R, N) each row's nearest DRAM nodes and nearest CXL nodes, from its allocation
+    fallback list ``order`` (B, R, N; -1 entries excluded, a zonelist of
+    :func:`build_fallback_lists` restricted by a bind mask), the nodes' kinds ``is_cxl`` and
+    sockets ``socket`` (B, N): the DRAM nodes of the socket of the list's first DRAM node and
+    the CXL nodes of the socket of its first CXL node (what :mod:`baselines.placement` places
+    a share on). A tier the list does not reach is empty."""
+    order = np.asarray(order, dtype=np.int64)
+    is_cxl = np.asarray(is_cxl, dtype=bool)
+    socket = np.asarray(socket, dtype=np.int64)
+    B, R, N = order.shape
+    if is_cxl.shape != (B, N) or socket.shape != (B, N):
+        raise ValueError(
+            f"near_nodes: fallback lists {order.shape} need is_cxl and socket of shape "
+            f"{(B, N)}, got {is_cxl.shape} and {socket.shape}"
+        )
+    valid = order >= 0
+    kind = np.take_along_axis(
+        np.broadcast_to(is_cxl[:, None, :], (B, R, N)), np.maximum(order, 0), axis=2
+    )  # (B, R, N) whether each list entry is a CXL node
+    allowed = (order[:, :, :, None] == np.arange(N)).any(axis=2)  # (B, R, N) node in the list
+    dsock, dhas = _first_socket(order, valid, ~kind, socket)
+    csock, chas = _first_socket(order, valid, kind, socket)
+    same_d = socket[:, None, :] == dsock[:, :, None]
+    same_c = socket[:, None, :] == csock[:, :, None]
+    dram = allowed & ~is_cxl[:, None, :] & same_d & dhas[:, :, None]
+    cxl = allowed & is_cxl[:, None, :] & same_c & chas[:, :, None]
+    return dram, cxl
+
+
+def auto_tier_shares(
+    bandwidth_gbps: ArrayLike,
+    dram_on: NDArray[np.bool_],
+    cxl_on: NDArray[np.bool_],
+    weightiness: int = 32,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(B, R) the DRAM share and the CXL share of the weighted-interleave auto weights
+    (:func:`auto_interleave_weights` of the firmware bandwidth (B, N)) over each row's nodes
+    ``dram_on | cxl_on`` (B, R, N; e.g. :func:`near_nodes`): bandwidth-proportional
+    interleave across both tiers. Nodes off a row count for nothing; a row without CXL
+    nodes has DRAM share 1 and CXL share 0."""
+    bw = np.asarray(bandwidth_gbps, dtype=float)
+    on = dram_on | cxl_on
+    auto = np.where(
+        on, auto_interleave_weights(np.where(on, bw[:, None, :], 0.0), weightiness), 0
+    ).astype(float)
+    total = np.maximum(auto.sum(axis=2), 1e-300)
+    dram = np.where(dram_on, auto, 0.0).sum(axis=2)
+    return dram / total, np.where(dram_on, 0.0, auto).sum(axis=2) / total

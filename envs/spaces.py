@@ -77,9 +77,11 @@ RATE_LEVELS_MBPS = (0.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 65536.0)
 REWARDS = ("log-geomean", "throughput", "weighted-speedup", "harmonic")
 #: "basic": the layout before visible arrivals (old models); "cgroup": "full" plus each
 #: tenant's cgroup limits (CGROUP_DESCRIPTORS); "demand": "cgroup" plus each tenant's
-#: zero-load demand over its local DRAM's peak (DEMAND_DESCRIPTORS); "host": only what a
-#: Linux host shows (:mod:`envs.host`'s definitions, what ``deploy.py`` reads on a real machine)
-OBSERVATIONS = ("full", "basic", "cgroup", "demand", "host")
+#: zero-load demand over its local DRAM's peak (DEMAND_DESCRIPTORS); "topology": "demand"
+#: plus the DRAM share of bandwidth-proportional interleave over each tenant's nearest nodes
+#: (TOPOLOGY_DESCRIPTORS); "host": only what a Linux host shows (:mod:`envs.host`'s
+#: definitions, what ``deploy.py`` reads on a real machine)
+OBSERVATIONS = ("full", "basic", "cgroup", "demand", "topology", "host")
 
 #: How the weights of the action apply: one row per tenant slot, or one row for all of them.
 WEIGHTS = ("per-tenant", "global")
@@ -472,6 +474,14 @@ CGROUP_DESCRIPTORS = ("memory_low_over_ws", "memory_high_over_ws")
 #: where local DRAM does; this one tells a stream at DRAM's peak from one at four times
 #: it, the case where spreading pages over the expanders pays.
 DEMAND_DESCRIPTORS = ("demand_over_local_peak",)
+#: The descriptor the ``"topology"`` layout adds after DEMAND_DESCRIPTORS: the DRAM share of
+#: the kernel's weighted-interleave auto weights (firmware bandwidth, HMAT/CDAT) over the
+#: tenant's nearest DRAM and CXL nodes (those its fallback list reaches first, on their
+#: sockets: :func:`envs.kernel.near_nodes`), 1 where no CXL node is near. It is the DRAM
+#: share at which a stream's pages load its near nodes in proportion to their bandwidth
+#: (what ``bw-aware-interleave`` sets), and what tells a machine with one expander beside a
+#: socket's DRAM from one with four: the capacities the observation shows do not.
+TOPOLOGY_DESCRIPTORS = ("near_auto_dram_share",)
 #: Global entries added by the ``"full"`` layout (before the three basic ones).
 GLOBAL_EXTRA = ("dram_capacity_gib", "cxl_capacity_gib", "promote_limit", "interval")
 
@@ -506,7 +516,9 @@ class ObservationEncoder:
     ``"full"`` with two more descriptors per tenant (:data:`CGROUP_DESCRIPTORS`):
     its memory.low and memory.high in force over its working set. ``version="demand"`` is
     ``"cgroup"`` with one more (:data:`DEMAND_DESCRIPTORS`): its zero-load demand in local
-    DRAM over that node's peak, ``log2(1 + x) / 4`` capped at 1.
+    DRAM over that node's peak, ``log2(1 + x) / 4`` capped at 1. ``version="topology"`` is
+    ``"demand"`` with one more (:data:`TOPOLOGY_DESCRIPTORS`): the DRAM share of
+    bandwidth-proportional interleave over its nearest DRAM and CXL nodes (0..1).
 
     ``version="host"`` is made only of what a Linux host exposes, with the definitions
     :func:`envs.host.host_features` gives both the simulator and ``deploy.py``'s reader
@@ -526,20 +538,22 @@ class ObservationEncoder:
             raise ValueError(f"observation: got {version!r}, expected one of {list(OBSERVATIONS)}")
         self.T, self.N, self.version = n_tenants, n_nodes, version
         # the descriptor groups added to TENANT_DESCRIPTORS (core.spec_table computes these)
-        self.cgroup = version in ("cgroup", "demand")
-        self.demand = version == "demand"
+        self.cgroup = version in ("cgroup", "demand", "topology")
+        self.demand = version in ("demand", "topology")
+        self.topology = version == "topology"
         if version == "host":
             self.desc_names: tuple[str, ...] = ()
             self.n_desc, self.n_glob = 0, 3
             self.per_tenant = 3
             self.size = host_view_size(n_tenants, n_nodes)
             return
-        full = version in ("full", "cgroup", "demand")
+        full = version in ("full", "cgroup", "demand", "topology")
         self.desc_names = (
             (
                 *TENANT_DESCRIPTORS,
                 *(CGROUP_DESCRIPTORS if self.cgroup else ()),
                 *(DEMAND_DESCRIPTORS if self.demand else ()),
+                *(TOPOLOGY_DESCRIPTORS if self.topology else ()),
             )
             if full
             else ()

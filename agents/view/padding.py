@@ -151,7 +151,8 @@ class PaddedLayout:
         enc, codec = params.encoder, params.codec
         if not enc.n_desc:
             raise ValueError(
-                "pad_nodes: needs observation='full', 'cgroup' or 'demand' (the tenant descriptors)"
+                "pad_nodes: needs observation='full', 'cgroup', 'demand' or 'topology' (the tenant "
+                "descriptors)"
             )
         rows = codec.n_weight_rows
         lay = cls(

@@ -218,7 +218,7 @@ def test_reset_where_restarts_only_the_done_instances() -> None:
     assert same is state and none.shape == (0, params.encoder.size)
 
 
-@pytest.mark.parametrize("observation", ["full", "cgroup", "demand"])
+@pytest.mark.parametrize("observation", ["full", "cgroup", "demand", "topology"])
 def test_the_kept_descriptor_table_is_the_episodes_own(observation: str) -> None:
     """EnvState.specs (the tenant descriptors per phase, computed when an episode starts)
     equals the table computed afresh from the state, after partial restarts too; and the

@@ -257,6 +257,44 @@ def test_demand_layout_adds_the_zero_load_demand_over_the_local_peak() -> None:
     assert high["tenant[0].solo_demand"] < 1.3 * low["tenant[0].solo_demand"]  # saturates
 
 
+@pytest.mark.parametrize("scenario", ["mlc-bandwidth", "cxl-spill", "fallback-hotspot"])
+def test_topology_layout_adds_the_auto_dram_share_of_the_nearest_nodes(scenario: str) -> None:
+    """observation="topology" is "demand" plus one descriptor per tenant: the DRAM share of
+    the kernel's weighted-interleave auto weights over the DRAM nodes of its own socket and
+    the CXL nodes of the socket its fallback list reaches first (one socket and four
+    expanders; two sockets with SNC nodes and an expander each; no CXL at all: 1)."""
+    from envs import core
+    from envs.kernel import auto_interleave_weights
+
+    params = core.make_params(scenario, observation="topology")
+    demand = core.make_params(scenario, observation="demand")
+    names = params.encoder.names(params.node_names)
+    state, obs = core.reset(params, np.arange(1, dtype=np.uint64))
+    _, obs_d = core.reset(demand, np.arange(1, dtype=np.uint64))
+    assert len(names) == len(set(names)) == demand.encoder.size + params.n_tenants
+    got = dict(zip(names, np.asarray(obs)[0], strict=True))
+    got_d = dict(zip(demand.encoder.names(demand.node_names), np.asarray(obs_d)[0], strict=True))
+    assert {k: got[k] for k in got_d} == got_d  # everything else as "demand" shows it
+    hw = core.hardware(state)
+    cxl, sock, bw = hw.is_cxl[0], hw.socket[0], hw.firmware_gbps[0]
+    shown = 0
+    for t in range(params.n_tenants):
+        if not got[f"tenant[{t}].present"] and not got[f"tenant[{t}].upcoming"]:
+            continue
+        order = hw.tenant_fallback[0, t]
+        first_cxl = next((n for n in order if n >= 0 and cxl[n]), None)
+        on_d = ~cxl & (sock == sock[order[0]])
+        on_c = cxl & (sock == sock[first_cxl]) if first_cxl is not None else np.zeros_like(cxl)
+        on = on_d | on_c
+        w = np.where(on, auto_interleave_weights(np.where(on, bw, 0.0)), 0)
+        want = w[on_d].sum() / w.sum()
+        assert got[f"tenant[{t}].near_auto_dram_share"] == pytest.approx(want, rel=1e-6)
+        assert not on_c.any() or want < 1.0
+        assert on_c.any() or want == 1.0
+        shown += 1
+    assert shown >= 1
+
+
 # -- bad actions: one-line errors naming the field -------------------------------------------
 
 PER: dict[str, Any] = {
