@@ -218,6 +218,25 @@ def test_cgroup_layout_shows_the_limits_in_force_under_tier_aware_memcg() -> Non
     assert both["tenant[0].memory_high_over_ws"] == pytest.approx(256 / 256 * 256 / 320)
 
 
+def _first_obs_beside(scenario: Any, layout: str, before: str) -> tuple[Any, Any, dict, dict]:
+    """The first observation of one instance of ``scenario`` in ``layout`` and in the layout
+    ``before`` it, by entry name, after checking that ``layout`` adds one descriptor per
+    tenant and shows every entry of ``before`` as ``before`` does. Returns the params and
+    state of ``layout`` and both observations."""
+    from envs import core
+
+    params = core.make_params(scenario, observation=layout)
+    prev = core.make_params(scenario, observation=before)
+    names = params.encoder.names(params.node_names)
+    state, obs = core.reset(params, np.arange(1, dtype=np.uint64))
+    _, obs_prev = core.reset(prev, np.arange(1, dtype=np.uint64))
+    assert len(names) == len(set(names)) == prev.encoder.size + params.n_tenants
+    got = dict(zip(names, np.asarray(obs)[0], strict=True))
+    got_prev = dict(zip(prev.encoder.names(prev.node_names), np.asarray(obs_prev)[0], strict=True))
+    assert {k: got[k] for k in got_prev} == got_prev  # everything else as ``before`` shows it
+    return params, state, got, got_prev
+
+
 def test_demand_layout_adds_the_zero_load_demand_over_the_local_peak() -> None:
     """observation="demand" is "cgroup" plus one descriptor per tenant: its zero-load demand
     in its local DRAM over that node's peak at its read share, ``log2(1 + x) / 4``. It equals
@@ -230,15 +249,7 @@ def test_demand_layout_adds_the_zero_load_demand_over_the_local_peak() -> None:
     def run(threads: int) -> tuple[dict[str, float], dict[str, float], float]:
         raw = load_scenario("mlc-bandwidth").model_dump()
         raw["tenants"][0]["threads"] = threads
-        params = core.make_params(raw, observation="demand")
-        cg = core.make_params(raw, observation="cgroup")
-        names = params.encoder.names(params.node_names)
-        state, obs = core.reset(params, np.arange(1, dtype=np.uint64))
-        _, obs_cg = core.reset(cg, np.arange(1, dtype=np.uint64))
-        assert len(names) == len(set(names)) == cg.encoder.size + params.n_tenants
-        first = dict(zip(names, np.asarray(obs)[0], strict=True))
-        got_cg = dict(zip(cg.encoder.names(cg.node_names), np.asarray(obs_cg)[0], strict=True))
-        assert {k: first[k] for k in got_cg} == got_cg  # everything else as "cgroup" shows it
+        params, state, first, got_cg = _first_obs_beside(raw, "demand", "cgroup")
         weights = np.zeros((1, params.codec.n_weight_rows, params.n_nodes), dtype=np.int64)
         weights[:, :, params.node_names.index("dram0")] = 1  # every page in local DRAM
         a = params.codec.encode_box(weights, np.zeros(1))
@@ -266,15 +277,7 @@ def test_topology_layout_adds_the_auto_dram_share_of_the_nearest_nodes(scenario:
     from envs import core
     from envs.kernel import auto_interleave_weights
 
-    params = core.make_params(scenario, observation="topology")
-    demand = core.make_params(scenario, observation="demand")
-    names = params.encoder.names(params.node_names)
-    state, obs = core.reset(params, np.arange(1, dtype=np.uint64))
-    _, obs_d = core.reset(demand, np.arange(1, dtype=np.uint64))
-    assert len(names) == len(set(names)) == demand.encoder.size + params.n_tenants
-    got = dict(zip(names, np.asarray(obs)[0], strict=True))
-    got_d = dict(zip(demand.encoder.names(demand.node_names), np.asarray(obs_d)[0], strict=True))
-    assert {k: got[k] for k in got_d} == got_d  # everything else as "demand" shows it
+    params, state, got, _ = _first_obs_beside(scenario, "topology", "demand")
     hw = core.hardware(state)
     cxl, sock, bw = hw.is_cxl[0], hw.socket[0], hw.firmware_gbps[0]
     shown = 0
