@@ -109,8 +109,8 @@ class EnvConfig:
     observation: str = _arg(
         "full",
         '`"full"`',
-        '`"full"`, `"cgroup"`, `"demand"`, `"topology"`, `"basic"` or `"host"` (only what a Linux host exposes, '
-        "[deploy.md](deploy.md)) (Observation space)",
+        '`"full"`, `"cgroup"`, `"demand"`, `"topology"`, `"basic"` or `"host"` (only what a '
+        "Linux host exposes, [deploy.md](deploy.md)) (Observation space)",
     )
     reward_baseline: str | None = _arg(
         None,
