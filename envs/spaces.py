@@ -482,6 +482,9 @@ DEMAND_DESCRIPTORS = ("demand_over_local_peak",)
 #: (what ``bw-aware-interleave`` sets), and what tells a machine with one expander beside a
 #: socket's DRAM from one with four: the capacities the observation shows do not.
 TOPOLOGY_DESCRIPTORS = ("near_auto_dram_share",)
+#: The layouts with tenant descriptors, in order: each adds one descriptor group to the one
+#: before it (CGROUP_DESCRIPTORS, DEMAND_DESCRIPTORS, TOPOLOGY_DESCRIPTORS).
+_DESCRIBED = ("full", "cgroup", "demand", "topology")
 #: Global entries added by the ``"full"`` layout (before the three basic ones).
 GLOBAL_EXTRA = ("dram_capacity_gib", "cxl_capacity_gib", "promote_limit", "interval")
 
@@ -537,26 +540,20 @@ class ObservationEncoder:
         if version not in OBSERVATIONS:
             raise ValueError(f"observation: got {version!r}, expected one of {list(OBSERVATIONS)}")
         self.T, self.N, self.version = n_tenants, n_nodes, version
-        # the descriptor groups added to TENANT_DESCRIPTORS (core.spec_table computes these)
-        self.cgroup = version in ("cgroup", "demand", "topology")
-        self.demand = version in ("demand", "topology")
-        self.topology = version == "topology"
+        # the descriptor groups added to TENANT_DESCRIPTORS (core.spec_table computes these):
+        # each layout of _DESCRIBED adds one group to the layout before it
+        rank = _DESCRIBED.index(version) if version in _DESCRIBED else -1
+        self.cgroup, self.demand, self.topology = rank >= 1, rank >= 2, rank >= 3
         if version == "host":
             self.desc_names: tuple[str, ...] = ()
             self.n_desc, self.n_glob = 0, 3
             self.per_tenant = 3
             self.size = host_view_size(n_tenants, n_nodes)
             return
-        full = version in ("full", "cgroup", "demand", "topology")
+        groups = (CGROUP_DESCRIPTORS, DEMAND_DESCRIPTORS, TOPOLOGY_DESCRIPTORS)
+        full = rank >= 0
         self.desc_names = (
-            (
-                *TENANT_DESCRIPTORS,
-                *(CGROUP_DESCRIPTORS if self.cgroup else ()),
-                *(DEMAND_DESCRIPTORS if self.demand else ()),
-                *(TOPOLOGY_DESCRIPTORS if self.topology else ()),
-            )
-            if full
-            else ()
+            (*TENANT_DESCRIPTORS, *(d for g in groups[:rank] for d in g)) if full else ()
         )
         self.n_desc = len(self.desc_names)
         self.n_glob = 3 + (len(GLOBAL_EXTRA) if full else 0)
