@@ -51,6 +51,7 @@ from envs.scenario import Scenario, hardware_presets, load_scenario, scenario_na
 __all__ = [
     "BROAD_SHAPES",
     "CHANCES",
+    "CHANNELS",
     "FEATURES",
     "GROUPS",
     "HELD_OUT",
@@ -177,13 +178,50 @@ SHAPES: dict[str, Shape] = {
 DRAM_GIB = {"snc": (8.0, 256.0), "socket": (16.0, 476.8), "socket-4800": (16.0, 476.8)}
 #: CXL capacity per expander (GiB): tiering-fairness's 64 GiB, a 128 GB and a 256 GB module.
 CXL_GIB = (64.0, 119.2, 238.4)
+#: DDR5 channels behind one DRAM node of each part: the part's own count, then the bounds a
+#: machine of its kind is built with. ``snc``: a Sapphire Rapids socket's 8 channels seen as
+#: SNC-4 nodes (2 each, the calibrated node) up to SNC-2 nodes (4 each; 3 with six channels
+#: populated). ``socket`` and ``socket-4800``: a whole socket (SNC off) with 4 to 8 channels
+#: populated, one DIMM each (Intel's balanced 1DPC populations; issue #49's bounds for the
+#: tiering-fairness box). A drawn count scales the part's bandwidths (local and remote) by
+#: ``count / own``, its latency curve unchanged, as ``socket-4800`` derives from ``snc``.
+CHANNELS: Mapping[str, tuple[int, int, int]] = MappingProxyType(
+    {"snc": (2, 2, 4), "socket": (8, 4, 8), "socket-4800": (8, 4, 8)}
+)
+#: The bandwidth fields a channel count scales.
+_CHANNEL_FIELDS = (
+    "read_gbps", "write_gbps", "mixed_gbps", "random_read_gbps", "random_write_gbps",
+    "remote_read_gbps", "remote_write_gbps", "remote_mixed_gbps",
+)  # fmt: skip
+#: The seed word of the channel draw's own stream: the draw takes nothing from the machine's
+#: and tenants' stream, so a scenario drawn with it differs only in its DRAM bandwidths.
+CHANNEL_STREAM = 0xC4A7
 #: Control interval (s) and how often each is drawn: 1 s (most scenarios), 2 s (kv-store),
 #: 5 s (tiering-fairness).
 INTERVALS = ((1.0, 0.6), (2.0, 0.3), (5.0, 0.1))
 
 
-def _hardware(shape: Shape, rng: np.random.Generator) -> dict[str, Any]:
+def _hardware(
+    shape: Shape,
+    rng: np.random.Generator,
+    entropy: list[int] | None = None,
+    channels: float = 0.0,
+) -> dict[str, Any]:
+    """The shape's nodes with their capacities drawn from ``rng``; with probability
+    ``channels`` (the chance of that name) every DRAM node's channel count is drawn within
+    :data:`CHANNELS` from a stream of its own (``entropy`` plus :data:`CHANNEL_STREAM`; one
+    count per part, so a machine's nodes of one part stay alike)."""
     parts = _parts()
+    counts: dict[str, int] = {}
+    if channels > 0.0:
+        if entropy is None:
+            raise ValueError("a channel draw needs the scenario's entropy")
+        own = np.random.default_rng([*entropy, CHANNEL_STREAM])
+        if own.random() < channels:
+            counts = {
+                part: int(own.integers(CHANNELS[part][1], CHANNELS[part][2] + 1))
+                for part in sorted({p for p, _ in shape.nodes if p in CHANNELS})
+            }
     nodes, n_dram, n_cxl = [], 0, 0
     for part, socket in shape.nodes:
         node = dict(parts[part])
@@ -193,6 +231,11 @@ def _hardware(shape: Shape, rng: np.random.Generator) -> dict[str, Any]:
                 float(math.exp(rng.uniform(math.log(lo), math.log(hi)))), 1
             )
             node["name"], n_dram = f"dram{n_dram}", n_dram + 1
+            if part in counts and counts[part] != CHANNELS[part][0]:
+                scale = counts[part] / CHANNELS[part][0]
+                for field in _CHANNEL_FIELDS:
+                    if field in node:
+                        node[field] = round(scale * float(node[field]), 2)
         else:
             node["capacity_gib"] = float(rng.choice(CXL_GIB))
             node["name"], n_cxl = f"cxl{n_cxl}", n_cxl + 1
@@ -263,8 +306,11 @@ KINDS: dict[str, dict[str, Any]] = {
 #: (``tier_aware``: the tiering-fairness RFC's, ``tiering-fairness-low-high``) where a
 #: tenant has limits, and the fallback lists of kernels before the 2021 fix (``pre_2021``:
 #: the ``-prefix`` scenarios) where a machine has more than two DRAM nodes (where they
-#: differ). Every family's splits draw these; a training run may draw its families with
-#: others (``generator_chances``), evaluation always draws these.
+#: differ); and that a machine's DRAM nodes have their channel count drawn within
+#: :data:`CHANNELS` instead of their part's (``channels``: their bandwidths scaled; 0 by
+#: default, so every family's machines are the fitted parts). Every family's splits draw
+#: these; a training run may draw its families with others (``generator_chances``),
+#: evaluation always draws these.
 CHANCES: Mapping[str, float] = MappingProxyType(
     {
         "late": 0.5,
@@ -275,6 +321,7 @@ CHANCES: Mapping[str, float] = MappingProxyType(
         "mempolicy": 0.1,
         "tier_aware": 0.3,
         "pre_2021": 0.15,
+        "channels": 0.0,
     }
 )
 
@@ -477,8 +524,9 @@ def generated_scenario(
         raise ValueError(f"cell: {cell!r} is not held out on {shape!r} (held out: {held})")
     sh = SHAPES[shape]
     stream = [0x6E4E, list(SHAPES).index(shape), 0 if cell is None else 1 + held.index(cell)]
-    rng = np.random.default_rng([*stream, _split_code(split), index])
-    hw = _hardware(sh, rng)
+    entropy = [*stream, _split_code(split), index]
+    rng = np.random.default_rng(entropy)
+    hw = _hardware(sh, rng, entropy, ch["channels"])
     intervals, p = zip(*INTERVALS, strict=True)
     interval = float(rng.choice(intervals, p=p))
     episode_s = interval * episode_steps
@@ -786,7 +834,7 @@ def _broad_draw(
 ) -> Scenario:
     sh = BROAD_SHAPES[shape]
     rng = np.random.default_rng(entropy)
-    hw = _hardware(sh, rng)
+    hw = _hardware(sh, rng, entropy, ch["channels"])
     intervals, p = zip(*INTERVALS, strict=True)
     interval = float(rng.choice(intervals, p=p))
     episode_s = interval * episode_steps

@@ -232,3 +232,38 @@ def test_a_family_drawn_with_other_chances_is_another_family_object() -> None:
     )
     p = core.make_params("gen-2s-snc-2cxl", pool_size=8, generator_chances={"memory_high": 1.0})
     assert p.family is high
+
+
+def test_a_channel_draw_scales_only_the_dram_bandwidths_within_their_bounds() -> None:
+    seen: dict[str, set[float]] = {}
+    for shape in ("1s-1cxl", "1s-4cxl", "2s-snc-2cxl"):
+        for i in range(24):
+            drawn = G.generated_scenario(shape, "train", i, chances={"channels": 1.0})
+            plain = G.generated_scenario(shape, "train", i)
+            assert drawn.tenants == plain.tenants and drawn.interval_s == plain.interval_s
+            part = G.SHAPES[shape].nodes[0][0]
+            own, lo, hi = G.CHANNELS[part]
+            scales = set()
+            for a, b in zip(drawn.hardware.nodes, plain.hardware.nodes, strict=True):
+                assert a.capacity_gib == b.capacity_gib and a.idle_latency_ns == b.idle_latency_ns
+                if b.kind == "cxl":
+                    assert a == b
+                    continue
+                scale = a.read_gbps / b.read_gbps
+                assert lo / own - 1e-3 <= scale <= hi / own + 1e-3
+                assert a.write_gbps == pytest.approx(scale * b.write_gbps, abs=0.01)
+                if b.remote_read_gbps < 1e3:  # a fitted remote side (1e3: none, no limit)
+                    assert a.remote_read_gbps == pytest.approx(scale * b.remote_read_gbps, abs=0.01)
+                scales.add(round(scale, 3))
+            assert len(scales) == 1  # one count per part: the machine's DRAM nodes stay alike
+            seen.setdefault(shape, set()).update(scales)
+    # every count of the bounds is drawn: 2..4 channels of an SNC node, 4..8 of a socket
+    assert seen["1s-1cxl"] == seen["2s-snc-2cxl"] == {1.0, 1.5, 2.0}
+    assert seen["1s-4cxl"] == {0.5, 0.625, 0.75, 0.875, 1.0}
+    # at the default chance (0) nothing is drawn: the fitted parts, every scenario as before
+    assert G.CHANCES["channels"] == 0.0
+    half = [
+        G.broad_scenario("1s-socket-1cxl", "val", i, chances={"channels": 0.5}) for i in range(24)
+    ]
+    kept = [sc == G.broad_scenario("1s-socket-1cxl", "val", i) for i, sc in enumerate(half)]
+    assert 0 < sum(kept) < len(kept)
