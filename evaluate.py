@@ -74,6 +74,7 @@ def validate_args(args: EvaluateOptions) -> tuple[list[str], list[str]]:
         raise ValueError(f"--policies {args.policies!r}: expected at least one policy")
     if not scenarios:
         raise ValueError(f"--scenarios {args.scenarios!r}: expected at least one scenario")
+    args.chances()
     return policies, scenarios
 
 
@@ -136,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             plots=not args.no_plots,
             show_progress=not args.no_progress,
             command=["evaluate.py", *argv],
+            generator_chances=args.chances(),
             runner=ray_runner(args.workers, args.ray_address),
         )
     except SystemExit as exc:  # --help (0) or a one-line argparse error (2)

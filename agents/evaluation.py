@@ -32,6 +32,7 @@ from agents.view import LearnedPolicy, PolicyError, environment_config, view_set
 from baselines import catalogue, make_policy
 from envs.config import default
 from envs.families import make_family
+from envs.generator import check_chances
 from envs.policy import RecordsPolicy, as_policy
 
 __all__ = [
@@ -267,8 +268,14 @@ def run_comparison(
     command: Sequence[str] | None = None,
     n_boot: int = 2000,
     runner: Runner | None = None,
+    generator_chances: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Compare policies and write the results folder; returns the summary.
+
+    ``generator_chances`` (entries of :data:`envs.generator.CHANCES`) draws the generator's
+    families with other chances for every policy alike (e.g. ``{"channels": 1.0}``: machines
+    with other DRAM channel counts); other scenarios ignore it. Without it every family is
+    drawn as documented (a learned policy's training chances never carry over).
 
     Runs every policy on every scenario with the same seeds (episode ``i`` of every run has
     seed ``seed + i``) through ``runner`` (default :func:`local_runner`, this process;
@@ -290,6 +297,10 @@ def run_comparison(
         raise ValueError(f"metric {metric!r}: expected one of {list(METRICS)}")
     out = check_output_dir(output)
     loaded, names = loaded_policies(policies, scenarios, episodes, split)
+    if generator_chances:
+        chances = check_chances(generator_chances)
+        drawn = {k: chances[k] for k in generator_chances}
+        loaded = [(p, {**kw, "generator_chances": drawn}) for p, kw in loaded]
     if reference not in names:
         raise ValueError(f"reference {reference!r} is not among the policies {names}")
     trained_on = {  # what each learned policy trained on

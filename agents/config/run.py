@@ -14,6 +14,7 @@ from agents.config.recipe import FineTuneSettings, Recipe
 from baselines import catalogue
 from envs.config import MAX_TENANTS, default
 from envs.families import SPLITS
+from envs.generator import check_chances
 from envs.scenario import scenario_names
 from envs.spaces import ACTION_TYPES, REWARDS, WEIGHTS
 
@@ -183,6 +184,13 @@ class EvaluateOptions(_Strict):
         description="run the cells on the Ray cluster at ADDRESS (its head's HOST:PORT; "
         "default: $RAY_ADDRESS if set)",
     )
+    generator_chances: Name | None = Field(
+        None,
+        description="comma-separated NAME=P of envs.generator.CHANCES: the generator's "
+        "families (gen-*, unseen-*, broad-*) drawn with these chances instead of the "
+        "documented ones, e.g. channels=1 (every machine's DRAM channel count drawn within "
+        "its bounds); other scenarios ignore it (default: the documented chances)",
+    )
     references: Name | None = Field(
         None,
         description="comma-separated policies compared beside --policies (added after them, "
@@ -191,6 +199,32 @@ class EvaluateOptions(_Strict):
         f"'{HOST_REFERENCES}' when a --policies entry is a run trained on the host view, "
         "observation='host'; otherwise none)",
     )
+
+    def chances(self) -> dict[str, float] | None:
+        """``--generator-chances`` as a mapping (checked), or None where not given.
+
+        Raises:
+            ValueError: an entry that is not NAME=P, an unknown name or a value outside [0, 1].
+        """
+        if self.generator_chances is None:
+            return None
+        given: dict[str, Any] = {}
+        for entry in self.generator_chances.split(","):
+            name, eq, value = entry.partition("=")
+            try:
+                given[name.strip()] = float(value)
+            except ValueError:
+                eq = ""
+            if not eq:
+                raise ValueError(
+                    f"--generator-chances {self.generator_chances!r}: entry {entry!r}, "
+                    "expected NAME=P (a chance of envs.generator.CHANCES and a number)"
+                ) from None
+        try:
+            checked = check_chances(given)
+        except ValueError as exc:
+            raise ValueError(f"--generator-chances: {exc}") from None
+        return {k: checked[k] for k in given}
 
 
 class SweepOptions(_Strict):

@@ -279,3 +279,49 @@ def test_train_runs_the_final_comparison_in_process(
     assert gen["per_scenario"][str(sc)]["group"] == "trained"
     assert list(gen["groups"]) == ["trained"] and "best_heuristic" in gen["groups"]["trained"]
     assert f"ppo trained on: {sc}" in out
+
+
+def test_generator_chances_draw_the_families_of_every_policy_alike(tmp_path: Path) -> None:
+    from agents.evaluation import run_comparison
+    from agents.rollout import rollout
+    from baselines import make_policy
+
+    kw = {"episodes": 2, "seed": 3, "plots": False}
+    drawn = run_comparison(
+        ["dram-first", "colloid"], ["gen-1s-4cxl"], output=tmp_path / "c",
+        generator_chances={"channels": 1.0}, **kw,
+    )  # fmt: skip
+    plain = run_comparison(["dram-first", "colloid"], ["gen-1s-4cxl"], output=tmp_path / "p", **kw)
+    records = json.loads((tmp_path / "c" / "results.json").read_text())["records"]
+    for name in ("dram-first", "colloid"):
+        want = rollout(
+            make_policy(name), "gen-1s-4cxl", 2, seed=3,
+            env_kwargs={"generator_chances": {"channels": 1.0}},
+        )  # fmt: skip
+        got = [r["metrics"] for r in records if r["policy"] == name]
+        assert got == [r["metrics"] for r in want]
+        a = drawn["per_scenario"]["gen-1s-4cxl"][name]["metrics"]["geomean_perf"]["mean"]
+        b = plain["per_scenario"]["gen-1s-4cxl"][name]["metrics"]["geomean_perf"]["mean"]
+        assert a != b  # other machines: the socket's channels drawn 4..8
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("channels", r"entry 'channels', expected NAME=P"),
+        ("channels=most", r"entry 'channels=most', expected NAME=P"),
+        ("chanels=1", r"--generator-chances: generator_chances: unknown chance 'chanels'"),
+        ("channels=2", r"generator_chances.channels: got 2.0, expected a number in \[0, 1\]"),
+    ],
+)
+def test_bad_generator_chances_are_one_line_errors(
+    value: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import evaluate
+
+    out = tmp_path / "out"
+    args = ["--scenarios", "gen-1s-1cxl", "--policies", "dram-first", "--output", str(out)]
+    assert evaluate.main([*args, "--generator-chances", value]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and len(err.strip().splitlines()) == 1
+    assert not out.exists()
