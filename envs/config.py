@@ -122,7 +122,7 @@ class EnvConfig:
         None,
         "none",
         'a mapping of some of `envs.generator.CHANCES` (e.g. `{"memory_high": 0.3}`): the '
-        "generator's families (`gen-*`, `unseen-*`) drawn with these chances "
+        "generator's families (`gen-*`, `unseen-*`, `broad-*`) drawn with these chances "
         "([scenarios.md](scenarios.md#the-generator-gen--and-unseen--families)); other "
         "scenarios ignore it",
     )
