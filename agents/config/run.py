@@ -212,10 +212,10 @@ class EvaluateOptions(_Strict):
         for entry in self.generator_chances.split(","):
             name, eq, value = entry.partition("=")
             try:
+                if not eq:
+                    raise ValueError(entry)
                 given[name.strip()] = float(value)
             except ValueError:
-                eq = ""
-            if not eq:
                 raise ValueError(
                     f"--generator-chances {self.generator_chances!r}: entry {entry!r}, "
                     "expected NAME=P (a chance of envs.generator.CHANCES and a number)"
