@@ -308,9 +308,11 @@ KINDS: dict[str, dict[str, Any]] = {
 #: the ``-prefix`` scenarios) where a machine has more than two DRAM nodes (where they
 #: differ); and that a machine's DRAM nodes have their channel count drawn within
 #: :data:`CHANNELS` instead of their part's (``channels``: their bandwidths scaled; 0 by
-#: default, so every family's machines are the fitted parts). Every family's splits draw
-#: these; a training run may draw its families with others (``generator_chances``),
-#: evaluation always draws these.
+#: default, so every family's machines are the fitted parts); and that the ``bandwidth``
+#: situation's stream asks 0.5-1.0x its local DRAM's peak instead of 1.2x or more
+#: (``near_peak``: a stream near, not past, the peak, where its own socket's DRAM is the
+#: place; 0 by default). Every family's splits draw these; a training run may draw its
+#: families with others (``generator_chances``), evaluation always draws these.
 CHANCES: Mapping[str, float] = MappingProxyType(
     {
         "late": 0.5,
@@ -322,6 +324,7 @@ CHANCES: Mapping[str, float] = MappingProxyType(
         "tier_aware": 0.3,
         "pre_2021": 0.15,
         "channels": 0.0,
+        "near_peak": 0.0,
     }
 )
 
@@ -665,6 +668,19 @@ def _saturate(
     t["mlp"] = float(min(max(t["mlp"], need / t["threads"]), mlp_hi))
 
 
+def _demand(
+    t: dict[str, Any], kind: str, peak_gbps: float, latency_ns: float, factor: float
+) -> None:
+    """Set ``t``'s threads, then its misses in flight, within its kind's ranges, so that its
+    closed-loop demand is ``factor`` x ``peak_gbps`` (up or down, unlike :func:`_saturate`)."""
+    r = KINDS[kind]
+    threads_lo, threads_hi = r["threads"]
+    mlp_lo, mlp_hi = r["mlp"]
+    need = factor * peak_gbps * (t["compute_ns"] + latency_ns) / 64.0  # threads x mlp
+    t["threads"] = int(min(max(round(need / t["mlp"]), threads_lo), threads_hi))
+    t["mlp"] = float(min(max(need / t["threads"], mlp_lo), mlp_hi))
+
+
 def _most_demand_gbps(kind: str, compute_ns: float, latency_ns: float) -> float:
     """The largest closed-loop demand (GB/s) a tenant of ``kind`` can ask at ``compute_ns``
     and ``latency_ns``: every thread of its range at its most misses in flight."""
@@ -728,11 +744,15 @@ def _motif_tenants(
         _pin(t, hw, node)
         latency = float(hw["nodes"][node]["idle_latency_ns"])
         peak = _peak_gbps(hw, [node])
-        # from 1.2x the node's peak up to the most the kind can ask (MLC on every core of
-        # a socket), and at least to 3x
-        most = _most_demand_gbps(kind, t["compute_ns"], latency) / peak
-        factor = float(rng.uniform(1.2, max(3.0, most)))
-        _saturate(t, kind, peak, latency, factor)
+        if chances["near_peak"] > 0.0 and rng.random() < chances["near_peak"]:
+            # near the peak, not past it: 0.5x to 1x (MLC on fewer cores)
+            _demand(t, kind, peak, latency, float(rng.uniform(0.5, 1.0)))
+        else:
+            # from 1.2x the node's peak up to the most the kind can ask (MLC on every core
+            # of a socket), and at least to 3x
+            most = _most_demand_gbps(kind, t["compute_ns"], latency) / peak
+            factor = float(rng.uniform(1.2, max(3.0, most)))
+            _saturate(t, kind, peak, latency, factor)
         room = sum(hw["nodes"][i]["capacity_gib"] for i in local)
         _shrink(t, room * float(rng.uniform(0.3, 0.9)))
         first, second = rng.choice(len(MIXES), size=2, replace=False)

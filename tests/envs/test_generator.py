@@ -267,3 +267,29 @@ def test_a_channel_draw_scales_only_the_dram_bandwidths_within_their_bounds() ->
     ]
     kept = [sc == G.broad_scenario("1s-socket-1cxl", "val", i) for i, sc in enumerate(half)]
     assert 0 < sum(kept) < len(kept)
+
+
+def test_near_peak_draws_the_bandwidth_situation_below_its_node_peak() -> None:
+    demands, changed = [], 0
+    for shape in ("1s-1cxl", "2s-2cxl", "1s-4cxl"):
+        for i in range(40):
+            drawn = G.broad_scenario(shape, "train", i, chances={"near_peak": 1.0})
+            plain = G.broad_scenario(shape, "train", i)
+            if "(bandwidth)" not in plain.description:
+                assert drawn == plain  # only the bandwidth situation draws it
+                continue
+            changed += drawn != plain
+            t = drawn.tenants[0]
+            node = next(n for n in drawn.hardware.nodes if n.name == t.cpu_node)
+            lo, hi = G.KINDS["hog"]["threads"]
+            assert lo <= t.threads <= hi and t.mlp >= G.KINDS["hog"]["mlp"][0]
+            zero_load = t.threads * t.mlp * 64.0 / (t.compute_ns + node.idle_latency_ns)
+            demands.append(zero_load / max(node.read_gbps, node.mixed_gbps))
+            # the default draw asks 1.2x the peak or more
+            t0 = plain.tenants[0]
+            assert t0.threads * t0.mlp * 64.0 / (t0.compute_ns + node.idle_latency_ns) > (
+                1.15 * max(node.read_gbps, node.mixed_gbps)
+            )
+    assert changed == len(demands) > 10
+    assert 0.5 - 0.02 <= min(demands) and max(demands) <= 1.0 + 0.02
+    assert G.CHANCES["near_peak"] == 0.0
