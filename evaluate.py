@@ -65,8 +65,11 @@ def parse_args(argv: list[str]) -> EvaluateOptions:
     ]
 
 
-def validate_args(args: EvaluateOptions) -> tuple[list[str], list[str]]:
-    """The output folder checked (nothing run, nothing written); the policy and scenario lists."""
+def validate_args(
+    args: EvaluateOptions,
+) -> tuple[list[str], list[str], dict[str, float] | None]:
+    """The output folder checked (nothing run, nothing written); the policy and scenario
+    lists and the generator's chances (``--generator-chances``, None where not given)."""
     check_output_dir(args.output, "--output")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     scenarios = expand_family_names(s.strip() for s in args.scenarios.split(",") if s.strip())
@@ -74,8 +77,7 @@ def validate_args(args: EvaluateOptions) -> tuple[list[str], list[str]]:
         raise ValueError(f"--policies {args.policies!r}: expected at least one policy")
     if not scenarios:
         raise ValueError(f"--scenarios {args.scenarios!r}: expected at least one scenario")
-    args.chances()
-    return policies, scenarios
+    return policies, scenarios, args.chances()
 
 
 def is_host_view(env_kwargs: dict[str, Any]) -> bool:
@@ -124,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         get_threads()  # TIERGYM_THREADS, checked before any work
         args = parse_args(argv)
-        policies, scenarios = validate_args(args)
+        policies, scenarios, chances = validate_args(args)
         summary = run_comparison(
             with_references(policies, args.references),
             scenarios,
@@ -137,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             plots=not args.no_plots,
             show_progress=not args.no_progress,
             command=["evaluate.py", *argv],
-            generator_chances=args.chances(),
+            generator_chances=chances,
             runner=ray_runner(args.workers, args.ray_address),
         )
     except SystemExit as exc:  # --help (0) or a one-line argparse error (2)

@@ -202,10 +202,7 @@ INTERVALS = ((1.0, 0.6), (2.0, 0.3), (5.0, 0.1))
 
 
 def _hardware(
-    shape: Shape,
-    rng: np.random.Generator,
-    entropy: list[int] | None = None,
-    channels: float = 0.0,
+    shape: Shape, rng: np.random.Generator, entropy: list[int], channels: float
 ) -> dict[str, Any]:
     """The shape's nodes with their capacities drawn from ``rng``; with probability
     ``channels`` (the chance of that name) every DRAM node's channel count is drawn within
@@ -214,8 +211,6 @@ def _hardware(
     parts = _parts()
     counts: dict[str, int] = {}
     if channels > 0.0:
-        if entropy is None:
-            raise ValueError("a channel draw needs the scenario's entropy")
         own = np.random.default_rng([*entropy, CHANNEL_STREAM])
         if own.random() < channels:
             counts = {
@@ -649,21 +644,32 @@ def _streaming(t: dict[str, Any], rng: np.random.Generator) -> None:
     t["mlp"] = max(float(t["mlp"]), float(rng.uniform(8.0, 16.0)))
 
 
+def _kind_ranges(kind: str) -> tuple[int, int, float, float]:
+    """``kind``'s thread range and misses-in-flight range, each ``(lo, hi)``."""
+    r = KINDS[kind]
+    mlp = r["mlp"] if isinstance(r["mlp"], tuple) else (min(r["mlp"]), max(r["mlp"]))
+    return int(r["threads"][0]), int(r["threads"][1]), float(mlp[0]), float(mlp[1])
+
+
 def _kind_top(kind: str) -> tuple[int, float]:
     """The top of ``kind``'s thread and misses-in-flight ranges."""
-    r = KINDS[kind]
-    mlp_hi = r["mlp"][1] if isinstance(r["mlp"], tuple) else max(r["mlp"])
-    return int(r["threads"][1]), float(mlp_hi)
+    _, threads_hi, _, mlp_hi = _kind_ranges(kind)
+    return threads_hi, mlp_hi
+
+
+def _misses_for(t: Mapping[str, Any], peak_gbps: float, latency_ns: float, factor: float) -> float:
+    """Threads x misses in flight at which ``t``'s closed-loop demand
+    (``threads x mlp x 64 B / (compute + latency)``) is ``factor`` x ``peak_gbps``."""
+    return factor * peak_gbps * (t["compute_ns"] + latency_ns) / 64.0
 
 
 def _saturate(
     t: dict[str, Any], kind: str, peak_gbps: float, latency_ns: float, factor: float
 ) -> None:
     """Raise ``t``'s threads, then its misses in flight, within its kind's ranges, until its
-    closed-loop demand (``threads x mlp x 64 B / (compute + latency)``) is ``factor`` x
-    ``peak_gbps``."""
+    closed-loop demand is ``factor`` x ``peak_gbps`` (:func:`_misses_for`)."""
     threads_hi, mlp_hi = _kind_top(kind)
-    need = factor * peak_gbps * (t["compute_ns"] + latency_ns) / 64.0  # threads x mlp
+    need = _misses_for(t, peak_gbps, latency_ns, factor)
     t["threads"] = int(min(max(t["threads"], math.ceil(need / t["mlp"])), threads_hi))
     t["mlp"] = float(min(max(t["mlp"], need / t["threads"]), mlp_hi))
 
@@ -673,10 +679,8 @@ def _demand(
 ) -> None:
     """Set ``t``'s threads, then its misses in flight, within its kind's ranges, so that its
     closed-loop demand is ``factor`` x ``peak_gbps`` (up or down, unlike :func:`_saturate`)."""
-    r = KINDS[kind]
-    threads_lo, threads_hi = r["threads"]
-    mlp_lo, mlp_hi = r["mlp"]
-    need = factor * peak_gbps * (t["compute_ns"] + latency_ns) / 64.0  # threads x mlp
+    threads_lo, threads_hi, mlp_lo, mlp_hi = _kind_ranges(kind)
+    need = _misses_for(t, peak_gbps, latency_ns, factor)
     t["threads"] = int(min(max(round(need / t["mlp"]), threads_lo), threads_hi))
     t["mlp"] = float(min(max(need / t["threads"], mlp_lo), mlp_hi))
 
